@@ -1,0 +1,61 @@
+"""Encoder and decoder set-up for the steps, read from the profile (no constants buried in the engine)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from functools import lru_cache
+
+import av
+
+from transforms.spec import H264Step, Profile, Vp9Step
+
+
+def vp9_encoder(
+    step: Vp9Step, profile: Profile, width: int, height: int, time_base: Fraction, rate: Fraction
+) -> av.video.codeccontext.VideoCodecContext:
+    """A libvpx-vp9 encoder at constant quality (``crf`` with ``b:v 0``), configured by ``profile``."""
+    enc = av.CodecContext.create("libvpx-vp9", "w")
+    enc.width, enc.height, enc.pix_fmt = width, height, "yuv420p"
+    enc.time_base, enc.framerate = time_base, rate
+    enc.bit_rate = step.bitrate
+    enc.thread_count = profile.encoder_threads()
+    enc.options = vp9_options(step, profile)
+    return enc
+
+
+def vp9_options(step: Vp9Step, profile: Profile) -> dict[str, str]:
+    """libvpx-vp9 private options for ``step`` under ``profile`` (shared with the ffmpeg CLI backend)."""
+    return {
+        "crf": str(step.crf),
+        "deadline": profile.vp9_deadline,
+        "cpu-used": str(profile.vp9_cpu_used),
+        "row-mt": "0" if profile.deterministic else "1",
+    }
+
+
+def h264_encoder_name(profile: Profile) -> str:
+    """The H.264 encoder the profile asks for; ``auto`` means NVENC when it really opens, else libx264."""
+    if profile.h264_encoder == "auto":
+        return "h264_nvenc" if nvenc_available() else "libx264"
+    return profile.h264_encoder
+
+
+def h264_options(step: H264Step, profile: Profile, encoder: str) -> dict[str, str]:
+    """Encoder options for the final H.264 encode (libx264 CRF, or NVENC constant-QP-like CQ)."""
+    if encoder == "h264_nvenc":
+        return {"rc": "vbr", "cq": str(step.crf), "preset": "p4", "profile": step.profile}
+    return {"crf": str(step.crf), "preset": profile.x264_preset, "profile": step.profile}
+
+
+@lru_cache(maxsize=1)
+def nvenc_available() -> bool:
+    """True when an NVENC H.264 encoder can actually be opened (a GPU and driver are present)."""
+    if "h264_nvenc" not in av.codecs_available:
+        return False
+    try:
+        enc = av.CodecContext.create("h264_nvenc", "w")
+        enc.width, enc.height, enc.pix_fmt, enc.time_base = 64, 64, "yuv420p", Fraction(1, 25)
+        enc.open()
+    except av.error.FFmpegError:
+        return False
+    return True

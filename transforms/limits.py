@@ -1,0 +1,16 @@
+"""Input limits, checked from the container header before heavy work and again while decoding."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Limits(BaseModel):
+    """Bounds on one input video. Defaults suit a moderation tap of short-form uploads."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_bytes: int = Field(256 * 1024 * 1024, gt=0, description="largest accepted input, in bytes")
+    max_pixels: int = Field(3840 * 2160, gt=0, description="largest width x height")
+    max_duration_s: float = Field(600.0, gt=0, description="longest accepted duration, seconds")
+    max_frames: int = Field(36_000, gt=0, description="most frames decoded from one input")

@@ -1,0 +1,260 @@
+"""The streaming stages of the engine. Each node takes frames, emits frames to its children, and flushes.
+
+A node's ``seconds`` is its own work only (children are timed separately), so per-step timings add up.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import time
+from collections import Counter
+from fractions import Fraction
+
+import av
+import av.filter
+
+from transforms import badge, codecs
+from transforms.errors import InvalidVideo
+from transforms.spec import BadgeStep, FpsStep, H264Step, Profile, ScaleStep, Vp9Step
+
+_NO_PICT_TYPE = av.video.frame.PictureType.NONE
+
+
+class Node:
+    """A stage in the prefix tree of steps."""
+
+    kind = "node"
+
+    def __init__(self) -> None:
+        self.children: list[Node] = []
+        self.seconds = 0.0
+        self.frames_in = 0
+
+    def feed(self, frame: av.VideoFrame) -> None:
+        t0 = time.perf_counter()
+        self.frames_in += 1
+        out = self.process(frame)
+        self.seconds += time.perf_counter() - t0
+        self._emit(out)
+
+    def finish(self) -> None:
+        t0 = time.perf_counter()
+        out = self.drain()
+        self.seconds += time.perf_counter() - t0
+        self._emit(out)
+        for child in self.children:
+            child.finish()
+
+    def _emit(self, frames: list[av.VideoFrame]) -> None:
+        for frame in frames:
+            for child in self.children:
+                child.feed(frame)
+
+    def process(self, frame: av.VideoFrame) -> list[av.VideoFrame]:
+        return [frame]
+
+    def drain(self) -> list[av.VideoFrame]:
+        return []
+
+    def leaves(self) -> int:
+        return 1 if not self.children else sum(c.leaves() for c in self.children)
+
+
+class FilterNode(Node):
+    """Frames through a libavfilter graph (built on the first frame, when the input size is known)."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__()
+        self.kind = kind
+        self.graph: av.filter.Graph | None = None
+
+    def filters(self, frame: av.VideoFrame) -> list[tuple[str, str]]:
+        raise NotImplementedError
+
+    def _build(self, frame: av.VideoFrame) -> av.filter.Graph:
+        graph = av.filter.Graph()
+        node = graph.add_buffer(
+            width=frame.width, height=frame.height, format=frame.format.name, time_base=frame.time_base
+        )
+        for name, args in self.filters(frame):
+            nxt = graph.add(name, args)
+            node.link_to(nxt)
+            node = nxt
+        node.link_to(graph.add("buffersink"))
+        graph.configure()
+        return graph
+
+    def process(self, frame: av.VideoFrame) -> list[av.VideoFrame]:
+        if self.graph is None:
+            self.graph = self._build(frame)
+        self.graph.push(frame)
+        return self._pull()
+
+    def drain(self) -> list[av.VideoFrame]:
+        if self.graph is None:
+            return []
+        self.graph.push(None)
+        return self._pull()
+
+    def _pull(self) -> list[av.VideoFrame]:
+        out = []
+        while True:
+            try:
+                out.append(self.graph.pull())
+            except (av.error.BlockingIOError, av.error.EOFError):
+                return out
+
+
+class NormalizeNode(FilterNode):
+    """Source frames to upright, even-sized, 8-bit yuv420p; a pass-through when they already are."""
+
+    def __init__(self) -> None:
+        super().__init__("normalize")
+        self.passthrough: bool | None = None
+
+    def filters(self, frame: av.VideoFrame) -> list[tuple[str, str]]:
+        chain = list(rotation_filters(frame.rotation))
+        if frame.width % 2 or frame.height % 2:
+            chain.append(("crop", "trunc(iw/2)*2:trunc(ih/2)*2:0:0"))
+        if frame.format.name != "yuv420p":
+            chain.append(("format", "yuv420p"))
+        return chain
+
+    def process(self, frame: av.VideoFrame) -> list[av.VideoFrame]:
+        if self.passthrough is None:
+            self.passthrough = not self.filters(frame)
+        frame.pict_type = _NO_PICT_TYPE  # never let the source's I-frames force encoder keyframes
+        return [frame] if self.passthrough else super().process(frame)
+
+    def drain(self) -> list[av.VideoFrame]:
+        return [] if self.passthrough else super().drain()
+
+
+def rotation_filters(rotation: int) -> tuple[tuple[str, str], ...]:
+    """Filters that make a frame with display rotation ``rotation`` (degrees, counter-clockwise) upright."""
+    angle = rotation % 360
+    if angle == 90:
+        return (("transpose", "cclock"),)
+    if angle == 270:
+        return (("transpose", "clock"),)
+    if angle == 180:
+        return (("hflip", ""), ("vflip", ""))
+    return ()
+
+
+class ScaleNode(FilterNode):
+    def __init__(self, step: ScaleStep) -> None:
+        super().__init__("scale")
+        self.step = step
+
+    def filters(self, frame: av.VideoFrame) -> list[tuple[str, str]]:
+        w, h = self.step.output_size(frame.width, frame.height)
+        return [("scale", f"{w}:{h}:flags={self.step.flags}")]
+
+
+class FpsNode(FilterNode):
+    def __init__(self, step: FpsStep) -> None:
+        super().__init__("fps")
+        self.step = step
+
+    def filters(self, frame: av.VideoFrame) -> list[tuple[str, str]]:
+        return [("fps", f"fps={fps_text(self.step.fps)}")]
+
+
+def fps_text(fps: float) -> str:
+    """A frame rate as ffmpeg reads it, exact for integers and NTSC-style rates."""
+    frac = Fraction(fps).limit_denominator(1001)
+    return str(frac.numerator) if frac.denominator == 1 else f"{frac.numerator}/{frac.denominator}"
+
+
+class BadgeNode(Node):
+    kind = "badge"
+
+    def __init__(self, step: BadgeStep) -> None:
+        super().__init__()
+        self.step = step
+
+    def process(self, frame: av.VideoFrame) -> list[av.VideoFrame]:
+        return [badge.composite(frame, badge.badge_patch(self.step, frame.width, frame.height))]
+
+
+class Vp9Node(Node):
+    """Storage encode to VP9 and decode again, in memory; children see what a viewer of the platform sees."""
+
+    kind = "vp9"
+
+    def __init__(self, step: Vp9Step, profile: Profile, rate: Fraction, sessions: Counter[str]) -> None:
+        super().__init__()
+        self.step, self.profile, self.rate, self.sessions = step, profile, rate, sessions
+        self.encoder: av.video.codeccontext.VideoCodecContext | None = None
+        self.decoder = av.CodecContext.create("vp9", "r")
+        self.time_base: Fraction | None = None
+        self.bytes = 0
+
+    def process(self, frame: av.VideoFrame) -> list[av.VideoFrame]:
+        if self.encoder is None:
+            self.time_base = frame.time_base
+            self.encoder = codecs.vp9_encoder(
+                self.step, self.profile, frame.width, frame.height, frame.time_base, self.rate
+            )
+            self.sessions["libvpx-vp9"] += 1
+        return self._decode(self.encoder.encode(frame))
+
+    def drain(self) -> list[av.VideoFrame]:
+        return [] if self.encoder is None else self._decode(self.encoder.encode(None)) + self._decode([None])
+
+    def _decode(self, packets: list[av.Packet | None]) -> list[av.VideoFrame]:
+        out = []
+        for packet in packets:
+            if packet is not None:
+                self.bytes += packet.size
+            for frame in self.decoder.decode(packet):
+                frame.time_base = self.time_base
+                frame.pict_type = _NO_PICT_TYPE
+                out.append(frame)
+        return out
+
+
+class H264Sink(Node):
+    """The final encode: H.264 in an in-memory MP4. A leaf; ``data`` holds the bytes after ``finish``."""
+
+    kind = "h264"
+
+    def __init__(self, step: H264Step, profile: Profile, rate: Fraction, sessions: Counter[str]) -> None:
+        super().__init__()
+        self.step, self.profile, self.rate, self.sessions = step, profile, rate, sessions
+        self.encoder_name = codecs.h264_encoder_name(profile)
+        self.buffer = io.BytesIO()
+        self.container: av.container.OutputContainer | None = None
+        self.stream: av.video.stream.VideoStream | None = None
+        self.data = b""
+        self.conditions: list[str] = []
+
+    def process(self, frame: av.VideoFrame) -> list[av.VideoFrame]:
+        if self.stream is None:
+            self._open(frame)
+        self.container.mux(self.stream.encode(frame))
+        return []
+
+    def _open(self, frame: av.VideoFrame) -> None:
+        self.container = av.open(self.buffer, mode="w", format="mp4", options={"fflags": "+bitexact"})
+        stream = self.container.add_stream(self.encoder_name, rate=self.rate)
+        stream.width, stream.height, stream.pix_fmt = frame.width, frame.height, "yuv420p"
+        stream.codec_context.time_base = frame.time_base
+        stream.codec_context.thread_count = self.profile.encoder_threads()
+        stream.codec_context.flags |= av.codec.context.Flags.bitexact
+        stream.options = codecs.h264_options(self.step, self.profile, self.encoder_name)
+        self.stream = stream
+        self.sessions[self.encoder_name] += 1
+
+    def drain(self) -> list[av.VideoFrame]:
+        if self.stream is None:
+            raise InvalidVideo("no frame reached the H.264 encoder")
+        self.container.mux(self.stream.encode(None))
+        self.container.close()
+        self.data = self.buffer.getvalue()
+        return []
+
+    def sha256(self) -> str:
+        return hashlib.sha256(self.data).hexdigest()
