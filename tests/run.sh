@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Install everything the tests need on a fresh machine, then run them (the README's test command).
+# Exit status: pytest's, except that "no tests collected" (5) counts as a failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+
+"$PY" -m pip install -q --disable-pip-version-check -e '.[test]'
+
+"$PY" -m ruff check .
+"$PY" -m ruff format --check .
+
+set +e
+"$PY" -m pytest -q -p no:cacheprovider "$@"
+status=$?
+set -e
+if [ "$status" -eq 5 ]; then
+  echo "pytest collected no tests: failing" >&2
+  exit 1
+fi
+exit "$status"

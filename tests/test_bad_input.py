@@ -1,0 +1,81 @@
+"""Every kind of bad input gives its typed error, fast, and never a crash or a hang."""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+
+import pytest
+
+from transforms.engine import Engine
+from transforms.errors import InvalidVideo, LimitExceeded, UnsupportedVideo, VideoError
+from transforms.limits import Limits
+from transforms.probe import probe
+from transforms.spec import LASTMILE, PROFILES
+
+FAST = PROFILES["throughput"].with_determinism(True)
+HANG_BOUND_S = 30  # a generous bound: each case takes well under a second here; this only catches hangs
+
+
+def _run(data: bytes, limits: Limits | None = None):
+    with cf.ThreadPoolExecutor(1) as pool:
+        return pool.submit(Engine(FAST, limits).run, data, LASTMILE).result(timeout=HANG_BOUND_S)
+
+
+def _truncated(data: bytes) -> bytes:
+    return data[: len(data) // 2]
+
+
+def _faststart_truncated(media) -> bytes:
+    # moov first, so the header is readable and the frames are missing: caught while decoding
+    data = media["faststart"]
+    return data[: int(len(data) * 0.6)]
+
+
+@pytest.mark.parametrize(
+    "make, error, match",
+    [
+        (lambda m: b"", InvalidVideo, "empty input"),
+        (lambda m: _truncated(m["basic"]), InvalidVideo, None),
+        (_faststart_truncated, InvalidVideo, "truncated|decod"),
+        (lambda m: m["image"], UnsupportedVideo, "still image"),
+        (lambda m: m["audio_only"], UnsupportedVideo, "no video stream"),
+        (lambda m: bytes(range(256)) * 64, InvalidVideo, None),
+        (lambda m: b"\x00\x00\x00\x18ftypmp42" + b"\x00" * 5000, InvalidVideo, None),
+    ],
+    ids=["empty", "truncated", "truncated-faststart", "image", "audio-only", "garbage", "broken-mp4-header"],
+)
+def test_bad_input_gives_a_typed_error(media, make, error, match):
+    with pytest.raises(error, match=match) as info:
+        _run(make(media))
+    assert isinstance(info.value, VideoError) and str(info.value)
+
+
+@pytest.mark.parametrize(
+    "limits, match",
+    [
+        (Limits(max_bytes=1000), "bytes"),
+        (Limits(max_pixels=100 * 100), "pixels"),
+        (Limits(max_duration_s=1.0), "duration"),
+        (Limits(max_frames=10), "frames"),
+    ],
+)
+def test_limits_are_checked_from_the_header_before_decoding(media, limits, match):
+    with pytest.raises(LimitExceeded, match=match):
+        probe(media["basic"], limits)  # the probe alone refuses it: no frame was decoded
+    with pytest.raises(LimitExceeded, match=match):
+        _run(media["basic"], limits)
+
+
+def test_limits_are_enforced_while_decoding_when_the_header_is_silent(media):
+    # a raw H.264 elementary stream has no duration or frame count in any header
+    info = probe(media["raw_h264"], Limits())
+    assert info.frames == 0 or info.duration_s == 0.0 or info.frames > 10
+    with pytest.raises(LimitExceeded, match="frames"):
+        _run(media["raw_h264"], Limits(max_frames=10))
+
+
+def test_a_bad_input_does_not_disturb_the_next_one(media):
+    engine = Engine(FAST)
+    with pytest.raises(VideoError):
+        engine.run(b"garbage" * 100, LASTMILE)
+    assert set(engine.run(media["basic"], LASTMILE).variants) == {c.name for c in LASTMILE}

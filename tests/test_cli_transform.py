@@ -1,0 +1,81 @@
+"""The `lastmile transform` and `lastmile bench transforms` commands, run as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from transforms.spec import LASTMILE
+
+
+def lastmile(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gateway.cli", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_transform_writes_variants_and_sidecars(tmp_path, media):
+    src = tmp_path / "clip.mp4"
+    src.write_bytes(media["basic"])
+    res = lastmile(
+        "transform", str(src), "--conditions", "all", "--profile", "throughput", "--out", str(tmp_path / "o")
+    )
+    assert res.returncode == 0, res.stderr
+    for cond in LASTMILE:
+        meta = json.loads((tmp_path / "o" / f"clip.{cond.name}.json").read_text())
+        assert meta["condition"] == cond.name and len(meta["spec_hash"]) == 64
+        assert (tmp_path / "o" / f"clip.{cond.name}.mp4").stat().st_size == meta["bytes"]
+
+
+def test_transform_with_a_conditions_file_and_a_bad_input(tmp_path, media):
+    good, bad = tmp_path / "good.mp4", tmp_path / "bad.mp4"
+    good.write_bytes(media["basic"])
+    bad.write_bytes(b"not a video at all" * 20)
+    spec = tmp_path / "conds.yaml"
+    spec.write_text(
+        "conditions:\n  - name: quarter\n    steps: [{kind: vp9}, {kind: scale, factor: 0.25}, {kind: h264}]\n"
+    )
+    res = lastmile(
+        "transform",
+        str(good),
+        str(bad),
+        "--conditions-file",
+        str(spec),
+        "--profile",
+        "throughput",
+        "--out",
+        str(tmp_path / "o"),
+    )
+    assert res.returncode == 1  # one input failed...
+    assert "bad.mp4: InvalidVideo" in res.stderr
+    meta = json.loads((tmp_path / "o" / "good.quarter.json").read_text())  # ...the other was still done
+    assert (meta["width"], meta["height"]) == (40, 30)
+    res = lastmile("transform", str(good), "--conditions", "nope", "--out", str(tmp_path / "o"))
+    assert res.returncode == 2 and "unknown condition" in res.stderr
+
+
+@pytest.mark.slow
+def test_bench_transforms_writes_the_ratios(tmp_path):
+    out = tmp_path / "bench.json"
+    res = lastmile(
+        "bench",
+        "transforms",
+        "--quick",
+        "--profiles",
+        "throughput",
+        "--json",
+        str(out),
+        env={"LASTMILE_CACHE": str(tmp_path / "cache")},
+    )
+    assert res.returncode == 0, res.stderr
+    report = json.loads(out.read_text())
+    assert report["fanout_vs_naive_ffmpeg"] > 0 and report["full_vs_ffmpeg_cli"] > 0
+    for row in report["results"]:
+        assert row["fanout"]["wall_s"] > 0 and row["naive_ffmpeg"]["cpu_s"] > 0 and row["fanout"]["peak_rss_mb"] > 0
