@@ -59,10 +59,20 @@ def h264_options(step: H264Step, profile: Profile, encoder: str) -> dict[str, st
         "profile": step.profile,
         **threads_option(profile),
     }
-    if profile.deterministic and _cpu_has_avx512():
-        # Measured here: the x264 in PyAV's wheel (core 165) gives different bytes from run to run on
-        # AVX-512 CPUs (its AVX-512 macroblock-tree path); capped at AVX2 it is byte-stable at the same
-        # speed. AVX-512 CPUs all have AVX2, so the cap never asks for an instruction the CPU lacks.
+    if profile.deterministic:
+        opts.update(x264_reproducible_options())
+    return opts
+
+
+def x264_reproducible_options() -> dict[str, str]:
+    """Options under which libx264 gives the same bytes on every run on this machine.
+
+    Measured here: the x264 in PyAV's wheel (core 165) gives different bytes from run to run on AVX-512
+    CPUs (its AVX-512 macroblock-tree path), even on one thread; capped at AVX2 it is byte-stable at the
+    same speed. AVX-512 CPUs all have AVX2, so the cap never asks for an instruction the CPU lacks.
+    """
+    opts = {"threads": "1"}
+    if _cpu_has_avx512():
         opts["x264-params"] = "asm=AVX2"
     return opts
 

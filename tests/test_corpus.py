@@ -1,0 +1,34 @@
+"""The paired proxy corpus: deterministic, paired, and labelled as a proxy."""
+
+from __future__ import annotations
+
+import json
+
+from detectors.corpus import GENERATORS, PROXY_NOTICE, CorpusConfig, read_manifest, synthesize
+
+
+def test_corpus_is_deterministic_and_paired(tmp_path):
+    cfg = CorpusConfig(anchors=2, seed=123, width=96, height=64, min_seconds=2.0, max_seconds=2.5)
+    a = read_manifest(synthesize(cfg, tmp_path / "a"))
+    b = read_manifest(synthesize(cfg, tmp_path / "b"))
+    assert [(r.video_id, r.sha256) for r in a] == [(r.video_id, r.sha256) for r in b]
+    other = read_manifest(synthesize(cfg.model_copy(update={"seed": 124}), tmp_path / "c"))
+    assert {r.sha256 for r in other}.isdisjoint({r.sha256 for r in a})
+    reals = {r.video_id for r in a if r.label == "real"}
+    assert len(reals) == 2 and all(r.anchor_id == r.video_id for r in a if r.label == "real")
+    for r in a:
+        assert (tmp_path / "a" / r.uri).exists()
+        if r.label == "generated":
+            assert r.anchor_id in reals and r.source in GENERATORS
+    assert len(a) == 2 * (1 + len(GENERATORS))
+    info = json.loads((tmp_path / "a" / "corpus.json").read_text())
+    assert info["notice"] == PROXY_NOTICE and "not AI-generated video" in info["notice"]
+
+
+def test_user_videos_can_be_real_anchors(tmp_path, media):
+    reals = tmp_path / "reals"
+    reals.mkdir()
+    (reals / "one.mp4").write_bytes(media["long"])
+    cfg = CorpusConfig(anchors=1, seed=5, width=96, height=64, min_seconds=2.0, max_seconds=2.0)
+    rows = read_manifest(synthesize(cfg, tmp_path / "c", real_videos=[reals / "one.mp4"]))
+    assert rows[0].label == "real" and rows[0].category == "user" and len(rows) == 1 + len(GENERATORS)
