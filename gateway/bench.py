@@ -82,3 +82,52 @@ def _geomean(xs: list[float]) -> float:
     import math
 
     return round(math.exp(sum(math.log(x) for x in xs) / len(xs)), 3) if xs else float("nan")
+
+
+def _detector_job(model_path: str, card_json: str, batch: int, repeats: int, threads: int) -> dict[str, float]:
+    import numpy as np
+
+    from detectors.card import ModelCard
+    from detectors.runtime import EmbeddedRuntime
+
+    card = ModelCard.model_validate_json(card_json)
+    runtime = EmbeddedRuntime(model_path, card, max_batch=batch, intra_op_threads=threads)
+    frames = np.random.default_rng(0).integers(0, 256, card.input_shape(batch), dtype=np.uint8)
+    runtime.score(frames)  # warm
+    t0 = time.perf_counter()
+    for _ in range(repeats):
+        runtime.score(frames)
+    wall = time.perf_counter() - t0
+    videos = batch * repeats
+    return {
+        "batch": batch,
+        "videos_per_s": round(videos / wall, 2),
+        "frames_per_s": round(videos * card.sampling.frames / wall, 1),
+        "latency_ms_per_batch": round(1000 * wall / repeats, 2),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
+
+
+def bench_detectors(
+    repo: Path | None, batches: tuple[int, ...] = (1, 16), seconds: float = 3.0, threads: int = 1
+) -> dict[str, Any]:
+    """Embedded-runtime throughput per detector (inference only: frames are already sampled)."""
+    from detectors.repository import list_detectors
+
+    results = {}
+    for name, inst in list_detectors(repo).items():
+        rows = []
+        for batch in batches:
+            probe = _isolated(_detector_job, str(inst.model_path), inst.card.model_dump_json(), batch, 2, threads)
+            repeats = max(3, int(seconds * 1000 / max(probe["latency_ms_per_batch"], 1e-3)))
+            rows.append(
+                _isolated(_detector_job, str(inst.model_path), inst.card.model_dump_json(), batch, repeats, threads)
+            )
+        results[name] = {"input": list(inst.card.input_shape(1)[1:]), "runs": rows}
+    return {
+        "benchmark": "detectors",
+        "runtime": "embedded onnxruntime (CPU)",
+        "intra_op_threads": threads,
+        "machine": {"cpus": mp.cpu_count(), "python": platform.python_version()},
+        "detectors": results,
+    }

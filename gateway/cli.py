@@ -95,5 +95,189 @@ def bench_transforms_cmd(json_out, profiles, quick) -> None:
     click.echo(text)
 
 
+@bench.command("detectors")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), help="write JSON here")
+@click.option("--repo", type=click.Path(file_okay=False, path_type=Path), help="model repository")
+@click.option("--seconds", default=3.0, show_default=True, type=float, help="time per measurement")
+@click.option("--threads", default=1, show_default=True, type=int, help="onnxruntime intra-op threads")
+def bench_detectors_cmd(json_out, repo, seconds, threads) -> None:
+    """Frames/s and videos/s per detector on the embedded runtime, batch 1 and 16, with peak RSS."""
+    from gateway import bench
+
+    text = json.dumps(bench.bench_detectors(repo, seconds=seconds, threads=threads), indent=2)
+    if json_out:
+        json_out.write_text(text)
+    click.echo(text)
+
+
+@main.group()
+def corpus() -> None:
+    """The paired proxy corpus (a proxy for AI-generated video, not AI-generated video)."""
+
+
+@corpus.command("synth")
+@click.option("--anchors", default=12, show_default=True, type=int, help="real anchors (each with 5 counterparts)")
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--size", default="192x144", show_default=True, help="WIDTHxHEIGHT")
+@click.option("--fps", default=24, show_default=True, type=int)
+@click.option("--seconds", default="2-3", show_default=True, help="duration range MIN-MAX, within 2-8 s")
+@click.option(
+    "--real-dir", type=click.Path(exists=True, file_okay=False, path_type=Path), help="use these videos as anchors"
+)
+@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path))
+def corpus_synth(anchors, seed, size, fps, seconds, real_dir, out) -> None:
+    """Write real anchors, pseudo-generated counterparts and a JSONL manifest to OUT."""
+    from detectors.corpus import PROXY_NOTICE, CorpusConfig, synthesize
+
+    width, height = (int(v) for v in size.lower().split("x"))
+    lo, _, hi = seconds.partition("-")
+    reals = (
+        sorted(p for p in real_dir.iterdir() if p.suffix.lower() in {".mp4", ".mov", ".webm", ".mkv"})
+        if real_dir
+        else None
+    )
+    cfg = CorpusConfig(
+        anchors=len(reals) if reals else anchors,
+        seed=seed,
+        width=width,
+        height=height,
+        fps=fps,
+        min_seconds=float(lo),
+        max_seconds=float(hi or lo),
+    )
+    with tqdm(total=cfg.anchors, desc="corpus", unit="anchor", file=sys.stderr) as bar:
+        manifest = synthesize(cfg, out, reals, progress=bar.update)
+    click.echo(f"{manifest}\n{PROXY_NOTICE}")
+
+
+@main.group()
+def detectors() -> None:
+    """Reference and user detectors in the model repository."""
+
+
+@detectors.command("list")
+@click.option("--repo", type=click.Path(file_okay=False), help="model repository (default: triton_models/)")
+def detectors_list(repo) -> None:
+    from detectors.repository import list_detectors
+
+    for name, inst in list_detectors(repo).items():
+        c = inst.card
+        click.echo(f"{name:12s} {c.version:18s} {c.family:45s} threshold {c.threshold.value:+.4f}  {inst.model_path}")
+
+
+@detectors.command("build")
+@click.option("--out", default=None, type=click.Path(file_okay=False, path_type=Path), help="default: triton_models/")
+@click.option("--seed", default=1000, show_default=True, type=int)
+@click.option("--anchors", default=64, show_default=True, type=int)
+@click.option("--epochs", default=12, show_default=True, type=int, help="NPR training epochs")
+def detectors_build(out, seed, anchors, epochs) -> None:
+    """Train (torch, extra `train`) and export the four reference detectors with their model cards."""
+    try:
+        import torch  # noqa: F401
+    except ImportError as exc:
+        raise click.ClickException("building needs torch: pip install '.[train]'") from exc
+    from detectors.build import BuildConfig, build
+    from detectors.repository import repository_path
+
+    summary = build(
+        BuildConfig(seed=seed, anchors=anchors, npr_epochs=epochs),
+        repository_path(out),
+        log=lambda m: click.echo(m, err=True),
+    )
+    click.echo(json.dumps(summary, indent=2, default=float))
+
+
+@detectors.command("add")
+@click.argument("model", type=click.Path(exists=True, dir_okay=False))
+@click.option("--card", "card_path", required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--repo", type=click.Path(file_okay=False), help="model repository (default: triton_models/)")
+@click.option("--force", is_flag=True, help="replace an installed detector of the same name")
+def detectors_add(model, card_path, repo, force) -> None:
+    """Check a user's ONNX detector against its model card, then install it."""
+    from detectors.errors import CardError
+    from detectors.repository import install_from_files
+
+    try:
+        inst = install_from_files(model, card_path, repo, overwrite=force)
+    except CardError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"installed {inst.card.name} {inst.card.version} at {inst.model_path}")
+
+
+@main.command()
+@click.argument("manifest", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--conditions", default="all", show_default=True)
+@click.option("--conditions-file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--detectors", "detector_names", default="all", show_default=True)
+@click.option(
+    "--repo", type=click.Path(file_okay=False, path_type=Path), help="model repository (default: triton_models/)"
+)
+@click.option("--runtime", type=click.Choice(["embedded", "triton"]), default="embedded", show_default=True)
+@click.option("--triton-url", default="127.0.0.1:8001", show_default=True)
+@click.option("--profile", type=click.Choice(sorted(PROFILES)), default="fidelity", show_default=True)
+@click.option("--deterministic/--no-deterministic", default=True, show_default=True)
+@click.option("--workers", type=int, default=None, help="parallel videos (default: cores)")
+@click.option("--resume", is_flag=True, help="continue a killed run in --out")
+@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path))
+def replay(
+    manifest,
+    conditions,
+    conditions_file,
+    detector_names,
+    repo,
+    runtime,
+    triton_url,
+    profile,
+    deterministic,
+    workers,
+    resume,
+    out,
+) -> None:
+    """Run every video of MANIFEST through the conditions and detectors into OUT/results.parquet."""
+    from gateway.replay import ReplayConfig
+    from gateway.replay import replay as run_replay
+
+    cfg = ReplayConfig(
+        manifest=manifest,
+        conditions=conditions,
+        conditions_file=conditions_file,
+        detectors=detector_names,
+        repo=repo,
+        runtime=runtime,
+        triton_url=triton_url,
+        profile=profile,
+        deterministic=deterministic,
+    )
+    try:
+        path = run_replay(cfg, out, resume=resume, workers=workers)
+    except (FileExistsError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(path)
+
+
+@main.command()
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--replicates", default=2000, show_default=True, type=int, help="bootstrap replicates")
+@click.option("--seed", default=None, type=int, help="bootstrap seed (default: the project's fixed seed)")
+def report(run_dir, replicates, seed) -> None:
+    """Write RUN_DIR/report.md, report.json and a self-contained report.html with plots."""
+    from gateway.report import build_report
+
+    for path in build_report(run_dir, replicates=replicates, seed=seed).values():
+        click.echo(path)
+
+
+@main.command()
+@click.option("--out", default="lastmile-demo", show_default=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--anchors", default=12, show_default=True, type=int)
+@click.option("--profile", type=click.Choice(sorted(PROFILES)), default="fidelity", show_default=True)
+@click.option("--workers", type=int, default=None, help="parallel videos (default: cores)")
+def demo(out, anchors, profile, workers) -> None:
+    """Proxy corpus -> six LastMile conditions -> four reference detectors -> report, in one go."""
+    from gateway.demo import run_demo
+
+    run_demo(out, anchors=anchors, profile=profile, workers=workers, echo=click.echo)
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

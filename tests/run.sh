@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 
-"$PY" -m pip install -q --disable-pip-version-check -e '.[test]'
+"$PY" -m pip install -q --disable-pip-version-check -e '.[test,train]'
 
 "$PY" -m ruff check .
 "$PY" -m ruff format --check .

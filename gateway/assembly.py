@@ -1,0 +1,31 @@
+"""Wiring: a :class:`~gateway.pipeline.Pipeline` from a configuration (conditions, profile, detectors, runtime)."""
+
+from __future__ import annotations
+
+from transforms.engine import Engine
+from transforms.spec import PROFILES, load_conditions_file, select_conditions
+
+
+def build_pipeline(cfg):
+    from detectors.repository import get_detectors
+    from gateway.pipeline import Detector, Pipeline
+
+    extra, profile = [], PROFILES[cfg.profile]
+    if cfg.conditions_file:
+        parsed = load_conditions_file(cfg.conditions_file)
+        extra = parsed.conditions
+        profile = parsed.profile or profile
+    conditions = select_conditions(cfg.conditions, extra)
+    engine = Engine(profile.with_determinism(cfg.deterministic), cfg.limits)
+    detectors = [Detector(inst, make_runtime(inst, cfg)) for inst in get_detectors(cfg.detectors, cfg.repo)]
+    return Pipeline(engine, conditions, detectors)
+
+
+def make_runtime(inst, cfg):
+    if cfg.runtime == "embedded":
+        from detectors.runtime import EmbeddedRuntime
+
+        return EmbeddedRuntime(inst.model_path, inst.card, intra_op_threads=1)
+    from detectors.triton import TritonRuntime  # arrives with the Triton issue
+
+    return TritonRuntime(inst.card, url=cfg.triton_url)

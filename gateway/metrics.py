@@ -1,0 +1,175 @@
+"""Detection metrics of the LastMile protocol: pure functions with validated inputs.
+
+Conventions (RA-Bench, arXiv 2608.14391, §B.1-B.2 and §D.3): ``y_true`` is 1 (True) for generated videos
+(positives) and 0 for real ones; scores are higher = more likely generated. Every function raises
+:class:`MetricError` (a ``ValueError``) on malformed input rather than returning a silent NaN; degenerate but
+well-formed cases (one class present) return ``nan`` where the quantity is undefined, and say so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from scipy.stats import rankdata
+
+
+class MetricError(ValueError):
+    """Inputs a metric cannot be computed on (shape mismatch, NaN scores, labels that are not binary)."""
+
+
+def _validate(
+    y_true: Sequence | np.ndarray, scores: Sequence | np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray | None]:
+    y = np.asarray(y_true)
+    if y.ndim != 1:
+        raise MetricError(f"y_true must be 1-D, got shape {y.shape}")
+    if y.dtype != bool:
+        if not np.isin(y, (0, 1)).all():
+            raise MetricError("y_true must hold only 0/1 or booleans")
+        y = y.astype(bool)
+    if scores is None:
+        return y, None
+    s = np.asarray(scores, dtype=np.float64)
+    if s.shape != y.shape:
+        raise MetricError(f"scores shape {s.shape} != y_true shape {y.shape}")
+    if np.isnan(s).any():
+        raise MetricError(f"{int(np.isnan(s).sum())} NaN score(s): drop failed rows explicitly or score them")
+    return y, s
+
+
+def auc(y_true: Sequence | np.ndarray, scores: Sequence | np.ndarray) -> float:
+    """ROC AUC by the Mann-Whitney statistic, ties counted 1/2.
+
+    AUC = (R_pos - n_pos (n_pos + 1) / 2) / (n_pos n_neg), with R_pos the sum of the positives' mid-ranks
+    (Mann & Whitney 1947; Hanley & McNeil 1982). Equals scikit-learn's ``roc_auc_score``. ``nan`` when only
+    one class is present.
+    """
+    y, s = _validate(y_true, scores)
+    n_pos, n_neg = int(y.sum()), int((~y).sum())
+    if n_pos == 0 or n_neg == 0:
+        return float("nan")
+    ranks = rankdata(s)  # average ranks: ties get 1/2
+    return float((ranks[y].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def roc_points(
+    y_true: Sequence | np.ndarray, scores: Sequence | np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The complete ROC: (fpr, tpr, thresholds) at every distinct score, from (0, 0) at +inf down.
+
+    A video is flagged generated when ``score >= threshold``. Same points as scikit-learn's ``roc_curve``
+    with ``drop_intermediate=False``.
+    """
+    y, s = _validate(y_true, scores)
+    n_pos, n_neg = int(y.sum()), int((~y).sum())
+    if n_pos == 0 or n_neg == 0:
+        raise MetricError("the ROC needs both classes")
+    order = np.argsort(-s, kind="mergesort")
+    s_sorted, y_sorted = s[order], y[order]
+    distinct = np.r_[np.nonzero(np.diff(s_sorted))[0], len(s) - 1]
+    tps = np.cumsum(y_sorted)[distinct]
+    fps = (distinct + 1) - tps
+    return np.r_[0.0, fps / n_neg], np.r_[0.0, tps / n_pos], np.r_[np.inf, s_sorted[distinct]]
+
+
+def tpr_at_fpr(y_true: Sequence | np.ndarray, scores: Sequence | np.ndarray, max_fpr: float) -> float:
+    """T@x%: the largest TPR over ROC points whose FPR <= ``max_fpr`` (x = 1 %, 5 % in the paper).
+
+    Read off the complete ROC (no interpolation). Random ranking gives about ``max_fpr``.
+    """
+    if not 0 <= max_fpr <= 1:
+        raise MetricError("max_fpr must lie in [0, 1]")
+    fpr, tpr, _ = roc_points(y_true, scores)
+    return float(tpr[fpr <= max_fpr + 1e-12].max())
+
+
+def fpr_at_tpr(y_true: Sequence | np.ndarray, scores: Sequence | np.ndarray, min_tpr: float = 0.95) -> float:
+    """F@95%: the smallest FPR over ROC points whose TPR >= ``min_tpr``. Random ranking gives about 95 %."""
+    if not 0 <= min_tpr <= 1:
+        raise MetricError("min_tpr must lie in [0, 1]")
+    fpr, tpr, _ = roc_points(y_true, scores)
+    return float(fpr[tpr >= min_tpr - 1e-12].min())
+
+
+def decisions(scores: Sequence | np.ndarray, threshold: float) -> np.ndarray:
+    """A fixed decision rule: generated when ``score >= threshold``."""
+    s = np.asarray(scores, dtype=np.float64)
+    if np.isnan(s).any():
+        raise MetricError("NaN score(s)")
+    return s >= threshold
+
+
+def recall_at(y_true: Sequence | np.ndarray, y_pred: Sequence | np.ndarray, positive: bool = True) -> float:
+    """Recall of one class: FakeR (``positive=True``, generated) or RealR (``positive=False``, real).
+
+    FakeR = TP / (TP + FN), RealR = TN / (TN + FP). ``nan`` when the class is absent.
+    """
+    y, _ = _validate(y_true)
+    p, _ = _validate(y_pred)
+    if p.shape != y.shape:
+        raise MetricError("y_pred and y_true differ in shape")
+    mask = y == positive
+    return float((p[mask] == positive).mean()) if mask.any() else float("nan")
+
+
+def balanced_accuracy(y_true: Sequence | np.ndarray, y_pred: Sequence | np.ndarray) -> float:
+    """BAcc = (FakeR + RealR) / 2 (Brodersen et al. 2010); scikit-learn's ``balanced_accuracy_score``."""
+    return (recall_at(y_true, y_pred, True) + recall_at(y_true, y_pred, False)) / 2
+
+
+def macro_f1(y_true: Sequence | np.ndarray, y_pred: Sequence | np.ndarray) -> float:
+    """Macro-F1 over the two classes: mean of F1 = 2 TP / (2 TP + FP + FN) for each class taken as positive.
+
+    A class with no true and no predicted members has F1 = 0, as scikit-learn's ``zero_division=0``.
+    """
+    y, _ = _validate(y_true)
+    p, _ = _validate(y_pred)
+    if p.shape != y.shape:
+        raise MetricError("y_pred and y_true differ in shape")
+    f1s = []
+    for cls in (True, False):
+        tp = int(((p == cls) & (y == cls)).sum())
+        denom = 2 * tp + int(((p == cls) & (y != cls)).sum()) + int(((p != cls) & (y == cls)).sum())
+        f1s.append(2 * tp / denom if denom else 0.0)
+    return float(np.mean(f1s))
+
+
+def calibrate_threshold(real_scores: Sequence | np.ndarray, target_real_recall: float = 0.95) -> float:
+    """The threshold that makes RealR = ``target_real_recall`` on these real videos (PROTOCOL.md).
+
+    The smallest threshold t with mean(real < t) >= target, i.e. the ``target`` quantile of the real scores
+    taken upwards (``np.quantile(..., method="higher")``) nudged above ties: at most (1 - target) of the real
+    videos score >= t. Fixed once on ``original`` and held for every condition, so FakeR drift is visible.
+    """
+    s = np.asarray(real_scores, dtype=np.float64)
+    if s.ndim != 1 or len(s) == 0:
+        raise MetricError("need a non-empty 1-D array of real scores")
+    if np.isnan(s).any():
+        raise MetricError("NaN real score(s)")
+    if not 0 < target_real_recall < 1:
+        raise MetricError("target_real_recall must lie in (0, 1)")
+    q = np.quantile(s, target_real_recall, method="higher")
+    return float(np.nextafter(q, np.inf))
+
+
+def spearman(a: Sequence | np.ndarray, b: Sequence | np.ndarray) -> float:
+    """Spearman's rho: Pearson correlation of the average ranks (scipy's ``spearmanr``); nan if a side is constant.
+
+    rho = cov(rank(a), rank(b)) / (sd(rank(a)) sd(rank(b))) (Spearman 1904), ties given average ranks.
+    """
+    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if x.shape != y.shape or x.ndim != 1 or len(x) < 2:
+        raise MetricError("spearman needs two 1-D arrays of equal length >= 2")
+    rx, ry = rankdata(x), rankdata(y)
+    if rx.std() == 0 or ry.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(rx, ry)[0, 1])
+
+
+def rank_correlation(auc_original: dict[str, float], auc_condition: dict[str, float]) -> float:
+    """Ranking stability: Spearman correlation of detectors' AUCs on ``original`` vs one condition (§D.3)."""
+    names = sorted(set(auc_original) & set(auc_condition))
+    if len(names) < 2:
+        return float("nan")
+    return spearman([auc_original[n] for n in names], [auc_condition[n] for n in names])

@@ -1,0 +1,34 @@
+"""Where video bytes come from: a manifest's relative path, ``file://`` under allowed roots, or inline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from transforms.errors import LimitExceeded, VideoError
+
+
+class SourceError(VideoError):
+    """The video's bytes could not be fetched (missing file, a path outside the allowed roots, a bad URI)."""
+
+    reason = "source_error"
+
+
+def fetch(uri: str, base: Path | None = None, roots: list[Path] | None = None, max_bytes: int | None = None) -> bytes:
+    """Bytes of ``uri``: a path relative to ``base`` or a ``file://`` URI, confined to ``roots`` when given."""
+    parsed = urlparse(uri)
+    if parsed.scheme in ("", "file"):
+        path = Path(unquote(parsed.path)) if parsed.scheme == "file" else Path(uri)
+        if not path.is_absolute():
+            path = (base or Path.cwd()) / path
+        path = path.resolve()
+        if roots and not any(path.is_relative_to(r.resolve()) for r in roots):
+            raise SourceError(f"{path} is outside the allowed roots")
+        try:
+            size = path.stat().st_size
+            if max_bytes is not None and size > max_bytes:
+                raise LimitExceeded(f"{path} is {size} bytes; the limit is {max_bytes}")
+            return path.read_bytes()
+        except OSError as exc:
+            raise SourceError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    raise SourceError(f"unsupported URI scheme {parsed.scheme!r} in {uri!r}")

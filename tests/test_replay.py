@@ -1,0 +1,134 @@
+"""Replay: results rows with provenance, failures as rows, and kill-and-resume without duplicates."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from detectors.corpus import CorpusConfig, synthesize
+from gateway.messages import TIMING_FIELDS
+from gateway.replay import ReplayConfig, read_results, replay
+
+DETECTORS = "d3_px,spectral"
+
+
+@pytest.fixture(scope="module")
+def small_corpus(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("corpus")
+    manifest = synthesize(CorpusConfig(anchors=3, seed=77, width=160, height=128, min_seconds=2, max_seconds=2), root)
+    # one corrupt video and one missing file: they must become error rows, not gaps
+    (root / "videos" / "broken.mp4").write_bytes(b"\x00\x00\x00\x18ftypisom" + os.urandom(3000))
+    with manifest.open("a") as f:
+        f.write(
+            json.dumps(
+                {
+                    "video_id": "broken",
+                    "uri": "videos/broken.mp4",
+                    "label": "generated",
+                    "source": "latent8",
+                    "anchor_id": "a77_0000",
+                }
+            )
+            + "\n"
+        )
+        f.write(
+            json.dumps(
+                {
+                    "video_id": "missing",
+                    "uri": "videos/nope.mp4",
+                    "label": "generated",
+                    "source": "checker",
+                    "anchor_id": "a77_0001",
+                }
+            )
+            + "\n"
+        )
+    return manifest
+
+
+def _table(path: Path):
+    table = pq.read_table(path)
+    return table.drop_columns(list(TIMING_FIELDS))
+
+
+def test_replay_rows_carry_provenance_and_failures_stay(small_corpus, tmp_path):
+    cfg = ReplayConfig(manifest=small_corpus, conditions="original,spatial", detectors=DETECTORS, profile="throughput")
+    rows = read_results(replay(cfg, tmp_path / "run", workers=2, progress=False))
+    n_videos = 3 * 6 + 2
+    assert len(rows) == n_videos * 2 * 2  # every (video, condition, detector), failures included
+    assert len({r.key for r in rows}) == len(rows)
+    ok = [r for r in rows if r.error is None]
+    assert all(
+        len(r.input_sha256) == 64
+        and len(r.spec_hash) == 64
+        and r.detector_version
+        and r.runtime == "embedded"
+        and r.model_sha256
+        and r.variant_sha256
+        for r in ok
+    )
+    broken = [r for r in rows if r.video_id == "broken"]
+    missing = [r for r in rows if r.video_id == "missing"]
+    assert {r.error_class for r in broken} == {"InvalidVideo"} and all(r.error_kind == "video" for r in broken)
+    assert {r.error_class for r in missing} == {"SourceError"} and len(missing) == 4
+    spatial = [r for r in ok if r.condition == "spatial"]
+    assert {(r.width, r.height) for r in spatial} == {(80, 64)}
+
+
+def test_a_killed_replay_resumes_to_the_same_results(small_corpus, tmp_path):
+    args = [
+        sys.executable,
+        "-m",
+        "gateway.cli",
+        "replay",
+        str(small_corpus),
+        "--conditions",
+        "original,spatial",
+        "--detectors",
+        DETECTORS,
+        "--profile",
+        "throughput",
+        "--workers",
+        "1",
+    ]
+    full = tmp_path / "full"
+    subprocess.run([*args, "--out", str(full)], check=True, capture_output=True)
+
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen(
+        [*args, "--out", str(killed)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    deadline = time.monotonic() + 120
+    while len(list((killed / "parts").glob("part-*.parquet"))) < 2:  # wait for some, not all, of the work
+        assert proc.poll() is None, "the run finished before it could be killed"
+        assert time.monotonic() < deadline, "no progress"
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not (killed / "results.parquet").exists()
+    parts_before = len(list((killed / "parts").glob("part-*.parquet")))
+    assert 2 <= parts_before < 10
+
+    res = subprocess.run([*args, "--out", str(killed)], capture_output=True, text=True)
+    assert res.returncode == 1 and "--resume" in res.stderr  # an existing run is never silently overwritten
+    subprocess.run([*args, "--out", str(killed), "--resume"], check=True, capture_output=True)
+
+    a, b = _table(full / "results.parquet"), _table(killed / "results.parquet")
+    assert a.num_rows == b.num_rows == 20 * 2 * 2
+    assert a.equals(b)  # same rows, same scores, same provenance; only timings differ between runs
+
+
+def test_resume_refuses_another_configuration(small_corpus, tmp_path):
+    cfg = ReplayConfig(manifest=small_corpus, conditions="original", detectors="d3_px", profile="throughput")
+    replay(cfg, tmp_path / "run", workers=1, progress=False)
+    other = cfg.model_copy(update={"conditions": "original,spatial"})
+    with pytest.raises(ValueError, match="another configuration"):
+        replay(other, tmp_path / "run", resume=True, progress=False)
