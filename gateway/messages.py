@@ -50,6 +50,7 @@ class ScoreRow(BaseModel):
     fps: float | None = None
     frames: int | None = None
     transform_s: float | None = None
+    variant_s: float | None = None  # this condition's own share of the encode time (shared steps divided)
     sample_s: float | None = None
     infer_s: float | None = None
 
@@ -59,4 +60,60 @@ class ScoreRow(BaseModel):
         return f"{self.video_id}|{self.condition}|{self.detector}|{self.detector_version}"
 
 
-TIMING_FIELDS = ("transform_s", "sample_s", "infer_s")
+TIMING_FIELDS = ("transform_s", "variant_s", "sample_s", "infer_s")
+
+
+class VideoEvent(BaseModel):
+    """An input-topic message by reference (JSON value). Inline videos carry the bytes as the value and these
+    fields as ``lastmile-*`` headers instead."""
+
+    model_config = ConfigDict(extra="forbid")
+    schema_version: int = SCHEMA_VERSION
+    video_id: str = Field(min_length=1, max_length=256)
+    uri: str | None = None
+    label: Literal["real", "generated"] | None = None
+    source: str | None = None
+    anchor_id: str | None = None
+    tenant: str | None = None
+
+
+class ScoreEvent(ScoreRow):
+    """An output-topic message, keyed by ``video_id``; ``key`` is the idempotency key consumers de-duplicate by."""
+
+    idempotency_key: str
+
+
+class LabelEvent(BaseModel):
+    """Delayed ground truth on the labels topic, joined to scores by ``video_id``."""
+
+    model_config = ConfigDict(extra="forbid")
+    schema_version: int = SCHEMA_VERSION
+    video_id: str
+    label: Literal["real", "generated"]
+    source: str | None = None
+    anchor_id: str | None = None
+
+
+INLINE_CONTENT_TYPE = "application/octet-stream"
+HEADER_PREFIX = "lastmile-"
+
+
+def inline_headers(event: VideoEvent) -> list[tuple[str, bytes]]:
+    """Headers of an inline video message: the event's fields (bytes go in the value)."""
+    fields = event.model_dump(exclude_none=True, exclude={"uri"})
+    headers = [("content-type", INLINE_CONTENT_TYPE.encode())]
+    return headers + [(HEADER_PREFIX + k.replace("_", "-"), str(v).encode()) for k, v in fields.items()]
+
+
+def parse_video_message(value: bytes, headers: list[tuple[str, bytes]] | None) -> tuple[VideoEvent, bytes | None]:
+    """(event, inline bytes or None) from a Kafka message; raises ``ValueError`` for a malformed one."""
+    hdr = {k: v for k, v in headers or []}
+    if hdr.get("content-type", b"").decode(errors="replace") == INLINE_CONTENT_TYPE:
+        fields = {
+            k[len(HEADER_PREFIX) :].replace("-", "_"): v.decode() for k, v in hdr.items() if k.startswith(HEADER_PREFIX)
+        }
+        return VideoEvent.model_validate(fields), value
+    event = VideoEvent.model_validate_json(value)
+    if not event.uri:
+        raise ValueError("a video event without inline bytes needs a 'uri'")
+    return event, None

@@ -133,6 +133,7 @@ class Pipeline:
             fps=m.fps,
             frames=m.frames,
             transform_s=round(transform_s, 6),
+            variant_s=round(sum(s.seconds / s.shared_by for s in m.steps if s.kind != "normalize"), 6),
             sample_s=round(sample_s, 6),
             infer_s=round(time.perf_counter() - t0, 6),
         )

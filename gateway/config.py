@@ -1,0 +1,109 @@
+"""The gateway's configuration: pydantic settings from a YAML file, overridable by ``LASTMILE_*`` variables
+(nested with ``__``, e.g. ``LASTMILE_KAFKA__BOOTSTRAP=broker:9092``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from transforms.limits import Limits
+
+
+class KafkaSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    bootstrap: str = "127.0.0.1:9092"
+    input_topic: str = "lastmile.videos"
+    output_topic: str = "lastmile.scores"
+    labels_topic: str | None = "lastmile.labels"
+    dlq_topic: str | None = None  # default: "<input_topic>.dlq"
+    group_id: str = "lastmile-gateway"
+    client_id: str = "lastmile-gateway"
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    sasl_username: str | None = None
+    sasl_password: str | None = None
+    ssl_cafile: str | None = None
+    max_poll_interval_ms: int = Field(300_000, ge=1000)
+    session_timeout_ms: int = Field(10_000, ge=1000)
+    heartbeat_interval_ms: int = Field(3_000, ge=100)
+    max_poll_records: int = Field(16, ge=1)
+    max_message_bytes: int = Field(64 * 1024 * 1024, ge=1024, description="inline videos up to this size")
+
+    @property
+    def dlq(self) -> str:
+        return self.dlq_topic or f"{self.input_topic}.dlq"
+
+    def client_options(self) -> dict:
+        opts: dict = {
+            "bootstrap_servers": self.bootstrap.split(","),
+            "client_id": self.client_id,
+            "security_protocol": self.security_protocol,
+        }
+        if self.sasl_mechanism:
+            opts.update(
+                sasl_mechanism=self.sasl_mechanism,
+                sasl_plain_username=self.sasl_username,
+                sasl_plain_password=self.sasl_password,
+            )
+        if self.ssl_cafile:
+            opts["ssl_cafile"] = self.ssl_cafile
+        return opts
+
+
+class SourceSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    file_roots: list[Path] = Field(default_factory=list, description="file:// URIs must lie under one of these")
+    http_allow_hosts: list[str] = Field(default_factory=list, description="hosts http(s):// URIs may name")
+    http_timeout_s: float = 10.0
+
+
+class FanoutSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    policy: Literal["all", "sampled", "original_only"] = "all"
+    sample_rate: float = Field(0.1, ge=0, le=1, description="share of videos that get every condition (sampled)")
+
+
+class WindowSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    count: int = Field(500, ge=2, description="the count window: last N labelled scores per series")
+    seconds: float = Field(3600.0, gt=0, description="the time window")
+    label_ttl_s: float = Field(24 * 3600.0, gt=0, description="how long scores wait for a delayed label")
+    max_pending: int = Field(100_000, ge=1, description="bound on scores waiting for labels")
+
+
+class GatewayConfig(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="LASTMILE_", env_nested_delimiter="__", extra="forbid")
+    kafka: KafkaSettings = Field(default_factory=KafkaSettings)
+    sources: SourceSettings = Field(default_factory=SourceSettings)
+    fanout: FanoutSettings = Field(default_factory=FanoutSettings)
+    windows: WindowSettings = Field(default_factory=WindowSettings)
+    limits: Limits = Field(default_factory=Limits)
+    conditions: str = "all"
+    conditions_file: Path | None = None
+    detectors: str = "all"
+    repo: Path | None = None
+    runtime: Literal["embedded", "triton"] = "embedded"
+    triton_url: str = "127.0.0.1:8001"
+    profile: str = "fidelity"
+    deterministic: bool = True  # same input, same bytes, same scores: a redelivered video never scores differently
+    workers: int = Field(2, ge=1, le=256)
+    max_in_flight: int = Field(4, ge=1, description="videos in the pool before partitions are paused")
+    http_host: str = "0.0.0.0"
+    http_port: int = Field(9308, ge=0, le=65535)
+    retry_backoff_s: float = Field(1.0, gt=0)
+    retry_backoff_max_s: float = Field(30.0, gt=0)
+
+    @classmethod
+    def settings_customise_sources(
+        cls, settings_cls, init_settings, env_settings, dotenv_settings, file_secret_settings
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (env_settings, init_settings, file_secret_settings)  # env overrides the file
+
+    @classmethod
+    def load(cls, path: str | Path | None) -> GatewayConfig:
+        raw = yaml.safe_load(Path(path).read_text()) if path else {}
+        return cls(**(raw or {}))

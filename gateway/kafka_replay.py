@@ -1,0 +1,156 @@
+"""``lastmile replay --via kafka``: the manifest goes through a real broker and a real gateway, and the score
+events come back as the same results file the in-process replay writes (rows sorted, timings aside)."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from detectors.corpus import read_manifest
+from detectors.repository import get_detectors
+from gateway import kafka_io
+from gateway.config import GatewayConfig, KafkaSettings
+from gateway.messages import ScoreEvent, ScoreRow, VideoEvent
+from gateway.replay import ReplayConfig, _prepare, merge, schema
+from transforms.spec import load_conditions_file, select_conditions
+
+
+class ReplayTimeout(RuntimeError):
+    """Not every expected score event arrived in time."""
+
+
+def gateway_config(cfg: ReplayConfig, bootstrap: str, run_id: str, workers: int) -> GatewayConfig:
+    kafka = KafkaSettings(
+        bootstrap=bootstrap,
+        input_topic=f"lastmile.replay.{run_id}.videos",
+        output_topic=f"lastmile.replay.{run_id}.scores",
+        labels_topic=None,
+        group_id=f"lastmile-replay-{run_id}",
+        max_poll_interval_ms=30_000,
+        session_timeout_ms=10_000,
+        heartbeat_interval_ms=1_000,
+    )
+    return GatewayConfig(
+        kafka=kafka,
+        conditions=cfg.conditions,
+        conditions_file=cfg.conditions_file,
+        detectors=cfg.detectors,
+        repo=cfg.repo,
+        runtime=cfg.runtime,
+        triton_url=cfg.triton_url,
+        profile=cfg.profile,
+        deterministic=cfg.deterministic,
+        limits=cfg.limits,
+        workers=workers,
+        max_in_flight=2 * workers,
+        http_port=0,
+    )
+
+
+def expected_keys(cfg: ReplayConfig, video_ids: list[str]) -> set[str]:
+    extra = load_conditions_file(cfg.conditions_file).conditions if cfg.conditions_file else []
+    conditions = select_conditions(cfg.conditions, extra)
+    cards = [i.card for i in get_detectors(cfg.detectors, cfg.repo)]
+    return {f"{v}|{c.name}|{d.name}|{d.version}" for v in video_ids for c in conditions for d in cards}
+
+
+def replay_via_kafka(
+    cfg: ReplayConfig,
+    run_dir: Path,
+    bootstrap: str | None = None,
+    workers: int = 2,
+    timeout_s: float = 1800.0,
+    stats: dict | None = None,
+) -> Path:
+    """Produce every manifest row to a fresh input topic, run a gateway (in this process) on it, and write the
+    collected score events as ``run_dir/results.parquet``. Starts a local broker unless ``bootstrap`` is given."""
+    rows = read_manifest(cfg.manifest)
+    _prepare(cfg, run_dir, resume=False, n_videos=len(rows))
+    broker = None if bootstrap else kafka_io.start_broker()
+    run_id = uuid.uuid4().hex[:10]
+    gw_cfg = gateway_config(cfg, bootstrap or broker.bootstrap, run_id, workers)
+    try:
+        kafka_io.ensure_topics(gw_cfg.kafka, partitions=max(2, workers))
+        from gateway.service import Gateway
+
+        gateway = Gateway(gw_cfg)
+        thread = threading.Thread(target=gateway.run, daemon=True, name="lastmile-replay-gateway")
+        thread.start()
+        try:
+            events, sent = _produce_and_collect(gw_cfg.kafka, cfg, rows, timeout_s, gateway)
+        finally:
+            gateway.stop_event.set()
+            thread.join(120)
+    finally:
+        if broker:
+            broker.stop()
+    if stats is not None:
+        stats.update(sent=sent, received=_received_at(events))
+    table = pa.Table.from_pylist(
+        [ScoreRow.model_validate(e.model_dump(exclude={"idempotency_key"})).model_dump() for e in events.values()],
+        schema=schema(),
+    )
+    parts = run_dir / "parts"
+    pq.write_table(table, parts / f"part-0000000-{len(rows) - 1:07d}.parquet")
+    return merge(run_dir)
+
+
+def _produce_and_collect(k: KafkaSettings, cfg: ReplayConfig, rows: list, timeout_s: float, gateway) -> tuple:
+    from kafka import KafkaConsumer
+
+    base = cfg.manifest.resolve().parent
+    want = expected_keys(cfg, [r.video_id for r in rows])
+    consumer = KafkaConsumer(
+        k.output_topic,
+        **k.client_options(),
+        group_id=f"{k.group_id}-collector",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        session_timeout_ms=10_000,
+        heartbeat_interval_ms=1_000,
+        max_poll_interval_ms=30_000,
+    )
+    producer = kafka_io.producer(k)
+    sent: dict[str, float] = {}
+    for r in rows:
+        path = Path(r.uri) if Path(r.uri).is_absolute() else base / r.uri
+        event = VideoEvent(
+            video_id=r.video_id, uri=path.resolve().as_uri(), label=r.label, source=r.source, anchor_id=r.anchor_id
+        )
+        producer.send(k.input_topic, key=r.video_id.encode(), value=event.model_dump_json().encode())
+        sent[r.video_id] = time.monotonic()
+    producer.flush()
+    producer.close()
+    events: dict[str, ScoreEvent] = {}
+    deadline = time.monotonic() + timeout_s
+    try:
+        while want - events.keys():
+            if time.monotonic() > deadline:
+                raise ReplayTimeout(
+                    f"{len(want - events.keys())} of {len(want)} score events missing after {timeout_s} s"
+                )
+            for messages in consumer.poll(500).values():
+                for m in messages:
+                    ev = ScoreEvent.model_validate_json(m.value)
+                    ev.__dict__["_received"] = time.monotonic()
+                    old = events.get(ev.idempotency_key)
+                    if old is not None and old.score != ev.score:
+                        raise RuntimeError(f"two different scores for {ev.idempotency_key}: {old.score} vs {ev.score}")
+                    events.setdefault(ev.idempotency_key, ev)
+    finally:
+        consumer.close()
+    return {key: events[key] for key in want}, sent
+
+
+def _received_at(events: dict[str, ScoreEvent]) -> dict[str, float]:
+    """When the last score event of each video arrived (for end-to-end latency)."""
+    out: dict[str, float] = {}
+    for ev in events.values():
+        t = ev.__dict__.get("_received", 0.0)
+        out[ev.video_id] = max(out.get(ev.video_id, 0.0), t)
+    return out

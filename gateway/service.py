@@ -1,0 +1,438 @@
+"""``lastmile gateway run``: the streaming gateway on Kafka.
+
+One thread polls; a bounded pool of worker processes runs the pipeline (decode, conditions, sampling,
+inference); the same thread publishes each video's score events, waits for the broker's acknowledgement, and
+only then marks the message's offset done. Offsets are committed per partition up to the first message not
+yet done, so a crash redelivers (at-least-once) and never skips. Scores are deterministic, so a redelivered
+video yields duplicates with equal scores that consumers drop by key. Bad input never stops the line: it is
+published as error score events and dead-lettered with its reason and original bytes or reference.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import multiprocessing as mp
+import queue
+import signal
+import threading
+import time
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from gateway.config import GatewayConfig
+from gateway.live import LiveMetrics
+from gateway.messages import LabelEvent, ScoreEvent, ScoreRow, VideoEvent, VideoItem, parse_video_message
+
+log = logging.getLogger("lastmile.gateway")
+
+# -- worker processes ----------------------------------------------------------------------------------------
+_PIPELINE = None
+_CFG: GatewayConfig | None = None
+
+
+def _init_worker(cfg_json: str) -> None:
+    global _PIPELINE, _CFG
+    from gateway.assembly import build_pipeline
+
+    _CFG = GatewayConfig.model_validate_json(cfg_json)
+    _PIPELINE = build_pipeline(_CFG)
+
+
+def _work(event_json: str, inline: bytes | None, condition_names: list[str]) -> list[dict]:
+    """Fetch (if by reference) and score one video in a worker; every failure becomes error rows."""
+    from gateway.sources import fetch
+    from transforms.errors import VideoError
+
+    event = VideoEvent.model_validate_json(event_json)
+    meta = dict(
+        video_id=event.video_id, label=event.label, source=event.source, anchor_id=event.anchor_id, tenant=event.tenant
+    )
+    conditions = [c for c in _PIPELINE.conditions if c.name in condition_names]
+    if inline is None:
+        s = _CFG.sources
+        try:
+            data = fetch(
+                event.uri,
+                roots=s.file_roots or None,
+                max_bytes=_CFG.limits.max_bytes,
+                http_allow_hosts=s.http_allow_hosts,
+                http_timeout_s=s.http_timeout_s,
+            )
+        except VideoError as exc:
+            return [r.model_dump() for r in _PIPELINE.error_rows(VideoItem(data=b"", **meta), exc, conditions)]
+    else:
+        data = inline
+    return [r.model_dump() for r in _PIPELINE.process(VideoItem(data=data, **meta), conditions)]
+
+
+# -- offsets -------------------------------------------------------------------------------------------------
+class OffsetTracker:
+    """Per partition: offsets in flight and the highest seen; what is safe to commit is below the first in flight."""
+
+    def __init__(self) -> None:
+        self.in_flight: dict[object, set[int]] = {}
+        self.next_offset: dict[object, int] = {}
+        self.committed: dict[object, int] = {}
+
+    def start(self, tp: object, offset: int) -> None:
+        self.in_flight.setdefault(tp, set()).add(offset)
+        self.next_offset[tp] = max(self.next_offset.get(tp, 0), offset + 1)
+
+    def done(self, tp: object, offset: int) -> None:
+        self.in_flight.get(tp, set()).discard(offset)
+
+    def committable(self) -> dict[object, int]:
+        out = {}
+        for tp, nxt in self.next_offset.items():
+            pending = self.in_flight.get(tp)
+            safe = min(pending) if pending else nxt
+            if safe > self.committed.get(tp, -1):
+                out[tp] = safe
+        return out
+
+    def mark_committed(self, offsets: dict[object, int]) -> None:
+        self.committed.update(offsets)
+
+    def forget(self, tps: list) -> None:
+        for tp in tps:
+            self.in_flight.pop(tp, None)
+            self.next_offset.pop(tp, None)
+            self.committed.pop(tp, None)
+
+    @property
+    def count(self) -> int:
+        return sum(len(v) for v in self.in_flight.values())
+
+
+@dataclass
+class Job:
+    tp: object
+    offset: int
+    event: VideoEvent
+    inline: bytes | None
+    original: bytes
+    headers: list
+    conditions: list[str]
+    started: float
+    attempts: int = 0
+    future: Future | None = field(default=None, repr=False)
+
+
+def fanout(video_id: str, all_names: list[str], policy: str, rate: float) -> list[str]:
+    """The conditions one video gets: all, ``original`` only, or all for a deterministic sample by id hash."""
+    if policy == "all" or "original" not in all_names:
+        return all_names
+    if policy == "original_only":
+        return ["original"]
+    share = int.from_bytes(hashlib.sha256(video_id.encode()).digest()[:8], "big") / 2**64
+    return all_names if share < rate else ["original"]
+
+
+class Gateway:
+    def __init__(self, cfg: GatewayConfig, metrics: LiveMetrics | None = None) -> None:
+        self.cfg = cfg
+        self.metrics = metrics or LiveMetrics(cfg.windows)
+        self.stop_event = threading.Event()
+        self.ready = threading.Event()
+        self.heartbeat = time.monotonic()
+        self.completed: queue.Queue[Job] = queue.Queue()
+        self.tracker = OffsetTracker()
+        self.retry_at: list[tuple[float, Job]] = []
+        self.http: ThreadingHTTPServer | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------------------------
+    def run(self) -> None:
+        from kafka import KafkaConsumer
+
+        from gateway import kafka_io
+        from gateway.assembly import build_pipeline
+
+        k = self.cfg.kafka
+        self.condition_names = [c.name for c in build_pipeline(self.cfg).conditions]  # validates detectors too
+        self.producer = kafka_io.producer(k)
+        topics = [k.input_topic] + ([k.labels_topic] if k.labels_topic else [])
+        self.consumer = KafkaConsumer(
+            **k.client_options(),
+            group_id=k.group_id,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            max_poll_interval_ms=k.max_poll_interval_ms,
+            session_timeout_ms=k.session_timeout_ms,
+            heartbeat_interval_ms=k.heartbeat_interval_ms,
+            max_poll_records=k.max_poll_records,
+            fetch_max_bytes=k.max_message_bytes + 1024 * 1024,
+            max_partition_fetch_bytes=k.max_message_bytes + 1024 * 1024,
+        )
+        self.consumer.subscribe(topics, listener=_rebalance_listener(self))
+        ctx = mp.get_context("spawn")
+        self.pool = ProcessPoolExecutor(
+            self.cfg.workers, mp_context=ctx, initializer=_init_worker, initargs=(self.cfg.model_dump_json(),)
+        )
+        self.start_http()
+        log.info("gateway consuming %s as group %s", topics, k.group_id)
+        try:
+            self._loop()
+        finally:
+            self._shutdown()
+
+    def install_signal_handlers(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: self.stop_event.set())
+
+    def _loop(self) -> None:
+        last_lag = 0.0
+        while not self.stop_event.is_set():
+            self.heartbeat = time.monotonic()
+            records = self.consumer.poll(timeout_ms=100)
+            self.ready.set()
+            for tp, messages in records.items():
+                for msg in messages:
+                    self._accept(tp, msg)
+            self._retry_due()
+            self._drain()
+            self._commit()
+            self._backpressure()
+            if time.monotonic() - last_lag > 5:
+                self._update_lag()
+                last_lag = time.monotonic()
+
+    def _shutdown(self) -> None:
+        """Stop polling, finish what is in flight, publish, commit, close."""
+        log.info("gateway stopping: %d videos in flight", self.tracker.count)
+        with contextlib.suppress(Exception):
+            self.consumer.pause(*self.consumer.assignment())
+        while self.tracker.count and not self.retry_at:
+            self._drain(block=True)
+            self._commit()
+        self.pool.shutdown(wait=True, cancel_futures=True)
+        self._commit()
+        self.producer.flush()
+        self.producer.close()
+        self.consumer.close(autocommit=False)
+        if self.http:
+            self.http.shutdown()
+        log.info("gateway stopped")
+
+    # -- messages --------------------------------------------------------------------------------------------
+    def _accept(self, tp: object, msg: object) -> None:
+        k = self.cfg.kafka
+        if msg.topic == k.labels_topic:
+            self._label(msg)
+            return
+        self.tracker.start(tp, msg.offset)
+        try:
+            event, inline = parse_video_message(msg.value, msg.headers)
+        except ValueError as exc:
+            self._dead_letter(msg.value, msg.headers, "InvalidMessage", str(exc)[:500], None)
+            self.metrics.videos.labels("dead_lettered").inc()
+            self.tracker.done(tp, msg.offset)
+            return
+        if inline is not None and len(inline) > self.cfg.limits.max_bytes:  # before any heavy work
+            from transforms.errors import LimitExceeded
+
+            self._fail_fast(
+                tp,
+                msg,
+                event,
+                LimitExceeded(f"inline video is {len(inline)} bytes; the limit is {self.cfg.limits.max_bytes}"),
+            )
+            return
+        names = fanout(event.video_id, self.condition_names, self.cfg.fanout.policy, self.cfg.fanout.sample_rate)
+        job = Job(tp, msg.offset, event, inline, msg.value, list(msg.headers or []), names, time.monotonic())
+        self._submit(job)
+
+    def _submit(self, job: Job) -> None:
+        job.attempts += 1
+        job.future = self.pool.submit(_work, job.event.model_dump_json(), job.inline, job.conditions)
+        job.future.add_done_callback(lambda _f, j=job: self.completed.put(j))
+        self.metrics.in_flight.set(self.tracker.count)
+
+    def _fail_fast(self, tp: object, msg: object, event: VideoEvent, exc: Exception) -> None:
+        """A video refused before the pool: error score events and a dead letter, like any failed video."""
+        rows = [
+            ScoreRow(
+                video_id=event.video_id,
+                condition=c,
+                detector=d.name,
+                detector_version=d.version,
+                runtime=self.cfg.runtime,
+                label=event.label,
+                source=event.source,
+                anchor_id=event.anchor_id,
+                error=str(exc)[:500],
+                error_kind="video",
+                error_class=type(exc).__name__,
+            )
+            for c in fanout(event.video_id, self.condition_names, self.cfg.fanout.policy, self.cfg.fanout.sample_rate)
+            for d in self._cards()
+        ]
+        job = Job(tp, msg.offset, event, None, msg.value, list(msg.headers or []), [], time.monotonic())
+        self._publish(job, rows)
+
+    def _cards(self) -> list:
+        if not hasattr(self, "_card_list"):
+            from detectors.repository import get_detectors
+
+            self._card_list = [i.card for i in get_detectors(self.cfg.detectors, self.cfg.repo)]
+        return self._card_list
+
+    def _drain(self, block: bool = False) -> None:
+        while True:
+            try:
+                job = self.completed.get(timeout=0.5) if block else self.completed.get_nowait()
+            except queue.Empty:
+                return
+            block = False
+            try:
+                rows = [ScoreRow.model_validate(r) for r in job.future.result()]
+            except Exception as exc:  # a worker crashed (not a video error): retry, never a verdict
+                log.warning("worker failed on %s: %s", job.event.video_id, exc)
+                self._schedule_retry(job)
+                continue
+            if any(r.error_kind == "infra" for r in rows):
+                self._schedule_retry(job)
+                continue
+            self._publish(job, rows)
+
+    def _schedule_retry(self, job: Job) -> None:
+        self.metrics.retries.inc()
+        backoff = min(self.cfg.retry_backoff_s * 2 ** (job.attempts - 1), self.cfg.retry_backoff_max_s)
+        self.retry_at.append((time.monotonic() + backoff, job))
+
+    def _retry_due(self) -> None:
+        now = time.monotonic()
+        due = [j for t, j in self.retry_at if t <= now]
+        self.retry_at = [(t, j) for t, j in self.retry_at if t > now]
+        for job in due:
+            self._submit(job)
+
+    def _publish(self, job: Job, rows: list[ScoreRow]) -> None:
+        """Score events (and a dead letter for a failed video), acknowledged by the broker, then done."""
+        k = self.cfg.kafka
+        t0 = time.monotonic()
+        futures = []
+        for row in rows:
+            event = ScoreEvent(**row.model_dump(), idempotency_key=row.key)
+            futures.append(
+                self.producer.send(k.output_topic, key=row.video_id.encode(), value=event.model_dump_json().encode())
+            )
+        failed = [r for r in rows if r.error_kind == "video"]
+        video_failed = bool(rows) and len(failed) == len(rows)
+        if video_failed:
+            futures.append(
+                self._dead_letter(
+                    job.original,
+                    job.headers,
+                    failed[0].error_class or "VideoError",
+                    failed[0].error or "",
+                    job.event.video_id,
+                )
+            )
+        self.producer.flush()
+        for f in futures:
+            f.get(timeout=30)  # raises if the broker did not acknowledge: the offset stays uncommitted
+        publish_s = time.monotonic() - t0
+        self.metrics.observe_rows(rows, publish_s)
+        for cond in {r.condition for r in rows if r.variant_s is not None}:
+            self.metrics.observe_condition_seconds(cond, next(r.variant_s for r in rows if r.condition == cond))
+        self.metrics.stage.labels("end_to_end").observe(time.monotonic() - job.started)
+        self.metrics.videos.labels("dead_lettered" if video_failed else "scored").inc()
+        if video_failed:
+            self.metrics.dead_letters.labels(failed[0].error_class or "VideoError").inc()
+        self.tracker.done(job.tp, job.offset)
+        self.metrics.in_flight.set(self.tracker.count)
+
+    def _dead_letter(self, original: bytes, headers: list, error_class: str, message: str, video_id: str | None):
+        k = self.cfg.kafka
+        extra = [("lastmile-error-class", error_class.encode()), ("lastmile-error-message", message.encode()[:1000])]
+        key = video_id.encode() if video_id else None
+        return self.producer.send(k.dlq, key=key, value=original, headers=list(headers or []) + extra)
+
+    def _label(self, msg: object) -> None:
+        try:
+            event = LabelEvent.model_validate_json(msg.value)
+        except ValueError:
+            self.metrics.labels_joined.labels("invalid").inc()
+            return
+        self.metrics.observe_label(event.video_id, event.label)
+
+    # -- offsets and flow ------------------------------------------------------------------------------------
+    def _commit(self) -> None:
+        from kafka.structs import OffsetAndMetadata
+
+        offsets = self.tracker.committable()
+        if not offsets:
+            return
+        try:
+            self.consumer.commit({tp: OffsetAndMetadata(o, "", -1) for tp, o in offsets.items()})
+            self.tracker.mark_committed(offsets)
+        except Exception as exc:  # a rebalance took the partition: its next owner redelivers, scores are equal
+            log.warning("commit failed (%s); uncommitted videos will be redelivered", exc)
+
+    def _backpressure(self) -> None:
+        assigned = [tp for tp in self.consumer.assignment() if tp.topic == self.cfg.kafka.input_topic]
+        if self.tracker.count >= self.cfg.max_in_flight:
+            self.consumer.pause(*assigned)
+        elif self.consumer.paused():
+            self.consumer.resume(*assigned)
+
+    def _update_lag(self) -> None:
+        try:
+            assigned = [tp for tp in self.consumer.assignment() if tp.topic == self.cfg.kafka.input_topic]
+            if not assigned:
+                return
+            ends = self.consumer.end_offsets(assigned)
+            self.metrics.lag.set(sum(max(0, ends[tp] - self.consumer.position(tp)) for tp in assigned))
+        except Exception:
+            pass
+
+    # -- health and metrics ----------------------------------------------------------------------------------
+    def start_http(self) -> int:
+        from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+        gateway = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if self.path.startswith("/metrics"):
+                    body, ctype, code = generate_latest(gateway.metrics.registry), CONTENT_TYPE_LATEST, 200
+                elif self.path.startswith("/healthz"):
+                    alive = time.monotonic() - gateway.heartbeat < 60
+                    body, ctype, code = (b"ok" if alive else b"stalled"), "text/plain", 200 if alive else 503
+                elif self.path.startswith("/readyz"):
+                    ok = gateway.ready.is_set() and not gateway.stop_event.is_set()
+                    body, ctype, code = (b"ready" if ok else b"not ready"), "text/plain", 200 if ok else 503
+                else:
+                    body, ctype, code = b"not found", "text/plain", 404
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                return
+
+        self.http = ThreadingHTTPServer((self.cfg.http_host, self.cfg.http_port), Handler)
+        threading.Thread(target=self.http.serve_forever, daemon=True, name="lastmile-http").start()
+        self.port = self.http.server_address[1]
+        log.info("metrics and health on :%d", self.port)
+        return self.port
+
+
+def _rebalance_listener(gateway: Gateway):
+    """Commit what is done before partitions go, and forget their state."""
+    from kafka import ConsumerRebalanceListener
+
+    class Listener(ConsumerRebalanceListener):
+        def on_partitions_revoked(self, revoked: list) -> None:
+            gateway._commit()
+            gateway.tracker.forget(list(revoked))
+
+        def on_partitions_assigned(self, assigned: list) -> None:
+            return
+
+    return Listener()
