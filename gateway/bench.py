@@ -131,3 +131,68 @@ def bench_detectors(
         "machine": {"cpus": mp.cpu_count(), "python": platform.python_version()},
         "detectors": results,
     }
+
+
+def bench_gateway(workdir: Path, anchors: int = 10, workers: int = 2, profile: str = "throughput") -> dict[str, Any]:
+    """Videos/s and end-to-end latency through a real broker and gateway vs the in-process replay, same corpus.
+
+    Throughput is steady state, from the first result to the last (each path excludes its own start-up:
+    spawning workers, and for Kafka the broker and the consumer-group joins), and also reported as wall time.
+    Latency is per video, send to last score event: loaded (all sent at once, so it includes queueing) and
+    unloaded (videos sent one at a time after a warm-up).
+    """
+    import numpy as np
+
+    from detectors.corpus import CorpusConfig, synthesize
+    from gateway.kafka_replay import replay_via_kafka
+    from gateway.replay import ReplayConfig, replay
+
+    manifest = synthesize(CorpusConfig(anchors=anchors, seed=777), workdir / "corpus")
+    cfg = ReplayConfig(manifest=manifest, profile=profile)
+    n = anchors * 6
+    t0 = time.perf_counter()
+    replay(cfg, workdir / "inproc", workers=workers, progress=False, chunk_size=1)
+    inproc_wall = time.perf_counter() - t0
+    done = sorted(p.stat().st_mtime for p in (workdir / "inproc" / "parts").glob("part-*.parquet"))
+    inproc_rate = (len(done) - 1) / (done[-1] - done[0])
+    stats: dict = {}
+    t0 = time.perf_counter()
+    replay_via_kafka(cfg, workdir / "kafka", workers=workers, stats=stats)
+    kafka_wall = time.perf_counter() - t0
+    received = sorted(stats["received"].values())
+    kafka_rate = (len(received) - 1) / (received[-1] - received[0])
+    loaded = np.array([stats["received"][v] - stats["sent"][v] for v in stats["sent"]])
+    single = _unloaded_latency(workdir, cfg, workers)
+    return {
+        "benchmark": "gateway",
+        "corpus": f"proxy corpus, {anchors} anchors, {n} videos, 6 conditions x 4 detectors, profile {profile}",
+        "workers": workers,
+        "inproc": {"videos_per_s": round(inproc_rate, 3), "wall_s": round(inproc_wall, 2)},
+        "kafka": {
+            "videos_per_s": round(kafka_rate, 3),
+            "wall_s": round(kafka_wall, 2),
+            "latency_loaded_p50_s": round(float(np.percentile(loaded, 50)), 2),
+            "latency_loaded_p99_s": round(float(np.percentile(loaded, 99)), 2),
+            "latency_unloaded_p50_s": round(float(np.percentile(single, 50)), 3),
+            "latency_unloaded_p99_s": round(float(np.percentile(single, 99)), 3),
+        },
+        "kafka_vs_inproc_throughput": round(kafka_rate / inproc_rate, 3),
+        "kafka_vs_inproc_wall": round(inproc_wall / kafka_wall, 3),
+        "machine": {"cpus": mp.cpu_count(), "python": platform.python_version()},
+    }
+
+
+def _unloaded_latency(workdir: Path, cfg: Any, workers: int, videos: int = 6) -> list[float]:
+    from detectors.corpus import read_manifest
+    from gateway.kafka_replay import replay_via_kafka
+
+    rows = read_manifest(cfg.manifest)[: videos + 1]
+    small = workdir / "unloaded.jsonl"
+    base = cfg.manifest.resolve().parent
+    small.write_text("".join(r.model_copy(update={"uri": str(base / r.uri)}).model_dump_json() + "\n" for r in rows))
+    stats: dict = {}
+    replay_via_kafka(
+        cfg.model_copy(update={"manifest": small}), workdir / "unloaded", workers=workers, stats=stats, sequential=True
+    )
+    first = rows[0].video_id  # the warm-up video pays for starting the workers
+    return [stats["received"][v] - stats["sent"][v] for v in stats["sent"] if v != first]

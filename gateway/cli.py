@@ -110,6 +110,25 @@ def bench_detectors_cmd(json_out, repo, seconds, threads) -> None:
     click.echo(text)
 
 
+@bench.command("gateway")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), help="write JSON here")
+@click.option("--anchors", default=10, show_default=True, type=int)
+@click.option("--workers", default=2, show_default=True, type=int)
+@click.option("--profile", type=click.Choice(sorted(PROFILES)), default="throughput", show_default=True)
+def bench_gateway_cmd(json_out, anchors, workers, profile) -> None:
+    """Through Kafka (local broker + gateway) vs the in-process replay on the same corpus."""
+    import tempfile
+
+    from gateway import bench
+
+    with tempfile.TemporaryDirectory(prefix="lastmile-bench-") as tmp:
+        report = bench.bench_gateway(Path(tmp), anchors=anchors, workers=workers, profile=profile)
+    text = json.dumps(report, indent=2)
+    if json_out:
+        json_out.write_text(text)
+    click.echo(text)
+
+
 @main.group()
 def corpus() -> None:
     """The paired proxy corpus (a proxy for AI-generated video, not AI-generated video)."""

@@ -31,9 +31,9 @@ def gateway_config(cfg: ReplayConfig, bootstrap: str, run_id: str, workers: int)
         output_topic=f"lastmile.replay.{run_id}.scores",
         labels_topic=None,
         group_id=f"lastmile-replay-{run_id}",
-        max_poll_interval_ms=30_000,
-        session_timeout_ms=10_000,
-        heartbeat_interval_ms=1_000,
+        max_poll_interval_ms=5_000,
+        session_timeout_ms=5_000,
+        heartbeat_interval_ms=500,
     )
     return GatewayConfig(
         kafka=kafka,
@@ -66,6 +66,7 @@ def replay_via_kafka(
     workers: int = 2,
     timeout_s: float = 1800.0,
     stats: dict | None = None,
+    sequential: bool = False,
 ) -> Path:
     """Produce every manifest row to a fresh input topic, run a gateway (in this process) on it, and write the
     collected score events as ``run_dir/results.parquet``. Starts a local broker unless ``bootstrap`` is given."""
@@ -82,7 +83,7 @@ def replay_via_kafka(
         thread = threading.Thread(target=gateway.run, daemon=True, name="lastmile-replay-gateway")
         thread.start()
         try:
-            events, sent = _produce_and_collect(gw_cfg.kafka, cfg, rows, timeout_s, gateway)
+            events, sent, received = _produce_and_collect(gw_cfg.kafka, cfg, rows, timeout_s, sequential)
         finally:
             gateway.stop_event.set()
             thread.join(120)
@@ -90,7 +91,7 @@ def replay_via_kafka(
         if broker:
             broker.stop()
     if stats is not None:
-        stats.update(sent=sent, received=_received_at(events))
+        stats.update(sent=sent, received=received)
     table = pa.Table.from_pylist(
         [ScoreRow.model_validate(e.model_dump(exclude={"idempotency_key"})).model_dump() for e in events.values()],
         schema=schema(),
@@ -100,57 +101,58 @@ def replay_via_kafka(
     return merge(run_dir)
 
 
-def _produce_and_collect(k: KafkaSettings, cfg: ReplayConfig, rows: list, timeout_s: float, gateway) -> tuple:
+def _produce_and_collect(k: KafkaSettings, cfg: ReplayConfig, rows: list, timeout_s: float, sequential: bool) -> tuple:
+    """Send the rows (all at once, or one at a time waiting for each) and collect their score events."""
     from kafka import KafkaConsumer
 
     base = cfg.manifest.resolve().parent
-    want = expected_keys(cfg, [r.video_id for r in rows])
     consumer = KafkaConsumer(
         k.output_topic,
         **k.client_options(),
         group_id=f"{k.group_id}-collector",
         auto_offset_reset="earliest",
         enable_auto_commit=False,
-        session_timeout_ms=10_000,
-        heartbeat_interval_ms=1_000,
-        max_poll_interval_ms=30_000,
+        session_timeout_ms=5_000,
+        heartbeat_interval_ms=500,
+        max_poll_interval_ms=5_000,
     )
     producer = kafka_io.producer(k)
-    sent: dict[str, float] = {}
-    for r in rows:
-        path = Path(r.uri) if Path(r.uri).is_absolute() else base / r.uri
-        event = VideoEvent(
-            video_id=r.video_id, uri=path.resolve().as_uri(), label=r.label, source=r.source, anchor_id=r.anchor_id
-        )
-        producer.send(k.input_topic, key=r.video_id.encode(), value=event.model_dump_json().encode())
-        sent[r.video_id] = time.monotonic()
-    producer.flush()
-    producer.close()
     events: dict[str, ScoreEvent] = {}
+    sent: dict[str, float] = {}
+    received: dict[str, float] = {}
     deadline = time.monotonic() + timeout_s
     try:
-        while want - events.keys():
-            if time.monotonic() > deadline:
-                raise ReplayTimeout(
-                    f"{len(want - events.keys())} of {len(want)} score events missing after {timeout_s} s"
+        for batch in [[r] for r in rows] if sequential else [rows]:
+            for r in batch:
+                path = Path(r.uri) if Path(r.uri).is_absolute() else base / r.uri
+                event = VideoEvent(
+                    video_id=r.video_id,
+                    uri=path.resolve().as_uri(),
+                    label=r.label,
+                    source=r.source,
+                    anchor_id=r.anchor_id,
                 )
-            for messages in consumer.poll(500).values():
-                for m in messages:
-                    ev = ScoreEvent.model_validate_json(m.value)
-                    ev.__dict__["_received"] = time.monotonic()
-                    old = events.get(ev.idempotency_key)
-                    if old is not None and old.score != ev.score:
-                        raise RuntimeError(f"two different scores for {ev.idempotency_key}: {old.score} vs {ev.score}")
-                    events.setdefault(ev.idempotency_key, ev)
+                producer.send(k.input_topic, key=r.video_id.encode(), value=event.model_dump_json().encode())
+                sent[r.video_id] = time.monotonic()
+            producer.flush()
+            _collect(consumer, events, received, expected_keys(cfg, [r.video_id for r in batch]), deadline, timeout_s)
     finally:
+        producer.close()
         consumer.close()
-    return {key: events[key] for key in want}, sent
+    want = expected_keys(cfg, [r.video_id for r in rows])
+    return {key: events[key] for key in want}, sent, received
 
 
-def _received_at(events: dict[str, ScoreEvent]) -> dict[str, float]:
-    """When the last score event of each video arrived (for end-to-end latency)."""
-    out: dict[str, float] = {}
-    for ev in events.values():
-        t = ev.__dict__.get("_received", 0.0)
-        out[ev.video_id] = max(out.get(ev.video_id, 0.0), t)
-    return out
+def _collect(consumer, events: dict, received: dict, want: set[str], deadline: float, timeout_s: float) -> None:
+    while want - events.keys():
+        if time.monotonic() > deadline:
+            missing = len(want - events.keys())
+            raise ReplayTimeout(f"{missing} of {len(want)} score events missing after {timeout_s} s")
+        for messages in consumer.poll(500).values():
+            for m in messages:
+                ev = ScoreEvent.model_validate_json(m.value)
+                old = events.get(ev.idempotency_key)
+                if old is not None and old.score != ev.score:
+                    raise RuntimeError(f"two different scores for {ev.idempotency_key}: {old.score} vs {ev.score}")
+                events.setdefault(ev.idempotency_key, ev)
+                received[ev.video_id] = time.monotonic()  # the latest event of each video so far
