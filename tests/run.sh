@@ -7,6 +7,17 @@ PY=${PYTHON:-python3}
 
 "$PY" -m pip install -q --disable-pip-version-check -e '.[test,train]'
 
+# promtool (Prometheus rule checks and unit tests) comes from Debian's prometheus package
+if ! command -v promtool >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null
+    apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+  else
+    echo "promtool not found: install Debian's 'prometheus' package (tests that need it fail when CI=true)" >&2
+  fi
+fi
+
 "$PY" -m ruff check .
 "$PY" -m ruff format --check .
 

@@ -1,0 +1,330 @@
+"""Grafana dashboards as code: ``lastmile dashboards generate`` writes ``dashboards/grafana/*.json``.
+
+Two dashboards: robustness (AUC, FakeR, RealR per condition with drift, per detector and version, and the A/B
+view) and pipeline health (throughput, stage latency, lag, DLQ, Triton). Variables: detector, version,
+condition. Every expression uses only metrics a gateway exports, Triton ``nv_*`` metrics, or recording rules
+from ``dashboards/prometheus/lastmile-rules.yaml`` (checked by the tests).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+SCHEMA_VERSION = 39
+DS = {"type": "prometheus", "uid": "${datasource}"}
+SEL = 'detector=~"$detector", version=~"$version", condition=~"$condition"'
+DASHBOARD_DIR = Path(__file__).resolve().parent.parent / "dashboards" / "grafana"
+
+
+def _var(name: str, query: str, multi: bool = True) -> dict:
+    return {
+        "name": name,
+        "label": name,
+        "type": "query",
+        "datasource": DS,
+        "refresh": 2,
+        "includeAll": True,
+        "multi": multi,
+        "allValue": ".*",
+        "current": {"text": "All", "value": "$__all"},
+        "query": {"query": query, "refId": f"var-{name}"},
+        "definition": query,
+        "sort": 1,
+    }
+
+
+def _datasource_var() -> dict:
+    return {
+        "name": "datasource",
+        "label": "Prometheus",
+        "type": "datasource",
+        "query": "prometheus",
+        "current": {},
+        "hide": 0,
+    }
+
+
+def _panel(
+    pid: int,
+    title: str,
+    targets: list[tuple[str, str]],
+    x: int,
+    y: int,
+    w: int = 12,
+    h: int = 8,
+    unit: str = "percentunit",
+    kind: str = "timeseries",
+    minmax: tuple | None = (0, 1),
+) -> dict:
+    defaults: dict = {"unit": unit}
+    if minmax:
+        defaults["min"], defaults["max"] = minmax
+    return {
+        "id": pid,
+        "type": kind,
+        "title": title,
+        "datasource": DS,
+        "gridPos": {"x": x, "y": y, "w": w, "h": h},
+        "fieldConfig": {"defaults": defaults, "overrides": []},
+        "options": {"legend": {"displayMode": "table", "placement": "right", "calcs": ["lastNotNull"]}},
+        "targets": [
+            {"refId": chr(65 + i), "expr": expr, "legendFormat": legend, "datasource": DS}
+            for i, (expr, legend) in enumerate(targets)
+        ],
+    }
+
+
+def _dashboard(uid: str, title: str, panels: list[dict], variables: list[dict], tags: list[str]) -> dict:
+    return {
+        "uid": uid,
+        "title": title,
+        "tags": tags,
+        "schemaVersion": SCHEMA_VERSION,
+        "version": 1,
+        "editable": True,
+        "timezone": "browser",
+        "refresh": "30s",
+        "time": {"from": "now-6h", "to": "now"},
+        "templating": {"list": [_datasource_var(), *variables]},
+        "panels": panels,
+        "annotations": {"list": []},
+    }
+
+
+def robustness() -> dict:
+    series = "{{detector}} {{version}} {{condition}}"
+    panels = [
+        _panel(
+            1,
+            "Windowed AUC per condition (last N labelled)",
+            [(f'lastmile_auc{{{SEL}, window="count"}}', series)],
+            0,
+            0,
+        ),
+        _panel(
+            2,
+            "AUC drift vs original (same videos)",
+            [(f'lastmile_auc_drift{{{SEL}, window="count"}}', series)],
+            12,
+            0,
+            minmax=(-1, 1),
+        ),
+        _panel(
+            3,
+            "FakeR per condition (1 h, fixed threshold)",
+            [(f"detector_version_condition:lastmile_fake_recall:ratio_rate1h{{{SEL}}}", series)],
+            0,
+            8,
+        ),
+        _panel(
+            4,
+            "RealR per condition (1 h, fixed threshold)",
+            [(f"detector_version_condition:lastmile_real_recall:ratio_rate1h{{{SEL}}}", series)],
+            12,
+            8,
+        ),
+        _panel(
+            5,
+            "FakeR drift vs original (1 h)",
+            [(f"detector_version_condition:lastmile_fake_recall:drift_rate1h{{{SEL}}}", series)],
+            0,
+            16,
+            minmax=(-1, 1),
+        ),
+        _panel(
+            6,
+            "Balanced accuracy (time window)",
+            [(f'lastmile_balanced_accuracy{{{SEL}, window="time"}}', series)],
+            12,
+            16,
+        ),
+        _panel(
+            7,
+            "A/B: AUC spread between versions of a detector",
+            [
+                (
+                    'detector_condition:lastmile_auc:version_spread{detector=~"$detector", condition=~"$condition"}',
+                    "{{detector}} {{condition}}",
+                )
+            ],
+            0,
+            24,
+            minmax=(0, 1),
+        ),
+        _panel(8, "A/B: AUC by version", [(f'lastmile_auc{{{SEL}, window="time"}}', series)], 12, 24),
+        _panel(
+            9,
+            "Score distribution (p50) by label",
+            [
+                (
+                    f"histogram_quantile(0.5, sum by (detector, version, condition, label, le) "
+                    f"(rate(lastmile_score_bucket{{{SEL}}}[15m])))",
+                    "{{detector}} {{condition}} {{label}}",
+                )
+            ],
+            0,
+            32,
+            unit="short",
+            minmax=None,
+        ),
+        _panel(
+            10,
+            "Labelled scores in the window",
+            [(f"lastmile_window_samples{{{SEL}}}", series + " {{window}}")],
+            12,
+            32,
+            unit="short",
+            minmax=None,
+        ),
+    ]
+    variables = [
+        _var("detector", "label_values(lastmile_auc, detector)"),
+        _var("version", 'label_values(lastmile_auc{detector=~"$detector"}, version)'),
+        _var("condition", "label_values(lastmile_auc, condition)"),
+    ]
+    return _dashboard("lastmile-robustness", "LastMile robustness", panels, variables, ["lastmile", "robustness"])
+
+
+def pipeline() -> dict:
+    panels = [
+        _panel(
+            1,
+            "Videos per second by outcome",
+            [("outcome:lastmile_videos:rate5m", "{{outcome}}")],
+            0,
+            0,
+            unit="ops",
+            minmax=None,
+        ),
+        _panel(2, "Dead-letter ratio", [(":lastmile_videos_dead_lettered:ratio_rate5m", "dead-lettered")], 12, 0),
+        _panel(
+            3, "Stage latency p95", [("stage:lastmile_stage_seconds:p95_5m", "{{stage}}")], 0, 8, unit="s", minmax=None
+        ),
+        _panel(
+            4,
+            "Condition encode time p95",
+            [
+                (
+                    "histogram_quantile(0.95, sum by (condition, le) "
+                    '(rate(lastmile_condition_seconds_bucket{condition=~"$condition"}[5m])))',
+                    "{{condition}}",
+                )
+            ],
+            12,
+            8,
+            unit="s",
+            minmax=None,
+        ),
+        _panel(5, "Consumer lag", [(":lastmile_consumer_lag_messages:sum", "lag")], 0, 16, unit="short", minmax=None),
+        _panel(
+            6,
+            "Dead letters by error class",
+            [("sum by (outcome) (rate(lastmile_dead_letters_total[5m]))", "{{outcome}}")],
+            12,
+            16,
+            unit="ops",
+            minmax=None,
+        ),
+        _panel(
+            7,
+            "In flight and retries",
+            [("sum(lastmile_in_flight_videos)", "in flight"), ("sum(rate(lastmile_retries_total[5m]))", "retries/s")],
+            0,
+            24,
+            unit="short",
+            minmax=None,
+        ),
+        _panel(
+            8,
+            "Row errors by kind",
+            [("sum by (outcome) (rate(lastmile_errors_total[5m]))", "{{outcome}}")],
+            12,
+            24,
+            unit="ops",
+            minmax=None,
+        ),
+        _panel(
+            9,
+            "Triton: inferences per second",
+            [("sum by (model) (rate(nv_inference_request_success[5m]))", "{{model}}")],
+            0,
+            32,
+            unit="ops",
+            minmax=None,
+        ),
+        _panel(
+            10,
+            "Triton: mean queue time",
+            [("model:nv_inference_queue_seconds:mean_rate5m", "{{model}}")],
+            12,
+            32,
+            unit="s",
+            minmax=None,
+        ),
+        _panel(
+            11,
+            "Triton: mean compute time",
+            [
+                (
+                    "sum by (model) (rate(nv_inference_compute_infer_duration_us[5m])) / 1e6 "
+                    "/ sum by (model) (rate(nv_inference_request_success[5m]))",
+                    "{{model}}",
+                )
+            ],
+            0,
+            40,
+            unit="s",
+            minmax=None,
+        ),
+        _panel(
+            12,
+            "Triton: failed requests",
+            [("sum by (model) (rate(nv_inference_request_failure[5m]))", "{{model}}")],
+            12,
+            40,
+            unit="ops",
+            minmax=None,
+        ),
+    ]
+    variables = [_var("condition", "label_values(lastmile_condition_seconds_bucket, condition)")]
+    return _dashboard("lastmile-pipeline", "LastMile pipeline health", panels, variables, ["lastmile", "pipeline"])
+
+
+DASHBOARDS = {"lastmile-robustness.json": robustness, "lastmile-pipeline.json": pipeline}
+
+
+def render() -> dict[str, str]:
+    return {name: json.dumps(fn(), indent=2, sort_keys=True) + "\n" for name, fn in DASHBOARDS.items()}
+
+
+RULES = Path(__file__).resolve().parent.parent / "dashboards" / "prometheus" / "lastmile-rules.yaml"
+CHART_FILES = Path(__file__).resolve().parent.parent / "helm" / "lastmile-gateway" / "files"
+
+
+def write(folder: Path = DASHBOARD_DIR, chart_files: Path | None = CHART_FILES) -> list[Path]:
+    """Write the dashboards; copy them and the rules into the chart (Helm reads only files inside a chart)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    out = []
+    for name, text in render().items():
+        (folder / name).write_text(text)
+        out.append(folder / name)
+        if chart_files:
+            (chart_files / "grafana").mkdir(parents=True, exist_ok=True)
+            (chart_files / "grafana" / name).write_text(text)
+            out.append(chart_files / "grafana" / name)
+    if chart_files:
+        (chart_files / RULES.name).write_text(RULES.read_text())
+        out.append(chart_files / RULES.name)
+    return out
+
+
+def expressions(dashboard: dict) -> list[str]:
+    """Every PromQL expression of a dashboard (panel targets and variable queries' inner selectors)."""
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+    for v in dashboard["templating"]["list"]:
+        q = v.get("query")
+        if isinstance(q, dict) and q["query"].startswith("label_values("):
+            inner = q["query"][len("label_values(") : -1].rsplit(",", 1)[0]
+            exprs.append(inner)
+    return exprs

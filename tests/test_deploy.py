@@ -1,0 +1,219 @@
+"""Prometheus rules, Grafana dashboards and the Helm chart (issue: dashboards, alert rules and the chart)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gateway import grafana
+from gateway.config import GatewayConfig
+from gateway.messages import ScoreRow
+from tests.conftest import IN_CI, require_tool
+
+ROOT = Path(__file__).resolve().parent.parent
+RULES = ROOT / "dashboards" / "prometheus" / "lastmile-rules.yaml"
+CHART = ROOT / "helm" / "lastmile-gateway"
+NAME = re.compile(r"(?<![\w:])(?:[a-z_]*:[a-z0-9_]+:[a-z0-9_]+|lastmile_[a-z0-9_]+|nv_[a-z0-9_]+)\b")
+
+
+def _rule_exprs() -> list[str]:
+    groups = yaml.safe_load(RULES.read_text())["groups"]
+    return [r["expr"] for g in groups for r in g["rules"]]
+
+
+def _recorded() -> set[str]:
+    groups = yaml.safe_load(RULES.read_text())["groups"]
+    return {r["record"] for g in groups for r in g["rules"] if "record" in r}
+
+
+def _dashboard_exprs() -> list[str]:
+    exprs = []
+    for text in grafana.render().values():
+        exprs += grafana.expressions(json.loads(text))
+    return exprs
+
+
+def test_promtool_checks_and_unit_tests_the_rules():
+    promtool = require_tool("promtool")
+    subprocess.run([promtool, "check", "rules", str(RULES)], check=True, capture_output=True)
+    res = subprocess.run(
+        [promtool, "test", "rules", "lastmile-rules.test.yaml"],
+        cwd=RULES.parent / "tests",
+        capture_output=True,
+        text=True,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "SUCCESS" in res.stdout
+
+
+def test_every_dashboard_expression_parses(tmp_path):
+    promtool = require_tool("promtool")
+    exprs = [re.sub(r"\$\{?\w+\}?", ".*", e) for e in _dashboard_exprs()]  # Grafana variables -> regexes
+    rules = {
+        "groups": [
+            {
+                "name": "dashboards",
+                "rules": [{"record": f"dashboard:expr:n{i}", "expr": e} for i, e in enumerate(exprs)],
+            }
+        ]
+    }
+    path = tmp_path / "dashboard-exprs.yaml"
+    path.write_text(yaml.safe_dump(rules))
+    res = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert f"{len(exprs)} rules found" in res.stdout
+
+
+@pytest.fixture(scope="module")
+def scraped_names() -> set[str]:
+    """Metric names on a real /metrics page of a gateway that has published labelled scores."""
+    from gateway.service import Gateway
+
+    gw = Gateway(GatewayConfig(http_port=0, http_host="127.0.0.1"))
+    port = gw.start_http()
+    base = dict(
+        detector="npr",
+        detector_version="1",
+        runtime="embedded",
+        threshold=0.0,
+        transform_s=0.1,
+        variant_s=0.05,
+        sample_s=0.01,
+        infer_s=0.01,
+    )
+    rows = [
+        ScoreRow(
+            video_id=f"v{i}",
+            condition=c,
+            label=("generated" if i % 2 else "real"),
+            score=float(i),
+            decision=bool(i % 2),
+            **base,
+        )
+        for i in range(4)
+        for c in ("original", "full")
+    ]
+    rows.append(
+        ScoreRow(
+            video_id="bad",
+            condition="original",
+            error="x",
+            error_kind="video",
+            error_class="InvalidVideo",
+            **{k: v for k, v in base.items() if k not in ("threshold",)},
+        )
+    )
+    gw.metrics.observe_rows(rows, 0.01)
+    gw.metrics.observe_condition_seconds("full", 0.2)
+    gw.metrics.stage.labels("end_to_end").observe(1.0)
+    gw.metrics.videos.labels("scored").inc()
+    gw.metrics.dead_letters.labels("InvalidVideo").inc()
+    gw.metrics.retries.inc()
+    gw.metrics.observe_label("v9", "real")
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    gw.http.shutdown()
+    return {line.split("{")[0].split(" ")[0] for line in text.splitlines() if line and not line.startswith("#")}
+
+
+def test_every_metric_used_is_exported_triton_or_recorded(scraped_names):
+    recorded = _recorded()
+    used = set()
+    for expr in _rule_exprs() + _dashboard_exprs():
+        used |= set(NAME.findall(expr))
+    assert {"lastmile_auc", "lastmile_auc_drift", "lastmile_labelled_predictions_total"} <= used
+    unknown = {n for n in used if not (n in scraped_names or n.startswith("nv_") or n in recorded)}
+    assert not unknown, f"metrics used by rules/dashboards but not exported: {sorted(unknown)}"
+    for name in scraped_names:  # naming convention: lastmile_ prefix, counters end in _total
+        assert name.startswith("lastmile_")
+
+
+def test_dashboards_are_generated_current_and_in_the_chart():
+    for name, text in grafana.render().items():
+        assert (ROOT / "dashboards" / "grafana" / name).read_text() == text, "run `lastmile dashboards generate`"
+        assert (CHART / "files" / "grafana" / name).read_text() == text
+        board = json.loads(text)
+        assert board["schemaVersion"] >= 39 and board["uid"].startswith("lastmile-")
+    assert (CHART / "files" / RULES.name).read_text() == RULES.read_text()
+    robustness = grafana.robustness()
+    assert {v["name"] for v in robustness["templating"]["list"]} >= {"detector", "version", "condition"}
+
+
+def _helm():
+    try:
+        import helm_python
+    except ImportError:
+        if IN_CI:
+            pytest.fail("helm-python-sdk is required in CI")
+        pytest.skip("helm-python-sdk not installed")
+    return helm_python
+
+
+def _render(values: dict) -> list[dict]:
+    helm = _helm()
+    chart = helm.Chart.load(str(CHART))
+    chart.validate_schema(values)
+    out = chart.render(values, name="lm", namespace="lastmile")
+    return [
+        doc for path, text in out.items() if not path.endswith("NOTES.txt") for doc in yaml.safe_load_all(text) if doc
+    ]
+
+
+CRDS = {"ServiceMonitor", "PrometheusRule", "ScaledObject", "KafkaTopic"}
+
+
+@pytest.mark.parametrize("values_file", [None, "ci/all-on-values.yaml"])
+def test_chart_renders_and_validates(values_file):
+    import kubernetes_validate as kv
+
+    values = yaml.safe_load((CHART / values_file).read_text()) if values_file else {}
+    docs = _render(values)
+    kinds = {d["kind"] for d in docs}
+    for doc in docs:
+        if doc["kind"] in CRDS:
+            assert doc["apiVersion"] and doc["metadata"]["name"] and doc["spec"]
+            continue
+        kv.validate(doc, "1.30.0", strict=True)  # raises with the path of any schema violation
+    if values_file is None:
+        assert not kinds & CRDS  # no CRD object without its API or an explicit enable
+    else:
+        assert kinds >= CRDS
+        scaled = next(d for d in docs if d["kind"] == "ScaledObject")
+        assert scaled["spec"]["maxReplicaCount"] == 12  # capped by the partitions
+        assert scaled["spec"]["triggers"][0]["metadata"]["allowIdleConsumers"] == "false"
+        rule = next(d for d in docs if d["kind"] == "PrometheusRule")
+        assert {r.get("alert") for g in rule["spec"]["groups"] for r in g["rules"]} >= {
+            "LastmileAucDrift",
+            "LastmileNoData",
+        }
+        gateway = next(d for d in docs if d["kind"] == "Deployment" and "triton" not in d["metadata"]["name"])
+        assert "replicas" not in gateway["spec"]  # KEDA owns the replica count
+    for dep in (d for d in docs if d["kind"] == "Deployment"):
+        pod = dep["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        for c in pod["containers"]:
+            assert c["securityContext"]["readOnlyRootFilesystem"] is True and c["resources"]["limits"]
+    triton = next(d for d in docs if d["metadata"]["name"].endswith("-triton") and d["kind"] == "Deployment")
+    container = triton["spec"]["template"]["spec"]["containers"][0]
+    assert container["startupProbe"]["httpGet"]["path"] == "/v2/health/ready"
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == 1
+    boards = [
+        d for d in docs if d["kind"] == "ConfigMap" and d["metadata"].get("labels", {}).get("grafana_dashboard") == "1"
+    ]
+    assert len(boards) == 2
+
+
+def test_values_schema_rejects_a_wrong_type():
+    helm = _helm()
+    chart = helm.Chart.load(str(CHART))
+    with pytest.raises(helm.HelmValuesError, match="replicas"):
+        chart.validate_schema({"gateway": {"replicas": "three"}})
+    with pytest.raises(helm.HelmValuesError):
+        chart.validate_schema({"gateway": {"fanout": {"policy": "most"}}})
+    report = helm.lint(str(CHART), strict=True)
+    assert not report["errors"] and all(m["severity"] < 3 for m in report["messages"])
