@@ -269,4 +269,7 @@ def build(cfg: BuildConfig, out: Path, log: Callable[[str], None] = print, workd
         ),
     )
     (Path(out) / "BUILD.json").write_text(json.dumps(summary, indent=2, default=float))
+    from detectors.triton import write_repository
+
+    write_repository(out)  # Triton configs and the python-backend model.py beside each model
     return summary

@@ -72,6 +72,9 @@ def install(
     if Path(model_path).resolve() != target.resolve():
         shutil.copyfile(model_path, target)
     dump_card(card, folder / CARD_FILE)
+    from detectors.triton import write_repository
+
+    write_repository(repo)  # Triton configs for the new model too
     return Installed(card, target)
 
 

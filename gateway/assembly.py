@@ -26,6 +26,6 @@ def make_runtime(inst, cfg):
         from detectors.runtime import EmbeddedRuntime
 
         return EmbeddedRuntime(inst.model_path, inst.card, intra_op_threads=1)
-    from detectors.triton import TritonRuntime  # arrives with the Triton issue
+    from detectors.triton import TritonRuntime
 
     return TritonRuntime(inst.card, url=cfg.triton_url)

@@ -129,6 +129,21 @@ def bench_gateway_cmd(json_out, anchors, workers, profile) -> None:
     click.echo(text)
 
 
+@bench.command("triton")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), help="write JSON here")
+@click.option("--detector", default="npr", show_default=True)
+@click.option("--seconds", default=4.0, show_default=True, type=float, help="time per concurrency level")
+@click.option("--batch", default=6, show_default=True, type=int, help="videos per request")
+def bench_triton_cmd(json_out, detector, seconds, batch) -> None:
+    """Throughput and p50/p99 latency through the local Triton vs the embedded runtime, concurrency 1..8."""
+    from gateway import bench
+
+    text = json.dumps(bench.bench_triton(detector, seconds=seconds, batch=batch), indent=2)
+    if json_out:
+        json_out.write_text(text)
+    click.echo(text)
+
+
 @main.group()
 def corpus() -> None:
     """The paired proxy corpus (a proxy for AI-generated video, not AI-generated video)."""
@@ -330,6 +345,62 @@ def dashboards_generate(out) -> None:
 
     for path in grafana.write(out or grafana.DASHBOARD_DIR):
         click.echo(path)
+
+
+@main.group()
+def triton() -> None:
+    """Detectors behind NVIDIA Triton: model repository, local server, TensorRT plans."""
+
+
+@triton.command("repo")
+@click.option(
+    "--repo", type=click.Path(file_okay=False, path_type=Path), help="model repository (default: triton_models/)"
+)
+def triton_repo(repo) -> None:
+    """Write config.pbtxt (production), configs/cpu.pbtxt, configs/local.pbtxt and 1/model.py per detector."""
+    from detectors.triton import write_repository
+
+    for path in write_repository(repo):
+        click.echo(path)
+
+
+@triton.command("serve")
+@click.option(
+    "--repo", type=click.Path(file_okay=False, path_type=Path), help="model repository (default: triton_models/)"
+)
+@click.option("--grpc-port", default=8001, show_default=True, type=int)
+@click.option("--http-port", default=8000, show_default=True, type=int)
+@click.option("--metrics-port", default=8002, show_default=True, type=int)
+def triton_serve(repo, grpc_port, http_port, metrics_port) -> None:
+    """Start the tritonserver that nvidia-pytriton ships (extra `triton-local`) with the local configs."""
+    from detectors.triton import LocalTriton, TritonNotInstalled
+
+    try:
+        server = LocalTriton(repo, http_port=http_port, grpc_port=grpc_port, metrics_port=metrics_port).start()
+    except TritonNotInstalled as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"Triton ready: gRPC {server.url}, HTTP 127.0.0.1:{http_port}, metrics 127.0.0.1:{metrics_port}")
+    try:
+        server.process.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.close()
+
+
+@triton.command("tensorrt")
+@click.argument("detector")
+@click.option(
+    "--repo", type=click.Path(file_okay=False, path_type=Path), help="model repository (default: triton_models/)"
+)
+def triton_tensorrt(detector, repo) -> None:
+    """Build a TensorRT plan (FP16) for DETECTOR with trtexec, where TensorRT is present."""
+    from detectors.triton import TritonNotInstalled, build_tensorrt
+
+    try:
+        click.echo(build_tensorrt(detector, repo))
+    except TritonNotInstalled as exc:
+        raise click.ClickException(str(exc)) from exc
 
 
 @main.group()

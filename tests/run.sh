@@ -5,7 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 
-"$PY" -m pip install -q --disable-pip-version-check -e '.[test,train]'
+"$PY" -m pip install -q --disable-pip-version-check -e '.[test,train,triton-local]'
+# the Triton server that the nvidia-pytriton wheel bundles (its numpy<2 pin would break pyarrow: no deps)
+"$PY" -m pip install -q --disable-pip-version-check --no-deps 'nvidia-pytriton==0.7.0'
 
 # promtool (Prometheus rule checks and unit tests) comes from Debian's prometheus package
 if ! command -v promtool >/dev/null 2>&1; then
