@@ -15,7 +15,21 @@ from pathlib import Path
 from detectors.card import ModelCard, check_card_against_model, dump_card, load_card
 from detectors.errors import CardError
 
-DEFAULT_REPO = Path(__file__).resolve().parent.parent / "triton_models"
+
+def _default_repo() -> Path:
+    """``$LASTMILE_REPO``, else the installed ``triton_models`` package, else the source tree's folder."""
+    import importlib.util
+    import os
+
+    if os.environ.get("LASTMILE_REPO"):
+        return Path(os.environ["LASTMILE_REPO"])
+    spec = importlib.util.find_spec("triton_models")
+    if spec is not None and spec.submodule_search_locations:
+        return Path(next(iter(spec.submodule_search_locations)))
+    return Path(__file__).resolve().parent.parent / "triton_models"
+
+
+DEFAULT_REPO = _default_repo()
 CARD_FILE = "card.yaml"
 MODEL_FILE = "model.onnx"
 

@@ -6,8 +6,8 @@ float64 in the gateway's convention (higher = more likely generated; the card's 
 
 from __future__ import annotations
 
-import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -88,20 +88,28 @@ class EmbeddedRuntime:
             self.session.run([card.output.name], {card.input.name: np.zeros(card.input_shape(1), card.input.dtype)})
 
     def score(self, frames: np.ndarray) -> np.ndarray:
-        check_frames(self.card, frames)
-        out = []
-        for start in range(0, len(frames), self.max_batch):
-            chunk = np.ascontiguousarray(frames[start : start + self.max_batch])
-            t0 = time.perf_counter()
-            (native,) = self.session.run([self.card.output.name], {self.card.input.name: chunk})
-            dt = time.perf_counter() - t0
-            self.stats.batches += 1
-            self.stats.videos += len(chunk)
-            self.stats.seconds += dt
-            self.stats.latencies.append(dt)
-            out.append(self.card.generated_score(native))
-        return np.concatenate(out) if out else np.zeros(0)
+        return score_in_batches(self.card, frames, self.max_batch, self._infer, self.stats)
+
+    def _infer(self, chunk: np.ndarray) -> np.ndarray:
+        (native,) = self.session.run([self.card.output.name], {self.card.input.name: chunk})
+        return native
 
 
-def default_threads() -> int:
-    return max(1, min(4, os.cpu_count() or 1))
+def score_in_batches(
+    card: ModelCard, frames: np.ndarray, max_batch: int, infer: Callable[[np.ndarray], np.ndarray], stats: RuntimeStats
+) -> np.ndarray:
+    """Check ``frames`` against the card, run ``infer`` on chunks of at most ``max_batch`` videos, record the
+    latencies, and return generated-scores (the card's direction applied): the loop every runtime shares."""
+    check_frames(card, frames)
+    out = []
+    for start in range(0, len(frames), max_batch):
+        chunk = np.ascontiguousarray(frames[start : start + max_batch])
+        t0 = time.perf_counter()
+        native = infer(chunk)
+        dt = time.perf_counter() - t0
+        stats.batches += 1
+        stats.videos += len(chunk)
+        stats.seconds += dt
+        stats.latencies.append(dt)
+        out.append(card.generated_score(native))
+    return np.concatenate(out) if out else np.zeros(0)

@@ -27,7 +27,7 @@ import numpy as np
 from detectors.card import ModelCard
 from detectors.errors import BadRequest, CardError, RuntimeUnavailable
 from detectors.repository import list_detectors, repository_path
-from detectors.runtime import RuntimeStats, check_frames
+from detectors.runtime import RuntimeStats, score_in_batches
 
 MAX_BATCH = 16
 PREFERRED_BATCHES = (4, 8, 16)
@@ -301,19 +301,7 @@ class TritonRuntime:
         return min(max_batch or served_batch, served_batch)
 
     def score(self, frames: np.ndarray) -> np.ndarray:
-        check_frames(self.card, frames)
-        out = []
-        for start in range(0, len(frames), self.max_batch):
-            chunk = np.ascontiguousarray(frames[start : start + self.max_batch])
-            t0 = time.perf_counter()
-            native = self._infer(chunk)
-            dt = time.perf_counter() - t0
-            self.stats.batches += 1
-            self.stats.videos += len(chunk)
-            self.stats.seconds += dt
-            self.stats.latencies.append(dt)
-            out.append(self.card.generated_score(native))
-        return np.concatenate(out) if out else np.zeros(0)
+        return score_in_batches(self.card, frames, self.max_batch, self._infer, self.stats)
 
     def _infer(self, chunk: np.ndarray) -> np.ndarray:
         from tritonclient.utils import InferenceServerException

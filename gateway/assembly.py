@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from gateway.config import PipelineSettings
 from transforms.engine import Engine
+
+if TYPE_CHECKING:
+    from detectors.repository import Installed
+    from detectors.runtime import Runtime
+    from gateway.pipeline import Pipeline
 from transforms.spec import PROFILES, load_conditions_file, select_conditions
 
 
-def build_pipeline(cfg):
+def build_pipeline(cfg: PipelineSettings) -> Pipeline:
+    """The pipeline a replay or a gateway runs: conditions, encoder profile, detectors and their runtime."""
     from detectors.repository import get_detectors
     from gateway.pipeline import Detector, Pipeline
 
@@ -21,7 +30,7 @@ def build_pipeline(cfg):
     return Pipeline(engine, conditions, detectors)
 
 
-def make_runtime(inst, cfg):
+def make_runtime(inst: Installed, cfg: PipelineSettings) -> Runtime:
     if cfg.runtime == "embedded":
         from detectors.runtime import EmbeddedRuntime
 

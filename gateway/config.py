@@ -75,13 +75,13 @@ class WindowSettings(BaseModel):
     max_pending: int = Field(100_000, ge=1, description="bound on scores waiting for labels")
 
 
-class GatewayConfig(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="LASTMILE_", env_nested_delimiter="__", extra="forbid")
-    kafka: KafkaSettings = Field(default_factory=KafkaSettings)
-    sources: SourceSettings = Field(default_factory=SourceSettings)
-    fanout: FanoutSettings = Field(default_factory=FanoutSettings)
-    windows: WindowSettings = Field(default_factory=WindowSettings)
-    limits: Limits = Field(default_factory=Limits)
+class PipelineSettings(BaseModel):
+    """What determines a pipeline's results: conditions, encoder profile, detectors, runtime, limits.
+
+    Shared by the replay (``ReplayConfig``) and the service (``GatewayConfig``), which build their pipeline
+    from it with :func:`gateway.assembly.build_pipeline`.
+    """
+
     conditions: str = "all"
     conditions_file: Path | None = None
     detectors: str = "all"
@@ -90,6 +90,15 @@ class GatewayConfig(BaseSettings):
     triton_url: str = "127.0.0.1:8001"
     profile: str = "fidelity"
     deterministic: bool = True  # same input, same bytes, same scores: a redelivered video never scores differently
+    limits: Limits = Field(default_factory=Limits)
+
+
+class GatewayConfig(BaseSettings, PipelineSettings):
+    model_config = SettingsConfigDict(env_prefix="LASTMILE_", env_nested_delimiter="__", extra="forbid")
+    kafka: KafkaSettings = Field(default_factory=KafkaSettings)
+    sources: SourceSettings = Field(default_factory=SourceSettings)
+    fanout: FanoutSettings = Field(default_factory=FanoutSettings)
+    windows: WindowSettings = Field(default_factory=WindowSettings)
     workers: int = Field(2, ge=1, le=256)
     max_in_flight: int = Field(4, ge=1, description="videos in the pool before partitions are paused")
     http_host: str = "0.0.0.0"

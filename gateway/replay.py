@@ -16,37 +16,27 @@ import sys
 from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from pathlib import Path
-from typing import Literal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict
 from tqdm import tqdm
 
 from detectors.corpus import ManifestRow, read_manifest
+from gateway.config import PipelineSettings
 from gateway.messages import ScoreRow, VideoItem
 from gateway.sources import fetch
 from transforms.errors import VideoError
-from transforms.limits import Limits
 
 RESULTS = "results.parquet"
 SORT_KEYS = ["video_id", "condition", "detector", "detector_version"]
 
 
-class ReplayConfig(BaseModel):
+class ReplayConfig(PipelineSettings):
     """Everything that determines a run's results (stored in ``run.json`` and checked on ``--resume``)."""
 
     model_config = ConfigDict(extra="forbid")
     manifest: Path
-    conditions: str = "all"
-    conditions_file: Path | None = None
-    detectors: str = "all"
-    repo: Path | None = None
-    runtime: Literal["embedded", "triton"] = "embedded"
-    triton_url: str = "127.0.0.1:8001"
-    profile: str = "fidelity"
-    deterministic: bool = True
-    limits: Limits = Field(default_factory=Limits)
 
     def identity(self) -> str:
         """A hash of what changes results (not of how many workers run them)."""
