@@ -220,7 +220,9 @@ class Gateway:
     def _accept(self, tp: object, msg: object) -> None:
         k = self.cfg.kafka
         if msg.topic == k.labels_topic:
+            self.tracker.start(tp, msg.offset)  # committed like videos, so a restart does not re-read every label
             self._label(msg)
+            self.tracker.done(tp, msg.offset)
             return
         self.tracker.start(tp, msg.offset)
         try:
