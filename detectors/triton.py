@@ -3,7 +3,8 @@
 - :func:`write_repository` writes, per detector, ``config.pbtxt`` (production: onnxruntime on GPU, dynamic
   batching with preferred sizes and a queue policy, TensorRT FP16 with an engine cache), ``configs/cpu.pbtxt``
   (onnxruntime on CPU) and ``configs/local.pbtxt`` (the python backend running the same ``model.onnx``, for
-  the Triton that ``pip install nvidia-pytriton`` ships), and ``1/model.py``.
+  the Triton that ``pip install nvidia-pytriton`` ships); :class:`LocalTriton` stages a serving copy with the
+  python backend's ``model.py``.
 - :class:`LocalTriton` starts that bundled ``tritonserver`` with the local configs and stops it.
 - :class:`TritonRuntime` implements the runtime interface over gRPC: it checks readiness and metadata
   against the model card at start, batches, sets timeouts, retries transient errors with backoff, and tells
@@ -83,10 +84,14 @@ def config_pbtxt(card: ModelCard, variant: str) -> str:
     return head + body + params
 
 
+def python_model_source() -> str:
+    """The python-backend ``model.py`` that wraps a ``model.onnx`` (staged by :class:`LocalTriton`)."""
+    return resources.files("detectors").joinpath("data/triton_python_model.py").read_text()
+
+
 def write_repository(repo: str | Path | None = None) -> list[Path]:
-    """Write the Triton configs and the python-backend ``model.py`` for every detector in ``repo``."""
+    """Write the Triton configs (production, cpu, local) for every detector in ``repo``."""
     written = []
-    model_py = resources.files("detectors").joinpath("data/triton_python_model.py").read_text()
     for name, inst in list_detectors(repo).items():
         folder = repository_path(repo) / name
         (folder / "configs").mkdir(exist_ok=True)
@@ -97,8 +102,6 @@ def write_repository(repo: str | Path | None = None) -> list[Path]:
         ):
             path.write_text(config_pbtxt(inst.card, variant))
             written.append(path)
-        (folder / "1" / "model.py").write_text(model_py)
-        written.append(folder / "1" / "model.py")
     return written
 
 
@@ -144,7 +147,8 @@ class LocalTriton:
         self.metrics_port = metrics_port or free_port()
         self.config_name, self.log = config_name, log
         self.process: subprocess.Popen | None = None
-        self._backends = Path(tempfile.mkdtemp(prefix="lastmile-triton-backends-"))
+        self._work = Path(tempfile.mkdtemp(prefix="lastmile-triton-"))
+        self._backends = self._work / "backends"
 
     @property
     def url(self) -> str:
@@ -169,16 +173,40 @@ class LocalTriton:
             )
         shutil.copy2(stub, py / "triton_python_backend_stub")
 
+    def _stage_repository(self) -> Path:
+        """A serving copy of the repository: the configs, the ONNX file linked, and the python-backend model.py.
+
+        Nothing is written into the model repository itself (it may be an installed, read-only package).
+        """
+        stage = self._work / "repo"
+        source = python_model_source()
+        for name, inst in list_detectors(self.repo).items():
+            folder, target = self.repo / name, stage / name
+            (target / "1").mkdir(parents=True, exist_ok=True)
+            (target / "configs").mkdir(exist_ok=True)
+            for rel, variant in (
+                ("config.pbtxt", "production"),
+                (f"configs/{self.config_name}.pbtxt", self.config_name),
+            ):
+                text = (folder / rel).read_text() if (folder / rel).exists() else config_pbtxt(inst.card, variant)
+                (target / rel).write_text(text)
+            link = target / "1" / "model.onnx"
+            if not link.exists():
+                link.symlink_to(inst.model_path.resolve())
+            (target / "1" / "model.py").write_text(source)
+        return stage
+
     def start(self, timeout_s: float = 120.0) -> LocalTriton:
         binary, _, libs = bundled_server()
         self._prepare_backend()
+        served = self._stage_repository()
         env = dict(os.environ)
         env["LD_LIBRARY_PATH"] = os.pathsep.join(
             p for p in (str(libs), str(Path(sys.base_prefix) / "lib"), env.get("LD_LIBRARY_PATH", "")) if p
         )
         cmd = [
             str(binary),
-            f"--model-repository={self.repo}",
+            f"--model-repository={served}",
             f"--backend-directory={self._backends}",
             f"--model-config-name={self.config_name}",
             "--http-address=127.0.0.1",
@@ -229,7 +257,7 @@ class LocalTriton:
 
     def close(self) -> None:
         self.stop()
-        shutil.rmtree(self._backends, ignore_errors=True)
+        shutil.rmtree(self._work, ignore_errors=True)
 
     def __enter__(self) -> LocalTriton:
         return self.start()

@@ -357,7 +357,7 @@ def triton() -> None:
     "--repo", type=click.Path(file_okay=False, path_type=Path), help="model repository (default: triton_models/)"
 )
 def triton_repo(repo) -> None:
-    """Write config.pbtxt (production), configs/cpu.pbtxt, configs/local.pbtxt and 1/model.py per detector."""
+    """Write config.pbtxt (production), configs/cpu.pbtxt and configs/local.pbtxt per detector."""
     from detectors.triton import write_repository
 
     for path in write_repository(repo):

@@ -56,7 +56,6 @@ def test_every_config_parses_with_tritons_protobuf():
         trt = production.optimization.execution_accelerators.gpu_execution_accelerator[0]
         assert trt.name == "tensorrt" and trt.parameters["precision_mode"] == "FP16"
         assert production.dynamic_batching.default_queue_policy.max_queue_size > 0
-        assert (folder / "1" / "model.py").exists()
 
 
 def test_triton_scores_equal_the_embedded_runtime(server):
