@@ -23,6 +23,14 @@ def _conditions(names: str, conditions_file: str | None):
     return select_conditions(names, extra), profile
 
 
+def _emit_json(report: dict, json_out: Path | None) -> None:
+    """Print a benchmark's JSON, and write it to ``--json`` when given."""
+    text = json.dumps(report, indent=2)
+    if json_out:
+        json_out.write_text(text)
+    click.echo(text)
+
+
 @click.group()
 @click.version_option(package_name="lastmile-gateway")
 def main() -> None:
@@ -89,10 +97,7 @@ def bench_transforms_cmd(json_out, profiles, quick) -> None:
             "generated_1080p30_10s": footage.generated_clip(1920, 1080, 30, 10.0),
         }
     report = bench.bench_transforms(inputs, [p.strip() for p in profiles.split(",") if p.strip()])
-    text = json.dumps(report, indent=2)
-    if json_out:
-        json_out.write_text(text)
-    click.echo(text)
+    _emit_json(report, json_out)
 
 
 @bench.command("detectors")
@@ -104,10 +109,7 @@ def bench_detectors_cmd(json_out, repo, seconds, threads) -> None:
     """Frames/s and videos/s per detector on the embedded runtime, batch 1 and 16, with peak RSS."""
     from gateway import bench
 
-    text = json.dumps(bench.bench_detectors(repo, seconds=seconds, threads=threads), indent=2)
-    if json_out:
-        json_out.write_text(text)
-    click.echo(text)
+    _emit_json(bench.bench_detectors(repo, seconds=seconds, threads=threads), json_out)
 
 
 @bench.command("gateway")
@@ -123,10 +125,7 @@ def bench_gateway_cmd(json_out, anchors, workers, profile) -> None:
 
     with tempfile.TemporaryDirectory(prefix="lastmile-bench-") as tmp:
         report = bench.bench_gateway(Path(tmp), anchors=anchors, workers=workers, profile=profile)
-    text = json.dumps(report, indent=2)
-    if json_out:
-        json_out.write_text(text)
-    click.echo(text)
+    _emit_json(report, json_out)
 
 
 @bench.command("triton")
@@ -138,10 +137,7 @@ def bench_triton_cmd(json_out, detector, seconds, batch) -> None:
     """Throughput and p50/p99 latency through the local Triton vs the embedded runtime, concurrency 1..8."""
     from gateway import bench
 
-    text = json.dumps(bench.bench_triton(detector, seconds=seconds, batch=batch), indent=2)
-    if json_out:
-        json_out.write_text(text)
-    click.echo(text)
+    _emit_json(bench.bench_triton(detector, seconds=seconds, batch=batch), json_out)
 
 
 @main.group()

@@ -151,7 +151,9 @@ class Gateway:
         from gateway.assembly import build_pipeline
 
         k = self.cfg.kafka
-        self.condition_names = [c.name for c in build_pipeline(self.cfg).conditions]  # validates detectors too
+        # validates conditions and detectors before consuming, and makes the rows of videos refused before the pool
+        self.pipeline = build_pipeline(self.cfg)
+        self.condition_names = [c.name for c in self.pipeline.conditions]
         self.producer = kafka_io.producer(k)
         topics = [k.input_topic] + ([k.labels_topic] if k.labels_topic else [])
         self.consumer = KafkaConsumer(
@@ -254,32 +256,20 @@ class Gateway:
 
     def _fail_fast(self, tp: object, msg: object, event: VideoEvent, exc: Exception) -> None:
         """A video refused before the pool: error score events and a dead letter, like any failed video."""
-        rows = [
-            ScoreRow(
-                video_id=event.video_id,
-                condition=c,
-                detector=d.name,
-                detector_version=d.version,
-                runtime=self.cfg.runtime,
-                label=event.label,
-                source=event.source,
-                anchor_id=event.anchor_id,
-                error=str(exc)[:500],
-                error_kind="video",
-                error_class=type(exc).__name__,
-            )
-            for c in fanout(event.video_id, self.condition_names, self.cfg.fanout.policy, self.cfg.fanout.sample_rate)
-            for d in self._cards()
-        ]
+        names = fanout(event.video_id, self.condition_names, self.cfg.fanout.policy, self.cfg.fanout.sample_rate)
+        item = VideoItem(
+            video_id=event.video_id,
+            data=b"",
+            label=event.label,
+            source=event.source,
+            anchor_id=event.anchor_id,
+            tenant=event.tenant,
+        )
+        conditions = [c for c in self.pipeline.conditions if c.name in names]
+        digest = hashlib.sha256(msg.value).hexdigest()
+        rows = self.pipeline.error_rows(item, exc, conditions, digest)
         job = Job(tp, msg.offset, event, None, msg.value, list(msg.headers or []), [], time.monotonic())
         self._publish(job, rows)
-
-    def _cards(self) -> list:
-        if not hasattr(self, "_card_list"):
-            from detectors.repository import get_detectors
-
-            self._card_list = [i.card for i in get_detectors(self.cfg.detectors, self.cfg.repo)]
-        return self._card_list
 
     def _drain(self, block: bool = False) -> None:
         while True:

@@ -173,6 +173,10 @@ def test_end_to_end_with_bad_inputs(broker, tmp_path, videos, media):
     ok = [e for e in events if e.error is None]
     assert {e.video_id for e in ok} == {"ref-basic", "ref-odd", "inline-scene", "inline-long"}
     assert all(e.input_sha256 and e.spec_hash and e.detector_version and e.runtime == "embedded" for e in ok)
+    refused = [e for e in events if e.video_id == "too-big"]  # refused before the pool, same provenance as any row
+    assert refused and all(
+        e.error_class == "LimitExceeded" and e.spec_hash and e.model_sha256 and e.input_sha256 for e in refused
+    )
     dlq = {m.key.decode(): dict(m.headers) for m in got[k.dlq]}
     assert dlq["corrupt-inline"]["lastmile-error-class"] == b"InvalidVideo"
     assert dlq["corrupt-ref"]["lastmile-error-class"] == b"InvalidVideo"
