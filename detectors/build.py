@@ -19,6 +19,8 @@ import onnx
 
 from detectors import corpus, d3, npr, restrav, spectral
 from detectors.card import InputSpec, ModelCard, OutputSpec, Threshold
+from detectors.manifest import ManifestRow, read_manifest
+from detectors.metrics import auc, calibrate_threshold
 from detectors.repository import install
 from transforms.sampling import SamplingPolicy, sample_frames
 
@@ -42,7 +44,7 @@ class Split:
     sources: list[str]
 
 
-def _load(rows: list[corpus.ManifestRow], root: Path, policies: dict[str, SamplingPolicy]) -> Split:
+def _load(rows: list[ManifestRow], root: Path, policies: dict[str, SamplingPolicy]) -> Split:
     frames: dict[str, list[np.ndarray]] = {k: [] for k in policies}
     for row in rows:
         data = (root / row.uri).read_bytes()
@@ -53,14 +55,10 @@ def _load(rows: list[corpus.ManifestRow], root: Path, policies: dict[str, Sampli
 
 
 def _auc(labels: np.ndarray, scores: np.ndarray) -> float:
-    from gateway.metrics import auc
-
     return auc(labels.astype(bool), scores)
 
 
 def _threshold(labels: np.ndarray, scores: np.ndarray, target: float) -> float:
-    from gateway.metrics import calibrate_threshold
-
     return calibrate_threshold(scores[labels == 0], target)
 
 
@@ -170,7 +168,7 @@ def build(cfg: BuildConfig, out: Path, log: Callable[[str], None] = print, workd
         root = workdir or Path(tmp)
         log(f"synthesising the training corpus (seed {cfg.seed}, {cfg.anchors} anchors) in {root}")
         manifest = corpus.synthesize(corpus.CorpusConfig(anchors=cfg.anchors, seed=cfg.seed), root)
-        rows = corpus.read_manifest(manifest)
+        rows = read_manifest(manifest)
         anchors = sorted({r.anchor_id for r in rows})
         n_cal = max(2, round(len(anchors) * cfg.calibration_share))
         cal_ids = set(anchors[-n_cal:])

@@ -29,25 +29,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from scipy.ndimage import gaussian_filter
 
 from detectors import scenes
+from detectors.manifest import ManifestRow
 from detectors.scenes import Motion, Pipeline, SceneSpec, World
 
 PROXY_NOTICE = (
     "PROXY CORPUS: synthetic camera-like scenes and pseudo-generators made by lastmile-gateway; "
     "a proxy for AI-generated video, not AI-generated video."
 )
-
-
-class ManifestRow(BaseModel):
-    """One video of a manifest (PROTOCOL.md's JSONL format)."""
-
-    model_config = ConfigDict(extra="allow")
-    video_id: str
-    uri: str
-    label: str = Field(pattern="^(real|generated)$")
-    source: str
-    anchor_id: str
-    category: str | None = None
-    sha256: str | None = None
 
 
 @dataclass(frozen=True)
@@ -252,16 +240,3 @@ def describe(cfg: CorpusConfig, videos: int, user_reals: bool) -> dict:
             g.name: {"cue": g.cue, "scale": g.scale} for g in GENERATORS.values() if g.name in cfg.generators
         },
     }
-
-
-def read_manifest(path: Path) -> list[ManifestRow]:
-    """Rows of a JSONL manifest; URIs stay as written (resolve relative ones against the manifest's folder)."""
-    rows = [ManifestRow.model_validate_json(line) for line in path.read_text().splitlines() if line.strip()]
-    ids = [r.video_id for r in rows]
-    if len(set(ids)) != len(ids):
-        raise ValueError(f"{path}: duplicate video_id values")
-    anchors = {r.video_id for r in rows if r.label == "real"}
-    orphans = sorted({r.anchor_id for r in rows if r.label == "generated"} - anchors)
-    if orphans:
-        raise ValueError(f"{path}: generated videos point at missing real anchors {orphans[:5]}")
-    return rows

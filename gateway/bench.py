@@ -183,7 +183,7 @@ def bench_gateway(workdir: Path, anchors: int = 10, workers: int = 2, profile: s
 
 
 def _unloaded_latency(workdir: Path, cfg: Any, workers: int, videos: int = 6) -> list[float]:
-    from detectors.corpus import read_manifest
+    from detectors.manifest import read_manifest
     from gateway.kafka_replay import replay_via_kafka
 
     rows = read_manifest(cfg.manifest)[: videos + 1]

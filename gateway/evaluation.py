@@ -12,12 +12,13 @@ failures beside it. *Infra* errors (the scorer was unavailable) are counted apar
 
 from __future__ import annotations
 
+import warnings
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from gateway import metrics
+from detectors import metrics
 from gateway.messages import ScoreRow
 from transforms.spec import LASTMILE
 
@@ -37,6 +38,12 @@ class SourceCell:
     neg_ok: np.ndarray  # per anchor: reals kept as real (failures count as misses)
     neg_n: np.ndarray
     failures: int = 0
+
+    def confusion(self, weights: np.ndarray) -> metrics.Confusion:
+        """Confusion counts with each anchor weighted (``[n_anchors]`` for the point estimate, all ones, or
+        ``[B, n_anchors]`` bootstrap counts for one count per replicate); failures count as misses."""
+        tp, n_pos, tn, n_neg = (weights @ v for v in (self.pos_hit, self.pos_n, self.neg_ok, self.neg_n))
+        return metrics.Confusion(tp=tp, fn=n_pos - tp, tn=tn, fp=n_neg - tn)
 
     def comparison(self) -> np.ndarray:
         """C[i, j] = sum over (p of anchor i, n of anchor j) of 1[p > n] + 1/2 1[p = n]."""
@@ -232,7 +239,8 @@ def _cell(
     weights: dict[str, np.ndarray],
     threshold: float,
 ) -> tuple[CellMetrics, dict[str, np.ndarray]]:
-    per_auc, per_fr, per_rr, per_t1, per_t5, per_f95, per_f1 = {}, [], [], [], [], [], []
+    per_auc, per_t1, per_t5, per_f95 = {}, [], [], []
+    points: list[metrics.Confusion] = []
     samples = defaultdict(list)
     failures = 0
     n_gen = sum(r.label == "generated" for r in sel)
@@ -247,21 +255,23 @@ def _cell(
             per_t1.append(metrics.tpr_at_fpr(y, s, 0.01))
             per_t5.append(metrics.tpr_at_fpr(y, s, 0.05))
             per_f95.append(metrics.fpr_at_tpr(y, s, 0.95))
-        fr = sc.pos_hit.sum() / max(sc.pos_n.sum(), 1)
-        rr = sc.neg_ok.sum() / max(sc.neg_n.sum(), 1)
-        per_fr.append(fr)
-        per_rr.append(rr)
-        per_f1.append(_macro_f1_counts(sc.pos_hit.sum(), sc.pos_n.sum(), sc.neg_ok.sum(), sc.neg_n.sum()))
+        points.append(sc.confusion(np.ones(len(anchors))))
         w = weights[src]
         c = sc.comparison()
         npos, nneg = np.array([len(p) for p in sc.pos]), np.array([len(n) for n in sc.neg])
+        replicated = sc.confusion(w)
         with np.errstate(invalid="ignore", divide="ignore"):
             samples["auc"].append(np.einsum("bi,ij,bj->b", w, c, w) / ((w @ npos) * (w @ nneg)))
-            samples["fake_recall"].append((w @ sc.pos_hit) / (w @ sc.pos_n))
-            samples["real_recall"].append((w @ sc.neg_ok) / (w @ sc.neg_n))
-    boot = {k: np.nanmean(np.stack(v), axis=0) for k, v in samples.items()}
-    boot["bacc"] = (boot["fake_recall"] + boot["real_recall"]) / 2
-    fr, rr = float(np.mean(per_fr)), float(np.mean(per_rr))
+        samples["fake_recall"].append(replicated.fake_recall)
+        samples["real_recall"].append(replicated.real_recall)
+        samples["bacc"].append(replicated.balanced_accuracy)
+    with warnings.catch_warnings():  # a replicate where every source is undefined stays nan
+        warnings.simplefilter("ignore", RuntimeWarning)
+        boot = {k: np.nanmean(np.stack(v), axis=0) for k, v in samples.items()}
+    fr, rr, bacc, f1 = (
+        float(np.mean([getattr(p, k) for p in points]))
+        for k in ("fake_recall", "real_recall", "balanced_accuracy", "macro_f1")
+    )
     cell = CellMetrics(
         detector=det,
         condition=cond,
@@ -271,9 +281,9 @@ def _cell(
         fake_recall_ci=_ci(boot["fake_recall"]),
         real_recall=rr,
         real_recall_ci=_ci(boot["real_recall"]),
-        bacc=(fr + rr) / 2,
+        bacc=bacc,
         bacc_ci=_ci(boot["bacc"]),
-        macro_f1=float(np.mean(per_f1)),
+        macro_f1=f1,
         tpr_at_1=_mean(per_t1),
         tpr_at_5=_mean(per_t5),
         fpr_at_95=_mean(per_f95),
@@ -289,14 +299,6 @@ def _cell(
 
 def _mean(xs: list[float]) -> float:
     return float(np.mean(xs)) if xs else float("nan")
-
-
-def _macro_f1_counts(tp: float, n_pos: float, tn: float, n_neg: float) -> float:
-    """Macro-F1 from counts (failures counted as misses): mean of each class's 2TP/(2TP+FP+FN)."""
-    fn, fp = n_pos - tp, n_neg - tn
-    f_gen = 2 * tp / (2 * tp + fp + fn) if (2 * tp + fp + fn) else 0.0
-    f_real = 2 * tn / (2 * tn + fn + fp) if (2 * tn + fn + fp) else 0.0
-    return (f_gen + f_real) / 2
 
 
 def _drift(cells: list[CellMetrics], boot: dict, conditions: list[str]) -> None:

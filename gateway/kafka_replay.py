@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from detectors.corpus import read_manifest
+from detectors.manifest import read_manifest
 from detectors.repository import get_detectors
 from gateway import kafka_io
 from gateway.config import GatewayConfig, KafkaSettings

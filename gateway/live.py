@@ -18,7 +18,7 @@ import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 
-from gateway import metrics
+from detectors import metrics
 from gateway.config import WindowSettings
 from gateway.messages import ScoreRow
 
@@ -117,9 +117,13 @@ def window_metrics(entries: list[Entry]) -> dict[str, float]:
         return {}
     y = np.array([e.label == "generated" for e in entries])
     s = np.array([e.score for e in entries])
-    pred = np.array([e.decision for e in entries])
-    fr, rr = metrics.recall_at(y, pred, True), metrics.recall_at(y, pred, False)
-    return {"auc": metrics.auc(y, s), "fake_recall": fr, "real_recall": rr, "balanced_accuracy": (fr + rr) / 2}
+    c = metrics.Confusion.from_predictions(y, np.array([e.decision for e in entries]))
+    return {
+        "auc": metrics.auc(y, s),
+        "fake_recall": c.fake_recall,
+        "real_recall": c.real_recall,
+        "balanced_accuracy": c.balanced_accuracy,
+    }
 
 
 class LiveMetrics:

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 from pydantic import ConfigDict
 from tqdm import tqdm
 
-from detectors.corpus import ManifestRow, read_manifest
+from detectors.manifest import ManifestRow, read_manifest
 from gateway.config import PipelineSettings
 from gateway.messages import ScoreRow, VideoItem
 from gateway.sources import fetch

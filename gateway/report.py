@@ -19,7 +19,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from gateway import metrics
+from detectors import metrics
 from gateway.evaluation import Evaluation, evaluate
 from gateway.messages import ScoreRow
 from gateway.replay import RESULTS, read_results

@@ -7,7 +7,7 @@ import pytest
 from scipy.stats import norm, spearmanr
 from sklearn.metrics import balanced_accuracy_score, f1_score, roc_auc_score, roc_curve
 
-from gateway import metrics
+from detectors import metrics
 from gateway.evaluation import evaluate
 from gateway.messages import ScoreRow
 
@@ -133,3 +133,25 @@ def test_bootstrap_interval_covers_the_true_auc_at_about_the_nominal_rate():
         lo, hi = ev.cell("sim", "original").auc_ci
         covered += lo <= true_auc <= hi
     assert 0.88 <= covered / trials <= 0.99, covered / trials
+
+
+def test_confusion_counts_match_sklearn_and_vectorise_over_replicates():
+    """One confusion type serves point estimates and bootstrap replicates: arrays of counts give, entry by
+    entry, what scalar counts give, and scalar counts give scikit-learn's values."""
+    rng = np.random.default_rng(11)
+    counts = []
+    for _ in range(40):
+        y = rng.integers(0, 2, 30)
+        pred = rng.random(30) < 0.5
+        c = metrics.Confusion.from_predictions(y, pred)
+        if (y == 1).any() and (y == 0).any():
+            assert c.balanced_accuracy == pytest.approx(balanced_accuracy_score(y, pred))
+        assert c.macro_f1 == pytest.approx(f1_score(y, pred, average="macro", zero_division=0))
+        counts.append((c.tp, c.fn, c.tn, c.fp))
+    tp, fn, tn, fp = (np.array(v, dtype=float) for v in zip(*counts, strict=True))
+    batch = metrics.Confusion(tp=tp, fn=fn, tn=tn, fp=fp)
+    for i, (a, b, c_, d) in enumerate(counts):
+        one = metrics.Confusion(tp=a, fn=b, tn=c_, fp=d)
+        for name in ("fake_recall", "real_recall", "balanced_accuracy", "macro_f1"):
+            assert getattr(batch, name)[i] == pytest.approx(getattr(one, name), nan_ok=True)
+    assert np.isnan(metrics.Confusion(tp=0, fn=0, tn=3, fp=1).fake_recall)  # no generated video: undefined

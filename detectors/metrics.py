@@ -9,6 +9,7 @@ well-formed cases (one class present) return ``nan`` where the quantity is undef
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.stats import rankdata
@@ -100,22 +101,73 @@ def decisions(scores: Sequence | np.ndarray, threshold: float) -> np.ndarray:
     return s >= threshold
 
 
+@dataclass(frozen=True)
+class Confusion:
+    """Confusion counts of one fixed decision rule, generated = positive; every discrete metric derives from it.
+
+    Counts may be floats or numpy arrays (bootstrap replicates: weighted counts, one entry per replicate), so
+    one definition serves the point estimate and its resamples. A failed video counts as a miss for its class.
+
+    - FakeR = TP / (TP + FN), RealR = TN / (TN + FP) (RA-Bench §B.2); ``nan`` where the class is absent.
+    - BAcc = (FakeR + RealR) / 2 (Brodersen et al. 2010).
+    - macro-F1 = mean over the two classes of F1 = 2 TP / (2 TP + FP + FN), a class taken as positive in turn;
+      a class with no true and no predicted members has F1 = 0 (scikit-learn's ``zero_division=0``).
+    """
+
+    tp: float | np.ndarray
+    fn: float | np.ndarray
+    tn: float | np.ndarray
+    fp: float | np.ndarray
+
+    @classmethod
+    def from_predictions(cls, y_true: Sequence | np.ndarray, y_pred: Sequence | np.ndarray) -> Confusion:
+        y, _ = _validate(y_true)
+        p, _ = _validate(y_pred)
+        if p.shape != y.shape:
+            raise MetricError("y_pred and y_true differ in shape")
+        return cls(tp=int((p & y).sum()), fn=int((~p & y).sum()), tn=int((~p & ~y).sum()), fp=int((p & ~y).sum()))
+
+    @property
+    def fake_recall(self) -> float | np.ndarray:
+        return _ratio(self.tp, self.tp + self.fn)
+
+    @property
+    def real_recall(self) -> float | np.ndarray:
+        return _ratio(self.tn, self.tn + self.fp)
+
+    @property
+    def balanced_accuracy(self) -> float | np.ndarray:
+        return (self.fake_recall + self.real_recall) / 2
+
+    @property
+    def macro_f1(self) -> float | np.ndarray:
+        f_gen = _ratio(2 * self.tp, 2 * self.tp + self.fp + self.fn, empty=0.0)
+        f_real = _ratio(2 * self.tn, 2 * self.tn + self.fn + self.fp, empty=0.0)
+        return (f_gen + f_real) / 2
+
+
+def _ratio(num: float | np.ndarray, den: float | np.ndarray, empty: float = float("nan")) -> float | np.ndarray:
+    """num / den, ``empty`` where den is 0 (elementwise for arrays)."""
+    if np.ndim(den) == 0:
+        return float(num / den) if den else empty
+    num, den = np.asarray(num, dtype=np.float64), np.asarray(den, dtype=np.float64)
+    out = np.full(den.shape, empty)
+    np.divide(num, den, out=out, where=den != 0)
+    return out
+
+
 def recall_at(y_true: Sequence | np.ndarray, y_pred: Sequence | np.ndarray, positive: bool = True) -> float:
     """Recall of one class: FakeR (``positive=True``, generated) or RealR (``positive=False``, real).
 
     FakeR = TP / (TP + FN), RealR = TN / (TN + FP). ``nan`` when the class is absent.
     """
-    y, _ = _validate(y_true)
-    p, _ = _validate(y_pred)
-    if p.shape != y.shape:
-        raise MetricError("y_pred and y_true differ in shape")
-    mask = y == positive
-    return float((p[mask] == positive).mean()) if mask.any() else float("nan")
+    c = Confusion.from_predictions(y_true, y_pred)
+    return c.fake_recall if positive else c.real_recall
 
 
 def balanced_accuracy(y_true: Sequence | np.ndarray, y_pred: Sequence | np.ndarray) -> float:
     """BAcc = (FakeR + RealR) / 2 (Brodersen et al. 2010); scikit-learn's ``balanced_accuracy_score``."""
-    return (recall_at(y_true, y_pred, True) + recall_at(y_true, y_pred, False)) / 2
+    return Confusion.from_predictions(y_true, y_pred).balanced_accuracy
 
 
 def macro_f1(y_true: Sequence | np.ndarray, y_pred: Sequence | np.ndarray) -> float:
@@ -123,16 +175,7 @@ def macro_f1(y_true: Sequence | np.ndarray, y_pred: Sequence | np.ndarray) -> fl
 
     A class with no true and no predicted members has F1 = 0, as scikit-learn's ``zero_division=0``.
     """
-    y, _ = _validate(y_true)
-    p, _ = _validate(y_pred)
-    if p.shape != y.shape:
-        raise MetricError("y_pred and y_true differ in shape")
-    f1s = []
-    for cls in (True, False):
-        tp = int(((p == cls) & (y == cls)).sum())
-        denom = 2 * tp + int(((p == cls) & (y != cls)).sum()) + int(((p != cls) & (y == cls)).sum())
-        f1s.append(2 * tp / denom if denom else 0.0)
-    return float(np.mean(f1s))
+    return float(Confusion.from_predictions(y_true, y_pred).macro_f1)
 
 
 def calibrate_threshold(real_scores: Sequence | np.ndarray, target_real_recall: float = 0.95) -> float:
