@@ -1,7 +1,12 @@
-"""Errors of detectors and their runtimes.
+"""Errors of detectors, their runtimes and their servers: one tree, caught by what the caller can do about it.
 
-``RuntimeUnavailable`` means the scorer could not answer (retry later; never a verdict on the video);
-``BadRequest`` means this input cannot be scored (an error for that video alone).
+```
+DetectorError
+├── CardError            a model card is malformed or does not fit its ONNX graph (also a ValueError)
+├── BadRequest           this input cannot be scored by this model (shape, dtype): an error for that video alone
+├── RuntimeUnavailable   the scorer could not answer (server down, timeout, overloaded): retry, never a verdict
+└── TritonNotInstalled   the bundled tritonserver or TensorRT is not installed here (also a RuntimeError)
+```
 """
 
 from __future__ import annotations
@@ -21,3 +26,7 @@ class RuntimeUnavailable(DetectorError):
 
 class BadRequest(DetectorError):
     """The request itself is wrong for this model (shape, dtype): an error for that video."""
+
+
+class TritonNotInstalled(DetectorError, RuntimeError):
+    """The bundled tritonserver (extra ``triton-local``: nvidia-pytriton) or TensorRT is not installed here."""

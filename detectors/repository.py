@@ -2,7 +2,7 @@
 
 The reference detectors are committed in ``triton_models/`` so inference never needs torch; ``lastmile
 detectors build`` rebuilds them, and ``lastmile detectors add`` installs a user's ONNX model after checking
-its card against the graph.
+its card against the graph. Triton's configs beside a model are written by :mod:`detectors.serving.config`.
 """
 
 from __future__ import annotations
@@ -86,9 +86,6 @@ def install(
     if Path(model_path).resolve() != target.resolve():
         shutil.copyfile(model_path, target)
     dump_card(card, folder / CARD_FILE)
-    from detectors.triton import write_repository
-
-    write_repository(repo)  # Triton configs for the new model too
     return Installed(card, target)
 
 

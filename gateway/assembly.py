@@ -9,7 +9,7 @@ from transforms.engine import Engine
 
 if TYPE_CHECKING:
     from detectors.repository import Installed
-    from detectors.runtime import Runtime
+    from detectors.runtimes.base import Runtime
     from gateway.pipeline import Pipeline
 from transforms.spec import PROFILES, load_conditions_file, select_conditions
 
@@ -31,10 +31,6 @@ def build_pipeline(cfg: PipelineSettings) -> Pipeline:
 
 
 def make_runtime(inst: Installed, cfg: PipelineSettings) -> Runtime:
-    if cfg.runtime == "embedded":
-        from detectors.runtime import EmbeddedRuntime
+    from detectors.runtimes import make_runtime as make
 
-        return EmbeddedRuntime(inst.model_path, inst.card, intra_op_threads=1)
-    from detectors.triton import TritonRuntime
-
-    return TritonRuntime(inst.card, url=cfg.triton_url)
+    return make(inst, cfg.runtime, cfg.triton_url)

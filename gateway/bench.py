@@ -88,7 +88,7 @@ def _detector_job(model_path: str, card_json: str, batch: int, repeats: int, thr
     import numpy as np
 
     from detectors.card import ModelCard
-    from detectors.runtime import EmbeddedRuntime
+    from detectors.runtimes.embedded import EmbeddedRuntime
 
     card = ModelCard.model_validate_json(card_json)
     runtime = EmbeddedRuntime(model_path, card, max_batch=batch, intra_op_threads=threads)
@@ -143,7 +143,7 @@ def bench_gateway(workdir: Path, anchors: int = 10, workers: int = 2, profile: s
     """
     import numpy as np
 
-    from detectors.corpus import CorpusConfig, synthesize
+    from detectors.proxy.corpus import CorpusConfig, synthesize
     from gateway.kafka_replay import replay_via_kafka
     from gateway.replay import ReplayConfig, replay
 
@@ -252,8 +252,9 @@ def bench_triton(
     import numpy as np
 
     from detectors.repository import list_detectors
-    from detectors.runtime import EmbeddedRuntime
-    from detectors.triton import LocalTriton, TritonRuntime
+    from detectors.runtimes.embedded import EmbeddedRuntime
+    from detectors.runtimes.triton import TritonRuntime
+    from detectors.serving.local import LocalTriton
 
     inst = list_detectors()[detector]
     frames = np.random.default_rng(0).integers(0, 256, inst.card.input_shape(batch), dtype=np.uint8)

@@ -157,7 +157,7 @@ def corpus() -> None:
 @click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path))
 def corpus_synth(anchors, seed, size, fps, seconds, real_dir, out) -> None:
     """Write real anchors, pseudo-generated counterparts and a JSONL manifest to OUT."""
-    from detectors.corpus import PROXY_NOTICE, CorpusConfig, synthesize
+    from detectors.proxy.corpus import PROXY_NOTICE, CorpusConfig, synthesize
 
     width, height = (int(v) for v in size.lower().split("x"))
     lo, _, hi = seconds.partition("-")
@@ -206,7 +206,7 @@ def detectors_build(out, seed, anchors, epochs) -> None:
         import torch  # noqa: F401
     except ImportError as exc:
         raise click.ClickException("building needs torch: pip install '.[train]'") from exc
-    from detectors.build import BuildConfig, build
+    from detectors.reference.build import BuildConfig, build
     from detectors.repository import repository_path
 
     summary = build(
@@ -226,11 +226,13 @@ def detectors_add(model, card_path, repo, force) -> None:
     """Check a user's ONNX detector against its model card, then install it."""
     from detectors.errors import CardError
     from detectors.repository import install_from_files
+    from detectors.serving.config import write_configs
 
     try:
         inst = install_from_files(model, card_path, repo, overwrite=force)
     except CardError as exc:
         raise click.ClickException(str(exc)) from exc
+    write_configs(inst)  # Triton's configs for this model; the others stay as they are
     click.echo(f"installed {inst.card.name} {inst.card.version} at {inst.model_path}")
 
 
@@ -354,7 +356,7 @@ def triton() -> None:
 )
 def triton_repo(repo) -> None:
     """Write config.pbtxt (production), configs/cpu.pbtxt and configs/local.pbtxt per detector."""
-    from detectors.triton import write_repository
+    from detectors.serving.config import write_repository
 
     for path in write_repository(repo):
         click.echo(path)
@@ -369,7 +371,8 @@ def triton_repo(repo) -> None:
 @click.option("--metrics-port", default=8002, show_default=True, type=int)
 def triton_serve(repo, grpc_port, http_port, metrics_port) -> None:
     """Start the tritonserver that nvidia-pytriton ships (extra `triton-local`) with the local configs."""
-    from detectors.triton import LocalTriton, TritonNotInstalled
+    from detectors.errors import TritonNotInstalled
+    from detectors.serving.local import LocalTriton
 
     try:
         server = LocalTriton(repo, http_port=http_port, grpc_port=grpc_port, metrics_port=metrics_port).start()
@@ -391,7 +394,8 @@ def triton_serve(repo, grpc_port, http_port, metrics_port) -> None:
 )
 def triton_tensorrt(detector, repo) -> None:
     """Build a TensorRT plan (FP16) for DETECTOR with trtexec, where TensorRT is present."""
-    from detectors.triton import TritonNotInstalled, build_tensorrt
+    from detectors.errors import TritonNotInstalled
+    from detectors.serving.tensorrt import build_tensorrt
 
     try:
         click.echo(build_tensorrt(detector, repo))

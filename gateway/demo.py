@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from detectors.corpus import CorpusConfig, synthesize
+from detectors.proxy.corpus import CorpusConfig, synthesize
 from gateway.replay import ReplayConfig, replay
 from gateway.report import PROXY_WARNING, build_report, main_table
 

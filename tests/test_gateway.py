@@ -318,7 +318,7 @@ def test_a_killed_gateway_loses_nothing_and_never_changes_a_score(broker, tmp_pa
 def test_replay_via_kafka_equals_the_in_process_replay(broker, tmp_path):
     import pyarrow.parquet as pq
 
-    from detectors.corpus import CorpusConfig, synthesize
+    from detectors.proxy.corpus import CorpusConfig, synthesize
     from gateway.kafka_replay import replay_via_kafka
     from gateway.messages import TIMING_FIELDS
     from gateway.replay import ReplayConfig, replay

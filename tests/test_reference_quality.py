@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from detectors.corpus import CorpusConfig, synthesize
+from detectors.proxy.corpus import CorpusConfig, synthesize
 from gateway.evaluation import evaluate
 from gateway.replay import ReplayConfig, read_results, replay
 

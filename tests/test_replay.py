@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from detectors.corpus import CorpusConfig, synthesize
+from detectors.proxy.corpus import CorpusConfig, synthesize
 from gateway.messages import TIMING_FIELDS
 from gateway.replay import ReplayConfig, read_results, replay
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from detectors.scenes import encode_h264
+from detectors.proxy.scenes import encode_h264
 from transforms.errors import InvalidVideo
 from transforms.sampling import SamplingPolicy, count_frames, sample_frames
 

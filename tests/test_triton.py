@@ -7,6 +7,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -15,20 +16,22 @@ import pytest
 from detectors.card import ModelCard
 from detectors.errors import CardError, RuntimeUnavailable
 from detectors.repository import DEFAULT_REPO, list_detectors
-from detectors.runtime import EmbeddedRuntime
+from detectors.runtimes.embedded import EmbeddedRuntime
 from tests.conftest import IN_CI
 
 
 def _triton():
-    from detectors import triton
+    from detectors.errors import TritonNotInstalled
+    from detectors.runtimes import triton as client
+    from detectors.serving import local
 
     try:
-        triton.bundled_server()
-    except triton.TritonNotInstalled as exc:
+        local.bundled_server()
+    except TritonNotInstalled as exc:
         if IN_CI:
             pytest.fail(f"the bundled tritonserver is required in CI: {exc}")
         pytest.skip(str(exc))
-    return triton
+    return SimpleNamespace(LocalTriton=local.LocalTriton, TritonRuntime=client.TritonRuntime)
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +86,7 @@ def test_a_card_that_does_not_match_the_server_fails_fast(server):
 
 def test_an_unreachable_server_is_unavailable_not_a_verdict():
     triton = _triton()
-    from gateway.kafka_io import free_port
+    from detectors.serving.local import free_port
 
     with pytest.raises(RuntimeUnavailable, match="unavailable"):
         triton.TritonRuntime(list_detectors()["d3_px"].card, f"127.0.0.1:{free_port()}", startup_timeout_s=1)
@@ -127,7 +130,7 @@ def test_the_client_recovers_when_the_server_is_killed_mid_run():
 
 
 def test_replay_through_triton_equals_the_embedded_replay(server, tmp_path):
-    from detectors.corpus import CorpusConfig, synthesize
+    from detectors.proxy.corpus import CorpusConfig, synthesize
     from gateway.replay import ReplayConfig, replay
 
     manifest = synthesize(

@@ -17,10 +17,11 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from detectors import corpus, d3, npr, restrav, spectral
 from detectors.card import InputSpec, ModelCard, OutputSpec, Threshold
 from detectors.manifest import ManifestRow, read_manifest
 from detectors.metrics import auc, calibrate_threshold
+from detectors.proxy import corpus
+from detectors.reference import d3, npr, restrav, spectral
 from detectors.repository import install
 from transforms.sampling import SamplingPolicy, sample_frames
 
@@ -267,7 +268,7 @@ def build(cfg: BuildConfig, out: Path, log: Callable[[str], None] = print, workd
         ),
     )
     (Path(out) / "BUILD.json").write_text(json.dumps(summary, indent=2, default=float))
-    from detectors.triton import write_repository
+    from detectors.serving.config import write_repository
 
     write_repository(out)  # Triton configs and the python-backend model.py beside each model
     return summary

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from detectors.graph import GraphBuilder
+from detectors.reference.graph import GraphBuilder
 
 POOL = 4
 

@@ -28,9 +28,9 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from scipy.ndimage import gaussian_filter
 
-from detectors import scenes
 from detectors.manifest import ManifestRow
-from detectors.scenes import Motion, Pipeline, SceneSpec, World
+from detectors.proxy import scenes
+from detectors.proxy.scenes import Motion, Pipeline, SceneSpec, World
 
 PROXY_NOTICE = (
     "PROXY CORPUS: synthetic camera-like scenes and pseudo-generators made by lastmile-gateway; "

@@ -3,7 +3,7 @@
 Frames at 8 fps, 16 of them; d1_t = ||e_{t+1} - e_t||, d2_t = d1_{t+1} - d1_t, native score = std(d2)
 (population std). Real video has irregular motion (high std); the generated-score is -std, which the card
 declares (``direction: higher_is_real``) and the runtime applies. The paper's encoders are pretrained; this
-runs on pixel embeddings (see :mod:`detectors.trajectory`), and its name says so.
+runs on pixel embeddings (see :mod:`detectors.reference.trajectory`), and its name says so.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto
 
-from detectors import trajectory
-from detectors.graph import GraphBuilder, uint8_video_input
+from detectors.reference import trajectory
+from detectors.reference.graph import GraphBuilder, uint8_video_input
 from transforms.sampling import SamplingPolicy
 
 NAME = "d3_px"

@@ -13,8 +13,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto
 
-from detectors import trajectory
-from detectors.graph import GraphBuilder, uint8_video_input
+from detectors.reference import trajectory
+from detectors.reference.graph import GraphBuilder, uint8_video_input
 from transforms.sampling import SamplingPolicy
 
 NAME = "restrav_px"

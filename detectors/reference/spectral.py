@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto
 
-from detectors.graph import GraphBuilder, uint8_video_input
+from detectors.reference.graph import GraphBuilder, uint8_video_input
 from transforms.sampling import SamplingPolicy
 
 NAME = "spectral"
