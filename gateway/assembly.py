@@ -11,7 +11,6 @@ if TYPE_CHECKING:
     from detectors.repository import Installed
     from detectors.runtimes.base import Runtime
     from gateway.pipeline import Pipeline
-from transforms.spec import PROFILES, load_conditions_file, select_conditions
 
 
 def build_pipeline(cfg: PipelineSettings) -> Pipeline:
@@ -19,12 +18,7 @@ def build_pipeline(cfg: PipelineSettings) -> Pipeline:
     from detectors.repository import get_detectors
     from gateway.pipeline import Detector, Pipeline
 
-    extra, profile = [], PROFILES[cfg.profile]
-    if cfg.conditions_file:
-        parsed = load_conditions_file(cfg.conditions_file)
-        extra = parsed.conditions
-        profile = parsed.profile or profile
-    conditions = select_conditions(cfg.conditions, extra)
+    conditions, profile = cfg.resolve_conditions()
     engine = Engine(profile.with_determinism(cfg.deterministic), cfg.limits)
     detectors = [Detector(inst, make_runtime(inst, cfg)) for inst in get_detectors(cfg.detectors, cfg.repo)]
     return Pipeline(engine, conditions, detectors)

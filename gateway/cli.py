@@ -10,17 +10,7 @@ import click
 from tqdm import tqdm
 
 from transforms.errors import SpecError, VideoError
-from transforms.spec import PROFILES, load_conditions_file, select_conditions
-
-
-def _conditions(names: str, conditions_file: str | None):
-    extra, profile = [], None
-    if conditions_file:
-        parsed = load_conditions_file(conditions_file)
-        extra, profile = parsed.conditions, parsed.profile
-        if names == "all":
-            names = ",".join(c.name for c in parsed.conditions)
-    return select_conditions(names, extra), profile
+from transforms.spec import PROFILES, resolve_conditions
 
 
 def _emit_json(report: dict, json_out: Path | None) -> None:
@@ -49,7 +39,7 @@ def transform(inputs, conditions, conditions_file, profile, deterministic, out) 
     from transforms.engine import Engine
 
     try:
-        conds, file_profile = _conditions(conditions, conditions_file)
+        conds, file_profile = resolve_conditions(conditions, conditions_file)
     except SpecError as exc:
         raise click.UsageError(str(exc)) from exc
     engine = Engine((file_profile or PROFILES[profile]).with_determinism(deterministic))

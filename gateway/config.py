@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from transforms.limits import Limits
+from transforms.spec import PROFILES, Condition, Profile, resolve_conditions
 
 
 class KafkaSettings(BaseModel):
@@ -91,6 +92,11 @@ class PipelineSettings(BaseModel):
     profile: str = "fidelity"
     deterministic: bool = True  # same input, same bytes, same scores: a redelivered video never scores differently
     limits: Limits = Field(default_factory=Limits)
+
+    def resolve_conditions(self) -> tuple[tuple[Condition, ...], Profile]:
+        """The conditions and the encoder profile (a conditions file's own profile wins over ``profile``)."""
+        conditions, file_profile = resolve_conditions(self.conditions, self.conditions_file)
+        return conditions, file_profile or PROFILES[self.profile]
 
 
 class GatewayConfig(BaseSettings, PipelineSettings):

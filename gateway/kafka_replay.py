@@ -17,7 +17,6 @@ from gateway import kafka_io
 from gateway.config import GatewayConfig, KafkaSettings
 from gateway.messages import ScoreEvent, ScoreRow, VideoEvent
 from gateway.replay import ReplayConfig, _prepare, merge, schema
-from transforms.spec import load_conditions_file, select_conditions
 
 
 class ReplayTimeout(RuntimeError):
@@ -53,8 +52,7 @@ def gateway_config(cfg: ReplayConfig, bootstrap: str, run_id: str, workers: int)
 
 
 def expected_keys(cfg: ReplayConfig, video_ids: list[str]) -> set[str]:
-    extra = load_conditions_file(cfg.conditions_file).conditions if cfg.conditions_file else []
-    conditions = select_conditions(cfg.conditions, extra)
+    conditions, _ = cfg.resolve_conditions()
     cards = [i.card for i in get_detectors(cfg.detectors, cfg.repo)]
     return {f"{v}|{c.name}|{d.name}|{d.version}" for v in video_ids for c in conditions for d in cards}
 

@@ -196,7 +196,11 @@ def load_conditions_file(path: str | Path) -> ConditionFile:
 
 
 def select_conditions(names: str | list[str], extra: list[Condition] | None = None) -> tuple[Condition, ...]:
-    """Resolve ``"all"`` or a comma-separated list of names against LASTMILE plus ``extra``."""
+    """Resolve ``"all"`` or a comma-separated list of names against LASTMILE plus ``extra``.
+
+    ``all`` is the six LastMile conditions, then ``extra``'s new ones in their order; a condition of ``extra``
+    with a LastMile name replaces it in place; a named list keeps its order.
+    """
     pool = {c.name: c for c in LASTMILE}
     pool.update({c.name: c for c in extra or []})
     wanted = names.split(",") if isinstance(names, str) else list(names)
@@ -208,6 +212,20 @@ def select_conditions(names: str | list[str], extra: list[Condition] | None = No
         raise SpecError(f"unknown condition(s) {unknown}; known: {sorted(pool)}")
     _check_unique(wanted)
     return tuple(pool[n] for n in wanted)
+
+
+def resolve_conditions(
+    names: str | list[str] = "all", conditions_file: str | Path | None = None
+) -> tuple[tuple[Condition, ...], Profile | None]:
+    """The one condition resolver of every command and service: ``(conditions, the file's profile or None)``.
+
+    Reads ``conditions_file`` if given and resolves ``names`` against LASTMILE plus its conditions as
+    :func:`select_conditions` defines.
+    """
+    if conditions_file is None:
+        return select_conditions(names), None
+    parsed = load_conditions_file(conditions_file)
+    return select_conditions(names, parsed.conditions), parsed.profile
 
 
 def _check_unique(names: list[str]) -> None:
