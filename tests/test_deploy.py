@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gateway import grafana
-from gateway.config import GatewayConfig
-from gateway.messages import ScoreRow
+from gateway.core.config import GatewayConfig
+from gateway.core.messages import ScoreRow
+from gateway.ops import grafana
 from tests.conftest import IN_CI, require_tool
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -73,7 +73,7 @@ def test_every_dashboard_expression_parses(tmp_path):
 @pytest.fixture(scope="module")
 def scraped_names() -> set[str]:
     """Metric names on a real /metrics page of a gateway that has published labelled scores."""
-    from gateway.service import Gateway
+    from gateway.stream.service import Gateway
 
     gw = Gateway(GatewayConfig(http_port=0, http_host="127.0.0.1"))
     port = gw.start_http()

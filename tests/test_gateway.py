@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 import yaml
 
-from gateway import kafka_io
-from gateway.config import GatewayConfig, KafkaSettings
-from gateway.live import Entry, window_metrics
-from gateway.messages import LabelEvent, ScoreEvent, VideoEvent, inline_headers
+from gateway.core.config import GatewayConfig, KafkaSettings
+from gateway.core.messages import LabelEvent, ScoreEvent, VideoEvent, inline_headers
+from gateway.stream import kafka_io
+from gateway.stream.live import Entry, window_metrics
 from tests.conftest import IN_CI
 
 CONDITIONS = "original,spatial"
@@ -110,7 +110,7 @@ def _metric(scraped: dict, name: str, **labels) -> float:
 
 
 def _start(cfg: GatewayConfig):
-    from gateway.service import Gateway
+    from gateway.stream.service import Gateway
 
     gw = Gateway(cfg)
     thread = threading.Thread(target=gw.run, daemon=True)
@@ -319,9 +319,9 @@ def test_replay_via_kafka_equals_the_in_process_replay(broker, tmp_path):
     import pyarrow.parquet as pq
 
     from detectors.proxy.corpus import CorpusConfig, synthesize
-    from gateway.kafka_replay import replay_via_kafka
-    from gateway.messages import TIMING_FIELDS
-    from gateway.replay import ReplayConfig, replay
+    from gateway.batch.kafka_replay import replay_via_kafka
+    from gateway.batch.replay import ReplayConfig, replay
+    from gateway.core.messages import TIMING_FIELDS
 
     manifest = synthesize(
         CorpusConfig(anchors=2, seed=99, width=160, height=128, min_seconds=2, max_seconds=2), tmp_path / "c"

@@ -8,8 +8,8 @@ from scipy.stats import norm, spearmanr
 from sklearn.metrics import balanced_accuracy_score, f1_score, roc_auc_score, roc_curve
 
 from detectors import metrics
-from gateway.evaluation import evaluate
-from gateway.messages import ScoreRow
+from gateway.core.messages import ScoreRow
+from gateway.evaluation.paired import evaluate
 
 
 def _cases():

@@ -8,7 +8,7 @@ from functools import partial
 
 import pytest
 
-from gateway.sources import SourceError, fetch
+from gateway.core.sources import SourceError, fetch
 from transforms.errors import LimitExceeded
 
 

@@ -131,7 +131,7 @@ def test_the_client_recovers_when_the_server_is_killed_mid_run():
 
 def test_replay_through_triton_equals_the_embedded_replay(server, tmp_path):
     from detectors.proxy.corpus import CorpusConfig, synthesize
-    from gateway.replay import ReplayConfig, replay
+    from gateway.batch.replay import ReplayConfig, replay
 
     manifest = synthesize(
         CorpusConfig(anchors=2, seed=55, width=160, height=128, min_seconds=2, max_seconds=2), tmp_path / "c"

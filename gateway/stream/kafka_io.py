@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from detectors.serving.local import free_port
-from gateway.config import KafkaSettings
+from gateway.core.config import KafkaSettings
 
 
 class BrokerError(RuntimeError):

@@ -14,7 +14,7 @@ from pathlib import Path
 SCHEMA_VERSION = 39
 DS = {"type": "prometheus", "uid": "${datasource}"}
 SEL = 'detector=~"$detector", version=~"$version", condition=~"$condition"'
-DASHBOARD_DIR = Path(__file__).resolve().parent.parent / "dashboards" / "grafana"
+DASHBOARD_DIR = Path(__file__).resolve().parents[2] / "dashboards" / "grafana"
 
 
 def _var(name: str, query: str, multi: bool = True) -> dict:
@@ -298,8 +298,8 @@ def render() -> dict[str, str]:
     return {name: json.dumps(fn(), indent=2, sort_keys=True) + "\n" for name, fn in DASHBOARDS.items()}
 
 
-RULES = Path(__file__).resolve().parent.parent / "dashboards" / "prometheus" / "lastmile-rules.yaml"
-CHART_FILES = Path(__file__).resolve().parent.parent / "helm" / "lastmile-gateway" / "files"
+RULES = Path(__file__).resolve().parents[2] / "dashboards" / "prometheus" / "lastmile-rules.yaml"
+CHART_FILES = Path(__file__).resolve().parents[2] / "helm" / "lastmile-gateway" / "files"
 
 
 def write(folder: Path = DASHBOARD_DIR, chart_files: Path | None = CHART_FILES) -> list[Path]:

@@ -17,7 +17,7 @@ import numpy as np
 from detectors.errors import BadRequest, RuntimeUnavailable
 from detectors.repository import Installed
 from detectors.runtimes.base import Runtime
-from gateway.messages import ScoreRow, VideoItem
+from gateway.core.messages import ScoreRow, VideoItem
 from transforms.engine import Engine, EngineResult, Variant
 from transforms.errors import VideoError
 from transforms.limits import Limits

@@ -144,8 +144,8 @@ def bench_gateway(workdir: Path, anchors: int = 10, workers: int = 2, profile: s
     import numpy as np
 
     from detectors.proxy.corpus import CorpusConfig, synthesize
-    from gateway.kafka_replay import replay_via_kafka
-    from gateway.replay import ReplayConfig, replay
+    from gateway.batch.kafka_replay import replay_via_kafka
+    from gateway.batch.replay import ReplayConfig, replay
 
     manifest = synthesize(CorpusConfig(anchors=anchors, seed=777), workdir / "corpus")
     cfg = ReplayConfig(manifest=manifest, profile=profile)
@@ -184,7 +184,7 @@ def bench_gateway(workdir: Path, anchors: int = 10, workers: int = 2, profile: s
 
 def _unloaded_latency(workdir: Path, cfg: Any, workers: int, videos: int = 6) -> list[float]:
     from detectors.manifest import read_manifest
-    from gateway.kafka_replay import replay_via_kafka
+    from gateway.batch.kafka_replay import replay_via_kafka
 
     rows = read_manifest(cfg.manifest)[: videos + 1]
     small = workdir / "unloaded.jsonl"

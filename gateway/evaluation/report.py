@@ -20,9 +20,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from detectors import metrics
-from gateway.evaluation import Evaluation, evaluate
-from gateway.messages import ScoreRow
-from gateway.replay import RESULTS, read_results
+from gateway.batch.replay import RESULTS, read_results
+from gateway.core.messages import ScoreRow
+from gateway.evaluation.paired import Evaluation, evaluate
 
 PROXY_WARNING = (
     "This run uses lastmile-gateway's self-made proxy corpus: synthetic camera-like scenes and pseudo-generators. "

@@ -13,10 +13,10 @@ import pyarrow.parquet as pq
 
 from detectors.manifest import read_manifest
 from detectors.repository import get_detectors
-from gateway import kafka_io
-from gateway.config import GatewayConfig, KafkaSettings
-from gateway.messages import ScoreEvent, ScoreRow, VideoEvent
-from gateway.replay import ReplayConfig, _prepare, merge, schema
+from gateway.batch.replay import ReplayConfig, _prepare, merge, schema
+from gateway.core.config import GatewayConfig, KafkaSettings
+from gateway.core.messages import ScoreEvent, ScoreRow, VideoEvent
+from gateway.stream import kafka_io
 
 
 class ReplayTimeout(RuntimeError):
@@ -75,7 +75,7 @@ def replay_via_kafka(
     gw_cfg = gateway_config(cfg, bootstrap or broker.bootstrap, run_id, workers)
     try:
         kafka_io.ensure_topics(gw_cfg.kafka, partitions=max(2, workers))
-        from gateway.service import Gateway
+        from gateway.stream.service import Gateway
 
         gateway = Gateway(gw_cfg)
         thread = threading.Thread(target=gateway.run, daemon=True, name="lastmile-replay-gateway")

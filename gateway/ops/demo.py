@@ -9,8 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from detectors.proxy.corpus import CorpusConfig, synthesize
-from gateway.replay import ReplayConfig, replay
-from gateway.report import PROXY_WARNING, build_report, main_table
+from gateway.batch.replay import ReplayConfig, replay
+from gateway.evaluation.report import PROXY_WARNING, build_report, main_table
 
 DEMO_SEED = 4242  # held out: the reference detectors were trained and calibrated on seed 1000
 
@@ -34,8 +34,8 @@ def run_demo(
     t2 = time.perf_counter()
     echo("3/3 evaluating (2,000 bootstrap replicates) and writing the report")
     paths = build_report(run_dir)
-    from gateway.evaluation import evaluate
-    from gateway.replay import RESULTS, read_results
+    from gateway.batch.replay import RESULTS, read_results
+    from gateway.evaluation.paired import evaluate
 
     ev = evaluate(read_results(run_dir / RESULTS))
     t3 = time.perf_counter()

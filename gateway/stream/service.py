@@ -22,9 +22,9 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from gateway.config import GatewayConfig
-from gateway.live import LiveMetrics
-from gateway.messages import LabelEvent, ScoreEvent, ScoreRow, VideoEvent, VideoItem, parse_video_message
+from gateway.core.config import GatewayConfig
+from gateway.core.messages import LabelEvent, ScoreEvent, ScoreRow, VideoEvent, VideoItem, parse_video_message
+from gateway.stream.live import LiveMetrics
 
 log = logging.getLogger("lastmile.gateway")
 
@@ -35,7 +35,7 @@ _CFG: GatewayConfig | None = None
 
 def _init_worker(cfg_json: str) -> None:
     global _PIPELINE, _CFG
-    from gateway.assembly import build_pipeline
+    from gateway.core.assembly import build_pipeline
 
     _CFG = GatewayConfig.model_validate_json(cfg_json)
     _PIPELINE = build_pipeline(_CFG)
@@ -43,7 +43,7 @@ def _init_worker(cfg_json: str) -> None:
 
 def _work(event_json: str, inline: bytes | None, condition_names: list[str]) -> list[dict]:
     """Fetch (if by reference) and score one video in a worker; every failure becomes error rows."""
-    from gateway.sources import fetch
+    from gateway.core.sources import fetch
     from transforms.errors import VideoError
 
     event = VideoEvent.model_validate_json(event_json)
@@ -147,8 +147,8 @@ class Gateway:
     def run(self) -> None:
         from kafka import KafkaConsumer
 
-        from gateway import kafka_io
-        from gateway.assembly import build_pipeline
+        from gateway.core.assembly import build_pipeline
+        from gateway.stream import kafka_io
 
         k = self.cfg.kafka
         # validates conditions and detectors before consuming, and makes the rows of videos refused before the pool

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from detectors import metrics
-from gateway.messages import ScoreRow
+from gateway.core.messages import ScoreRow
 from transforms.spec import LASTMILE
 
 REPLICATES = 2000

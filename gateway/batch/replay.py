@@ -23,9 +23,9 @@ from pydantic import ConfigDict
 from tqdm import tqdm
 
 from detectors.manifest import ManifestRow, read_manifest
-from gateway.config import PipelineSettings
-from gateway.messages import ScoreRow, VideoItem
-from gateway.sources import fetch
+from gateway.core.config import PipelineSettings
+from gateway.core.messages import ScoreRow, VideoItem
+from gateway.core.sources import fetch
 from transforms.errors import VideoError
 
 RESULTS = "results.parquet"
@@ -60,7 +60,7 @@ _BASE: Path | None = None
 
 def _init_worker(cfg_json: str) -> None:
     global _PIPELINE, _BASE
-    from gateway.assembly import build_pipeline
+    from gateway.core.assembly import build_pipeline
 
     cfg = ReplayConfig.model_validate_json(cfg_json)
     _PIPELINE = build_pipeline(cfg)

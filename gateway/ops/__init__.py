@@ -1,0 +1,1 @@
+"""Operating the product: Grafana dashboards as code, benchmarks, the demo, and benchmark footage."""
