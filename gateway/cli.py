@@ -122,7 +122,9 @@ def bench_gateway_cmd(json_out, anchors, workers, profile) -> None:
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), help="write JSON here")
 @click.option("--detector", default="npr", show_default=True)
 @click.option("--seconds", default=4.0, show_default=True, type=float, help="time per concurrency level")
-@click.option("--batch", default=6, show_default=True, type=int, help="videos per request")
+@click.option(
+    "--batch", default=6, show_default=True, type=int, help="variants per request (the pipeline sends a video's six)"
+)
 def bench_triton_cmd(json_out, detector, seconds, batch) -> None:
     """Throughput and p50/p99 latency through the local Triton vs the embedded runtime, concurrency 1..8."""
     from gateway.ops import bench

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from detectors.proxy.corpus import CorpusConfig, synthesize
-from gateway.batch.replay import ReplayConfig, read_results, replay
+from gateway.batch.replay import ReplayConfig, replay
+from gateway.batch.results import read_results
 from gateway.evaluation.paired import evaluate
 
 HELD_OUT_SEED = 31337  # detectors were trained and calibrated on seed 1000

@@ -14,7 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from detectors.proxy.corpus import CorpusConfig, synthesize
-from gateway.batch.replay import ReplayConfig, read_results, replay
+from gateway.batch.replay import ReplayConfig, replay
+from gateway.batch.results import read_results
 from gateway.core.messages import TIMING_FIELDS
 
 DETECTORS = "d3_px,spectral"

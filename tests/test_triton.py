@@ -18,6 +18,7 @@ from detectors.errors import CardError, RuntimeUnavailable
 from detectors.repository import DEFAULT_REPO, list_detectors
 from detectors.runtimes.embedded import EmbeddedRuntime
 from tests.conftest import IN_CI
+from transforms.spec import LASTMILE
 
 
 def _triton():
@@ -182,6 +183,8 @@ def test_bench_triton_writes_the_ratio(tmp_path):
     report = json.loads(out.read_text())
     assert report["triton_vs_embedded_throughput"] > 0
     assert [r["concurrency"] for r in report["triton"]] == [1, 2, 4, 8]
+    # the request shape the pipeline really sends: one video's six LastMile variants per (video, detector) call
+    assert report["variants_per_request"] == len(LASTMILE)
 
 
 def test_tensorrt_says_plainly_when_it_is_absent():

@@ -13,9 +13,10 @@ import pyarrow.parquet as pq
 
 from detectors.manifest import read_manifest
 from detectors.repository import get_detectors
-from gateway.batch.replay import ReplayConfig, _prepare, merge, schema
+from gateway.batch.replay import ReplayConfig, prepare_run
+from gateway.batch.results import merge, schema
 from gateway.core.config import GatewayConfig, KafkaSettings
-from gateway.core.messages import ScoreEvent, ScoreRow, VideoEvent
+from gateway.core.messages import ScoreEvent, ScoreRow, VideoEvent, idempotency_key
 from gateway.stream import kafka_io
 
 
@@ -54,7 +55,7 @@ def gateway_config(cfg: ReplayConfig, bootstrap: str, run_id: str, workers: int)
 def expected_keys(cfg: ReplayConfig, video_ids: list[str]) -> set[str]:
     conditions, _ = cfg.resolve_conditions()
     cards = [i.card for i in get_detectors(cfg.detectors, cfg.repo)]
-    return {f"{v}|{c.name}|{d.name}|{d.version}" for v in video_ids for c in conditions for d in cards}
+    return {idempotency_key(v, c.name, d.name, d.version) for v in video_ids for c in conditions for d in cards}
 
 
 def replay_via_kafka(
@@ -69,7 +70,7 @@ def replay_via_kafka(
     """Produce every manifest row to a fresh input topic, run a gateway (in this process) on it, and write the
     collected score events as ``run_dir/results.parquet``. Starts a local broker unless ``bootstrap`` is given."""
     rows = read_manifest(cfg.manifest)
-    _prepare(cfg, run_dir, resume=False, n_videos=len(rows))
+    prepare_run(cfg, run_dir, resume=False, n_videos=len(rows))
     broker = None if bootstrap else kafka_io.start_broker()
     run_id = uuid.uuid4().hex[:10]
     gw_cfg = gateway_config(cfg, bootstrap or broker.bootstrap, run_id, workers)

@@ -9,6 +9,11 @@ from pydantic import BaseModel, ConfigDict, Field
 SCHEMA_VERSION = 1
 
 
+def idempotency_key(video_id: str, condition: str, detector: str, version: str) -> str:
+    """The key score events are de-duplicated by: one score per (video, condition, detector, version)."""
+    return f"{video_id}|{condition}|{detector}|{version}"
+
+
 class VideoItem(BaseModel):
     """One video to score: its bytes and what is known about it (from a manifest row or a Kafka event)."""
 
@@ -57,7 +62,7 @@ class ScoreRow(BaseModel):
     @property
     def key(self) -> str:
         """The idempotency key: one score per (video, condition, detector, version)."""
-        return f"{self.video_id}|{self.condition}|{self.detector}|{self.detector_version}"
+        return idempotency_key(self.video_id, self.condition, self.detector, self.detector_version)
 
 
 TIMING_FIELDS = ("transform_s", "variant_s", "sample_s", "infer_s")

@@ -1,6 +1,7 @@
 """The hot path, top to bottom: decode -> condition variants -> frame sampling -> detector scores -> rows.
 
-Replay and the Kafka service both call :meth:`Pipeline.process`, so the two cannot drift apart. Errors in a
+Replay and the Kafka service both call :meth:`Pipeline.process` (through :mod:`gateway.core.worker`), so the
+two cannot drift apart. Each detector scores all of a video's condition variants in one batched call. Errors in a
 video become rows with ``error_kind="video"`` (they stay in every denominator); a runtime that cannot answer
 becomes ``error_kind="infra"`` rows, counted apart from the detectors' verdicts.
 """
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from detectors.errors import BadRequest, RuntimeUnavailable
+from detectors.errors import BadRequest, DetectorError, RuntimeUnavailable
 from detectors.repository import Installed
 from detectors.runtimes.base import Runtime
 from gateway.core.messages import ScoreRow, VideoItem
@@ -23,6 +24,52 @@ from transforms.errors import VideoError
 from transforms.limits import Limits
 from transforms.sampling import SamplingPolicy, sample_frames
 from transforms.spec import Condition, spec_hash
+
+
+@dataclass(frozen=True)
+class Sampled:
+    """One variant's frames per sampling policy, the time it took, and the error that stopped it, if any."""
+
+    frames: dict[SamplingPolicy, np.ndarray]
+    seconds: float
+    failure: Exception | None
+
+
+Outcome = tuple[float | DetectorError, float]  # (score or this variant's error, its share of inference seconds)
+
+
+def score_batched(runtime: Runtime, frames: Sequence[np.ndarray]) -> list[Outcome]:
+    """Score a video's variants with one ``runtime.score`` call per ``runtime.max_batch`` of them.
+
+    A batch refused as a bad request is retried variant by variant, so one bad variant fails one row; a
+    runtime that cannot answer fails the batch's rows as infrastructure errors (retried, never a verdict).
+    Each variant's inference time is its equal share of its batch's wall time.
+    """
+    out: list[Outcome] = []
+    step = max(1, int(getattr(runtime, "max_batch", len(frames)) or 1))
+    for start in range(0, len(frames), step):
+        chunk = frames[start : start + step]
+        t0 = time.perf_counter()
+        try:
+            scores = runtime.score(np.stack(chunk))
+        except BadRequest:
+            out += [_score_one(runtime, f) for f in chunk]
+            continue
+        except RuntimeUnavailable as exc:
+            share = (time.perf_counter() - t0) / len(chunk)
+            out += [(exc, share)] * len(chunk)
+            continue
+        share = (time.perf_counter() - t0) / len(chunk)
+        out += [(float(s), share) for s in scores]
+    return out
+
+
+def _score_one(runtime: Runtime, frames: np.ndarray) -> Outcome:
+    t0 = time.perf_counter()
+    try:
+        return float(runtime.score(frames[None])[0]), time.perf_counter() - t0
+    except (BadRequest, RuntimeUnavailable) as exc:
+        return exc, time.perf_counter() - t0
 
 
 @dataclass
@@ -46,31 +93,27 @@ class Pipeline:
     def limits(self) -> Limits:
         return self.engine.limits
 
+    def select(self, names: Sequence[str] | None) -> tuple[Condition, ...]:
+        """This pipeline's conditions named in ``names`` (in the pipeline's order); all of them for ``None``."""
+        return self.conditions if names is None else tuple(c for c in self.conditions if c.name in set(names))
+
     def process(self, item: VideoItem, conditions: Sequence[Condition] | None = None) -> list[ScoreRow]:
         """Every (condition, detector) row for one video. Never raises for a bad video."""
         conditions = tuple(conditions or self.conditions)
-        digest = hashlib.sha256(item.data).hexdigest()
         # 1. decode once, produce every condition variant (the VP9 storage encode is shared)
         t0 = time.perf_counter()
         try:
             result = self.engine.run(item.data, conditions)
         except VideoError as exc:
-            return self.error_rows(item, exc, conditions, digest)
+            return self.error_rows(item, exc, conditions, hashlib.sha256(item.data).hexdigest())
         transform_s = time.perf_counter() - t0
-        rows: list[ScoreRow] = []
-        for condition in conditions:
-            variant = result.variants[condition.name]
-            # 2. sample frames once per distinct sampling policy
-            frames, sample_s, failure = self._sample(variant)
-            for det in self.detectors:
-                if failure is not None:
-                    rows.append(self._error_row(item, condition, det, digest, failure, "video"))
-                    continue
-                # 3. score
-                rows.append(
-                    self._score(item, condition, det, result, variant, frames[det.card.sampling], transform_s, sample_s)
-                )
-        return rows
+        # 2. sample frames once per (variant, sampling policy)
+        sampled = {c.name: self._sample(result.variants[c.name]) for c in conditions}
+        # 3. infer: one batched call per detector over all of this video's variants
+        rows: dict[tuple[str, str], ScoreRow] = {}
+        for det in self.detectors:
+            rows.update(self._score_variants(item, det, conditions, result, sampled, transform_s))
+        return [rows[(c.name, d.card.name)] for c in conditions for d in self.detectors]
 
     def error_rows(
         self,
@@ -87,7 +130,7 @@ class Pipeline:
             for d in self.detectors
         ]
 
-    def _sample(self, variant: Variant) -> tuple[dict[SamplingPolicy, np.ndarray], float, Exception | None]:
+    def _sample(self, variant: Variant) -> Sampled:
         t0 = time.perf_counter()
         out: dict[SamplingPolicy, np.ndarray] = {}
         try:
@@ -96,27 +139,50 @@ class Pipeline:
                 if policy not in out:
                     out[policy] = sample_frames(variant.data, policy, self.limits)
         except VideoError as exc:
-            return out, time.perf_counter() - t0, exc
-        return out, time.perf_counter() - t0, None
+            return Sampled(out, time.perf_counter() - t0, exc)
+        return Sampled(out, time.perf_counter() - t0, None)
 
-    def _score(
+    def _score_variants(
+        self,
+        item: VideoItem,
+        det: Detector,
+        conditions: Sequence[Condition],
+        result: EngineResult,
+        sampled: dict[str, Sampled],
+        transform_s: float,
+    ) -> dict[tuple[str, str], ScoreRow]:
+        """One detector over every variant of the video that sampled: a row per condition."""
+        rows = {}
+        ready = []
+        for c in conditions:
+            failure = sampled[c.name].failure
+            if failure is not None:
+                rows[(c.name, det.card.name)] = self._error_row(item, c, det, result.input_sha256, failure, "video")
+            else:
+                ready.append(c)
+        frames = [sampled[c.name].frames[det.card.sampling] for c in ready]
+        for c, (outcome, infer_s) in zip(ready, score_batched(det.runtime, frames), strict=True):
+            key = (c.name, det.card.name)
+            if isinstance(outcome, Exception):
+                kind = "video" if isinstance(outcome, BadRequest) else "infra"
+                rows[key] = self._error_row(item, c, det, result.input_sha256, outcome, kind)
+            else:
+                variant = result.variants[c.name]
+                rows[key] = self._row(item, c, det, result, variant, outcome, transform_s, sampled[c.name], infer_s)
+        return rows
+
+    def _row(
         self,
         item: VideoItem,
         condition: Condition,
         det: Detector,
         result: EngineResult,
         variant: Variant,
-        frames: np.ndarray,
+        score: float,
         transform_s: float,
-        sample_s: float,
+        sampled: Sampled,
+        infer_s: float,
     ) -> ScoreRow:
-        t0 = time.perf_counter()
-        try:
-            score = float(det.runtime.score(frames[None])[0])
-        except BadRequest as exc:
-            return self._error_row(item, condition, det, result.input_sha256, exc, "video")
-        except RuntimeUnavailable as exc:
-            return self._error_row(item, condition, det, result.input_sha256, exc, "infra")
         thr = det.card.threshold.value
         m = variant.meta
         return ScoreRow(
@@ -134,8 +200,8 @@ class Pipeline:
             frames=m.frames,
             transform_s=round(transform_s, 6),
             variant_s=round(sum(s.seconds / s.shared_by for s in m.steps if s.kind != "normalize"), 6),
-            sample_s=round(sample_s, 6),
-            infer_s=round(time.perf_counter() - t0, 6),
+            sample_s=round(sampled.seconds, 6),
+            infer_s=round(infer_s, 6),
         )
 
     def _ids(self, item: VideoItem, condition: Condition, det: Detector) -> dict:

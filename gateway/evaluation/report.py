@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from detectors import metrics
-from gateway.batch.replay import RESULTS, read_results
+from gateway.batch.results import RESULTS, read_results
 from gateway.core.messages import ScoreRow
 from gateway.evaluation.paired import Evaluation, evaluate
 

@@ -241,9 +241,11 @@ def _load_levels(
 
 
 def bench_triton(
-    detector: str = "npr", seconds: float = 4.0, levels: tuple[int, ...] = (1, 2, 4, 8), batch: int = 6
+    detector: str = "npr", seconds: float = 4.0, levels: tuple[int, ...] = (1, 2, 4, 8), batch: int = len(LASTMILE)
 ) -> dict[str, Any]:
-    """The same one-video requests through the local Triton (dynamic batching on) and the embedded runtime.
+    """The pipeline's request shape (one video's ``batch`` condition variants in one call, as
+    :func:`gateway.core.pipeline.score_batched` sends them) through the local Triton (dynamic batching on) and
+    the embedded runtime.
 
     Each client thread stands for one gateway worker: embedded, it owns a single-threaded onnxruntime session
     (the gateway's setting); through Triton it owns a gRPC client, and the server runs one single-threaded
@@ -271,7 +273,8 @@ def bench_triton(
         "benchmark": "triton",
         "detector": detector,
         "input": list(inst.card.input_shape(1)[1:]),
-        "request": f"{batch} videos per request (the pipeline sends one video's {batch} condition variants at once)",
+        "variants_per_request": batch,
+        "request": f"{batch} variants per request: the pipeline's one call per (video, detector) over its conditions",
         "server": "tritonserver 2.51 from nvidia-pytriton, python backend running the ONNX file with onnxruntime (CPU)",
         "embedded": emb,
         "triton": tri,

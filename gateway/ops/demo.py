@@ -34,7 +34,7 @@ def run_demo(
     t2 = time.perf_counter()
     echo("3/3 evaluating (2,000 bootstrap replicates) and writing the report")
     paths = build_report(run_dir)
-    from gateway.batch.replay import RESULTS, read_results
+    from gateway.batch.results import RESULTS, read_results
     from gateway.evaluation.paired import evaluate
 
     ev = evaluate(read_results(run_dir / RESULTS))

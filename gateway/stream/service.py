@@ -22,50 +22,13 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from gateway.core import worker
 from gateway.core.config import GatewayConfig
 from gateway.core.messages import LabelEvent, ScoreEvent, ScoreRow, VideoEvent, VideoItem, parse_video_message
+from gateway.core.worker import FetchRules, VideoRequest
 from gateway.stream.live import LiveMetrics
 
 log = logging.getLogger("lastmile.gateway")
-
-# -- worker processes ----------------------------------------------------------------------------------------
-_PIPELINE = None
-_CFG: GatewayConfig | None = None
-
-
-def _init_worker(cfg_json: str) -> None:
-    global _PIPELINE, _CFG
-    from gateway.core.assembly import build_pipeline
-
-    _CFG = GatewayConfig.model_validate_json(cfg_json)
-    _PIPELINE = build_pipeline(_CFG)
-
-
-def _work(event_json: str, inline: bytes | None, condition_names: list[str]) -> list[dict]:
-    """Fetch (if by reference) and score one video in a worker; every failure becomes error rows."""
-    from gateway.core.sources import fetch
-    from transforms.errors import VideoError
-
-    event = VideoEvent.model_validate_json(event_json)
-    meta = dict(
-        video_id=event.video_id, label=event.label, source=event.source, anchor_id=event.anchor_id, tenant=event.tenant
-    )
-    conditions = [c for c in _PIPELINE.conditions if c.name in condition_names]
-    if inline is None:
-        s = _CFG.sources
-        try:
-            data = fetch(
-                event.uri,
-                roots=s.file_roots or None,
-                max_bytes=_CFG.limits.max_bytes,
-                http_allow_hosts=s.http_allow_hosts,
-                http_timeout_s=s.http_timeout_s,
-            )
-        except VideoError as exc:
-            return [r.model_dump() for r in _PIPELINE.error_rows(VideoItem(data=b"", **meta), exc, conditions)]
-    else:
-        data = inline
-    return [r.model_dump() for r in _PIPELINE.process(VideoItem(data=data, **meta), conditions)]
 
 
 # -- offsets -------------------------------------------------------------------------------------------------
@@ -170,8 +133,9 @@ class Gateway:
         )
         self.consumer.subscribe(topics, listener=_rebalance_listener(self))
         ctx = mp.get_context("spawn")
+        rules = FetchRules(sources=self.cfg.sources, max_bytes=self.cfg.limits.max_bytes)
         self.pool = ProcessPoolExecutor(
-            self.cfg.workers, mp_context=ctx, initializer=_init_worker, initargs=(self.cfg.model_dump_json(),)
+            self.cfg.workers, mp_context=ctx, initializer=worker.init, initargs=worker.initargs(self.cfg, rules)
         )
         self.start_http()
         log.info("gateway consuming %s as group %s", topics, k.group_id)
@@ -250,24 +214,21 @@ class Gateway:
 
     def _submit(self, job: Job) -> None:
         job.attempts += 1
-        job.future = self.pool.submit(_work, job.event.model_dump_json(), job.inline, job.conditions)
+        request = VideoRequest(
+            **job.event.model_dump(include={"video_id", "label", "source", "anchor_id", "tenant", "uri"}),
+            inline=job.inline,
+            conditions=tuple(job.conditions),
+        )
+        job.future = self.pool.submit(worker.run, [request])
         job.future.add_done_callback(lambda _f, j=job: self.completed.put(j))
         self.metrics.in_flight.set(self.tracker.count)
 
     def _fail_fast(self, tp: object, msg: object, event: VideoEvent, exc: Exception) -> None:
         """A video refused before the pool: error score events and a dead letter, like any failed video."""
         names = fanout(event.video_id, self.condition_names, self.cfg.fanout.policy, self.cfg.fanout.sample_rate)
-        item = VideoItem(
-            video_id=event.video_id,
-            data=b"",
-            label=event.label,
-            source=event.source,
-            anchor_id=event.anchor_id,
-            tenant=event.tenant,
-        )
-        conditions = [c for c in self.pipeline.conditions if c.name in names]
+        item = VideoItem(data=b"", **event.model_dump(include={"video_id", "label", "source", "anchor_id", "tenant"}))
         digest = hashlib.sha256(msg.value).hexdigest()
-        rows = self.pipeline.error_rows(item, exc, conditions, digest)
+        rows = self.pipeline.error_rows(item, exc, self.pipeline.select(names), digest)
         job = Job(tp, msg.offset, event, None, msg.value, list(msg.headers or []), [], time.monotonic())
         self._publish(job, rows)
 

@@ -1,0 +1,61 @@
+"""The results store of a replay: Parquet, one row per (video, condition, detector), written in atomic parts.
+
+Each chunk of videos is written to ``parts/`` under a temporary name, then renamed, so a killed run leaves
+only whole parts; ``results.parquet`` is the parts merged and sorted, byte-for-byte independent of how the
+run was split.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from gateway.core.messages import ScoreRow
+
+RESULTS = "results.parquet"
+SORT_KEYS = ["video_id", "condition", "detector", "detector_version"]
+
+
+def schema() -> pa.Schema:
+    types = {int: pa.int64(), float: pa.float64(), str: pa.string(), bool: pa.bool_()}
+    fields = []
+    for name, info in ScoreRow.model_fields.items():
+        ann = info.annotation
+        base = next((t for t in types if ann is t or t in getattr(ann, "__args__", ())), str)
+        fields.append(pa.field(name, types[base]))
+    return pa.schema(fields)
+
+
+def done_videos(parts: Path) -> set[str]:
+    done: set[str] = set()
+    for part in sorted(parts.glob("part-*.parquet")):
+        done |= set(pq.read_table(part, columns=["video_id"]).column("video_id").to_pylist())
+    return done
+
+
+def write_part(parts: Path, first: int, last: int, rows: list[dict]) -> None:
+    """Rows of the videos ``first``..``last`` (manifest order) as one part, atomically."""
+    target = parts / f"part-{first:07d}-{last:07d}.parquet"
+    tmp = target.with_suffix(".tmp")
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema()), tmp)
+    os.replace(tmp, target)  # atomic: a killed run leaves whole parts or none
+
+
+def merge(run_dir: Path) -> Path:
+    parts = sorted((run_dir / "parts").glob("part-*.parquet"))
+    table = pa.concat_tables([pq.read_table(p, schema=schema()) for p in parts]) if parts else schema().empty_table()
+    keys = [tuple(r) for r in zip(*(table.column(k).to_pylist() for k in SORT_KEYS), strict=True)]
+    if len(set(keys)) != len(keys):
+        raise RuntimeError("duplicate (video, condition, detector) rows in the parts: the run directory is corrupt")
+    table = table.sort_by([(k, "ascending") for k in SORT_KEYS])
+    out = run_dir / RESULTS
+    pq.write_table(table, out.with_suffix(".tmp"))
+    os.replace(out.with_suffix(".tmp"), out)
+    return out
+
+
+def read_results(path: Path) -> list[ScoreRow]:
+    return [ScoreRow.model_validate(r) for r in pq.read_table(path).to_pylist()]

@@ -1,0 +1,104 @@
+"""The one worker entry point that the replay and the Kafka service both run in their worker processes.
+
+A process pool calls :func:`init` once per worker (it builds the pipeline from the settings and keeps the
+fetch rules), then :func:`run` once per video. :func:`handle` is the same logic without the process
+globals: fetch the bytes if the video comes by reference (a fetch failure is this video's error rows), then
+run the pipeline. Every failure of a video becomes rows; nothing a video does raises out of here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from gateway.core.config import PipelineSettings, SourceSettings
+from gateway.core.messages import ScoreRow, VideoItem
+from gateway.core.pipeline import Pipeline
+from gateway.core.sources import fetch
+from transforms.errors import VideoError
+
+
+class FetchRules(BaseModel):
+    """Where a worker may read video bytes from: relative paths under ``base`` (a manifest's folder), ``file://``
+    under ``sources.file_roots``, ``http(s)://`` to ``sources.http_allow_hosts``, at most ``max_bytes``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    sources: SourceSettings = SourceSettings()
+    base: Path | None = None
+    max_bytes: int | None = None
+
+    def fetch(self, uri: str) -> bytes:
+        s = self.sources
+        return fetch(
+            uri,
+            self.base,
+            roots=s.file_roots or None,
+            max_bytes=self.max_bytes,
+            http_allow_hosts=s.http_allow_hosts,
+            http_timeout_s=s.http_timeout_s,
+        )
+
+
+class VideoRequest(BaseModel):
+    """One video for a worker: what is known about it, its bytes (inline) or a URI, and its conditions."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    video_id: str
+    label: str | None = None
+    source: str | None = None
+    anchor_id: str | None = None
+    tenant: str | None = None
+    uri: str | None = None
+    inline: bytes | None = None
+    conditions: tuple[str, ...] | None = None  # None: every condition of the pipeline
+
+    def item(self, data: bytes) -> VideoItem:
+        return VideoItem(
+            video_id=self.video_id,
+            data=data,
+            label=self.label,
+            source=self.source,
+            anchor_id=self.anchor_id,
+            tenant=self.tenant,
+        )
+
+
+def handle(pipeline: Pipeline, rules: FetchRules, request: VideoRequest) -> list[ScoreRow]:
+    """Every (condition, detector) row of one video; a video that cannot be fetched gets error rows."""
+    conditions = pipeline.select(request.conditions)
+    if request.inline is not None:
+        return pipeline.process(request.item(request.inline), conditions)
+    try:
+        data = rules.fetch(request.uri or "")
+    except VideoError as exc:
+        return pipeline.error_rows(request.item(b""), exc, conditions)
+    return pipeline.process(request.item(data), conditions)
+
+
+# -- the process side: one pipeline per worker process ---------------------------------------------------------
+_STATE: tuple[Pipeline, FetchRules] | None = None
+
+
+def init(settings_json: str, rules_json: str) -> None:
+    """Pool initializer: build this process's pipeline (conditions, detectors, runtimes) once."""
+    from gateway.core.assembly import build_pipeline
+
+    global _STATE
+    _STATE = (
+        build_pipeline(PipelineSettings.model_validate_json(settings_json)),
+        FetchRules.model_validate_json(rules_json),
+    )
+
+
+def run(requests: list[VideoRequest]) -> list[dict]:
+    """Score videos in this worker process; rows as plain dicts (cheap to send back to the parent)."""
+    if _STATE is None:
+        raise RuntimeError("gateway.core.worker.init was not called in this process")
+    pipeline, rules = _STATE
+    return [row.model_dump() for request in requests for row in handle(pipeline, rules, request)]
+
+
+def initargs(settings: PipelineSettings, rules: FetchRules) -> tuple[str, str]:
+    """The arguments :func:`init` takes, for a pool's ``initargs`` (JSON: a spawned process rebuilds them)."""
+    return (PipelineSettings.model_validate(settings.model_dump()).model_dump_json(), rules.model_dump_json())
