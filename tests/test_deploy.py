@@ -117,7 +117,7 @@ def scraped_names() -> set[str]:
     gw.metrics.retries.inc()
     gw.metrics.observe_label("v9", "real")
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-    gw.http.shutdown()
+    gw.http.close()
     return {line.split("{")[0].split(" ")[0] for line in text.splitlines() if line and not line.startswith("#")}
 
 

@@ -224,34 +224,35 @@ class LiveMetrics:
         self.windows.add(key, entry)
 
 
+WINDOW_GAUGES = {  # metric name -> help; the first four come from window_metrics()
+    "auc": ("lastmile_auc", "Windowed AUC of labelled scores"),
+    "fake_recall": ("lastmile_fake_recall", "Windowed FakeR of labelled scores"),
+    "real_recall": ("lastmile_real_recall", "Windowed RealR of labelled scores"),
+    "balanced_accuracy": ("lastmile_balanced_accuracy", "Windowed balanced accuracy of labelled scores"),
+    "samples": ("lastmile_window_samples", "Labelled scores in the window"),
+    "auc_drift": ("lastmile_auc_drift", "Windowed AUC minus original's, on the same videos"),
+    "fake_recall_drift": ("lastmile_fake_recall_drift", "Windowed FakeR minus original's, on the same videos"),
+}
+
+
 class _WindowCollector:
     """Computes the windowed gauges at scrape time from the windows' contents."""
 
     def __init__(self, windows: Windows) -> None:
         self.windows = windows
 
-    def describe(self) -> list:
-        return []
+    @staticmethod
+    def _families() -> dict[str, GaugeMetricFamily]:
+        labels = [*SERIES, "window"]
+        return {k: GaugeMetricFamily(name, text, labels=labels) for k, (name, text) in WINDOW_GAUGES.items()}
+
+    def describe(self) -> list[GaugeMetricFamily]:
+        """The families :meth:`collect` yields (without samples), so the registry can refuse a name clash."""
+        return list(self._families().values())
 
     def collect(self):
-        names = {
-            "auc": "lastmile_auc",
-            "fake_recall": "lastmile_fake_recall",
-            "real_recall": "lastmile_real_recall",
-            "balanced_accuracy": "lastmile_balanced_accuracy",
-        }
-        labels = [*SERIES, "window"]
-        fams = {
-            k: GaugeMetricFamily(n, f"Windowed {k.replace('_', ' ')} of labelled scores", labels=labels)
-            for k, n in names.items()
-        }
-        samples = GaugeMetricFamily("lastmile_window_samples", "Labelled scores in the window", labels=labels)
-        auc_drift = GaugeMetricFamily(
-            "lastmile_auc_drift", "Windowed AUC minus original's, on the same videos", labels=labels
-        )
-        fr_drift = GaugeMetricFamily(
-            "lastmile_fake_recall_drift", "Windowed FakeR minus original's, on the same videos", labels=labels
-        )
+        fams = self._families()
+        samples, auc_drift, fr_drift = fams.pop("samples"), fams.pop("auc_drift"), fams.pop("fake_recall_drift")
         for window, series in self.windows.snapshot().items():
             for key, entries in series.items():
                 values = window_metrics(entries)

@@ -20,54 +20,17 @@ import threading
 import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from gateway.core import worker
 from gateway.core.config import GatewayConfig
-from gateway.core.messages import LabelEvent, ScoreEvent, ScoreRow, VideoEvent, VideoItem, parse_video_message
+from gateway.core.messages import LabelEvent, ScoreRow, VideoEvent, VideoItem, parse_video_message
 from gateway.core.worker import FetchRules, VideoRequest
+from gateway.stream.http import Endpoints
 from gateway.stream.live import LiveMetrics
+from gateway.stream.offsets import OffsetTracker, rebalance_listener
+from gateway.stream.publisher import Publisher
 
 log = logging.getLogger("lastmile.gateway")
-
-
-# -- offsets -------------------------------------------------------------------------------------------------
-class OffsetTracker:
-    """Per partition: offsets in flight and the highest seen; what is safe to commit is below the first in flight."""
-
-    def __init__(self) -> None:
-        self.in_flight: dict[object, set[int]] = {}
-        self.next_offset: dict[object, int] = {}
-        self.committed: dict[object, int] = {}
-
-    def start(self, tp: object, offset: int) -> None:
-        self.in_flight.setdefault(tp, set()).add(offset)
-        self.next_offset[tp] = max(self.next_offset.get(tp, 0), offset + 1)
-
-    def done(self, tp: object, offset: int) -> None:
-        self.in_flight.get(tp, set()).discard(offset)
-
-    def committable(self) -> dict[object, int]:
-        out = {}
-        for tp, nxt in self.next_offset.items():
-            pending = self.in_flight.get(tp)
-            safe = min(pending) if pending else nxt
-            if safe > self.committed.get(tp, -1):
-                out[tp] = safe
-        return out
-
-    def mark_committed(self, offsets: dict[object, int]) -> None:
-        self.committed.update(offsets)
-
-    def forget(self, tps: list) -> None:
-        for tp in tps:
-            self.in_flight.pop(tp, None)
-            self.next_offset.pop(tp, None)
-            self.committed.pop(tp, None)
-
-    @property
-    def count(self) -> int:
-        return sum(len(v) for v in self.in_flight.values())
 
 
 @dataclass
@@ -104,7 +67,7 @@ class Gateway:
         self.completed: queue.Queue[Job] = queue.Queue()
         self.tracker = OffsetTracker()
         self.retry_at: list[tuple[float, Job]] = []
-        self.http: ThreadingHTTPServer | None = None
+        self.http: Endpoints | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     def run(self) -> None:
@@ -118,6 +81,7 @@ class Gateway:
         self.pipeline = build_pipeline(self.cfg)
         self.condition_names = [c.name for c in self.pipeline.conditions]
         self.producer = kafka_io.producer(k)
+        self.publisher = Publisher(self.producer, k)
         topics = [k.input_topic] + ([k.labels_topic] if k.labels_topic else [])
         self.consumer = KafkaConsumer(
             **k.client_options(),
@@ -131,7 +95,7 @@ class Gateway:
             fetch_max_bytes=k.max_message_bytes + 1024 * 1024,
             max_partition_fetch_bytes=k.max_message_bytes + 1024 * 1024,
         )
-        self.consumer.subscribe(topics, listener=_rebalance_listener(self))
+        self.consumer.subscribe(topics, listener=rebalance_listener(self._commit, self.tracker))
         ctx = mp.get_context("spawn")
         rules = FetchRules(sources=self.cfg.sources, max_bytes=self.cfg.limits.max_bytes)
         self.pool = ProcessPoolExecutor(
@@ -179,7 +143,7 @@ class Gateway:
         self.producer.close()
         self.consumer.close(autocommit=False)
         if self.http:
-            self.http.shutdown()
+            self.http.close()
         log.info("gateway stopped")
 
     # -- messages --------------------------------------------------------------------------------------------
@@ -194,7 +158,7 @@ class Gateway:
         try:
             event, inline = parse_video_message(msg.value, msg.headers)
         except ValueError as exc:
-            self._dead_letter(msg.value, msg.headers, "InvalidMessage", str(exc)[:500], None)
+            self.publisher.dead_letter(msg.value, msg.headers, "InvalidMessage", str(exc)[:500], None)
             self.metrics.videos.labels("dead_lettered").inc()
             self.tracker.done(tp, msg.offset)
             return
@@ -264,45 +228,17 @@ class Gateway:
 
     def _publish(self, job: Job, rows: list[ScoreRow]) -> None:
         """Score events (and a dead letter for a failed video), acknowledged by the broker, then done."""
-        k = self.cfg.kafka
         t0 = time.monotonic()
-        futures = []
-        for row in rows:
-            event = ScoreEvent(**row.model_dump(), idempotency_key=row.key)
-            futures.append(
-                self.producer.send(k.output_topic, key=row.video_id.encode(), value=event.model_dump_json().encode())
-            )
-        failed = [r for r in rows if r.error_kind == "video"]
-        video_failed = bool(rows) and len(failed) == len(rows)
-        if video_failed:
-            futures.append(
-                self._dead_letter(
-                    job.original,
-                    job.headers,
-                    failed[0].error_class or "VideoError",
-                    failed[0].error or "",
-                    job.event.video_id,
-                )
-            )
-        self.producer.flush()
-        for f in futures:
-            f.get(timeout=30)  # raises if the broker did not acknowledge: the offset stays uncommitted
-        publish_s = time.monotonic() - t0
-        self.metrics.observe_rows(rows, publish_s)
+        cause = self.publisher.publish(rows, job.original, job.headers, job.event.video_id)
+        self.metrics.observe_rows(rows, time.monotonic() - t0)
         for cond in {r.condition for r in rows if r.variant_s is not None}:
             self.metrics.observe_condition_seconds(cond, next(r.variant_s for r in rows if r.condition == cond))
         self.metrics.stage.labels("end_to_end").observe(time.monotonic() - job.started)
-        self.metrics.videos.labels("dead_lettered" if video_failed else "scored").inc()
-        if video_failed:
-            self.metrics.dead_letters.labels(failed[0].error_class or "VideoError").inc()
+        self.metrics.videos.labels("scored" if cause is None else "dead_lettered").inc()
+        if cause is not None:
+            self.metrics.dead_letters.labels(cause.error_class or "VideoError").inc()
         self.tracker.done(job.tp, job.offset)
         self.metrics.in_flight.set(self.tracker.count)
-
-    def _dead_letter(self, original: bytes, headers: list, error_class: str, message: str, video_id: str | None):
-        k = self.cfg.kafka
-        extra = [("lastmile-error-class", error_class.encode()), ("lastmile-error-message", message.encode()[:1000])]
-        key = video_id.encode() if video_id else None
-        return self.producer.send(k.dlq, key=key, value=original, headers=list(headers or []) + extra)
 
     def _label(self, msg: object) -> None:
         try:
@@ -343,49 +279,17 @@ class Gateway:
             pass
 
     # -- health and metrics ----------------------------------------------------------------------------------
+    def healthy(self) -> bool:
+        """The poll loop ran within the last minute."""
+        return time.monotonic() - self.heartbeat < 60
+
+    def is_ready(self) -> bool:
+        return self.ready.is_set() and not self.stop_event.is_set()
+
     def start_http(self) -> int:
-        from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
-
-        gateway = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                if self.path.startswith("/metrics"):
-                    body, ctype, code = generate_latest(gateway.metrics.registry), CONTENT_TYPE_LATEST, 200
-                elif self.path.startswith("/healthz"):
-                    alive = time.monotonic() - gateway.heartbeat < 60
-                    body, ctype, code = (b"ok" if alive else b"stalled"), "text/plain", 200 if alive else 503
-                elif self.path.startswith("/readyz"):
-                    ok = gateway.ready.is_set() and not gateway.stop_event.is_set()
-                    body, ctype, code = (b"ready" if ok else b"not ready"), "text/plain", 200 if ok else 503
-                else:
-                    body, ctype, code = b"not found", "text/plain", 404
-                self.send_response(code)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                return
-
-        self.http = ThreadingHTTPServer((self.cfg.http_host, self.cfg.http_port), Handler)
-        threading.Thread(target=self.http.serve_forever, daemon=True, name="lastmile-http").start()
-        self.port = self.http.server_address[1]
+        self.http = Endpoints(
+            self.cfg.http_host, self.cfg.http_port, self.metrics.registry, self.healthy, self.is_ready
+        )
+        self.port = self.http.port
         log.info("metrics and health on :%d", self.port)
         return self.port
-
-
-def _rebalance_listener(gateway: Gateway):
-    """Commit what is done before partitions go, and forget their state."""
-    from kafka import ConsumerRebalanceListener
-
-    class Listener(ConsumerRebalanceListener):
-        def on_partitions_revoked(self, revoked: list) -> None:
-            gateway._commit()
-            gateway.tracker.forget(list(revoked))
-
-        def on_partitions_assigned(self, assigned: list) -> None:
-            return
-
-    return Listener()

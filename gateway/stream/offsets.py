@@ -1,0 +1,62 @@
+"""Kafka offsets the gateway may commit: per partition, below the first message still in flight.
+
+Messages finish out of order (a pool of workers); committing up to the first one not yet done means a crash
+redelivers (at-least-once) and never skips. Partitions revoked in a rebalance commit what is done first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+
+class OffsetTracker:
+    """Per partition: offsets in flight and the highest seen; what is safe to commit is below the first in flight."""
+
+    def __init__(self) -> None:
+        self.in_flight: dict[object, set[int]] = {}
+        self.next_offset: dict[object, int] = {}
+        self.committed: dict[object, int] = {}
+
+    def start(self, tp: object, offset: int) -> None:
+        self.in_flight.setdefault(tp, set()).add(offset)
+        self.next_offset[tp] = max(self.next_offset.get(tp, 0), offset + 1)
+
+    def done(self, tp: object, offset: int) -> None:
+        self.in_flight.get(tp, set()).discard(offset)
+
+    def committable(self) -> dict[object, int]:
+        out = {}
+        for tp, nxt in self.next_offset.items():
+            pending = self.in_flight.get(tp)
+            safe = min(pending) if pending else nxt
+            if safe > self.committed.get(tp, -1):
+                out[tp] = safe
+        return out
+
+    def mark_committed(self, offsets: dict[object, int]) -> None:
+        self.committed.update(offsets)
+
+    def forget(self, tps: list) -> None:
+        for tp in tps:
+            self.in_flight.pop(tp, None)
+            self.next_offset.pop(tp, None)
+            self.committed.pop(tp, None)
+
+    @property
+    def count(self) -> int:
+        return sum(len(v) for v in self.in_flight.values())
+
+
+def rebalance_listener(commit: Callable[[], None], tracker: OffsetTracker) -> object:
+    """A kafka-python listener: commit what is done before partitions go, then forget their state."""
+    from kafka import ConsumerRebalanceListener
+
+    class Listener(ConsumerRebalanceListener):
+        def on_partitions_revoked(self, revoked: list) -> None:
+            commit()
+            tracker.forget(list(revoked))
+
+        def on_partitions_assigned(self, assigned: list) -> None:
+            return
+
+    return Listener()

@@ -1,0 +1,53 @@
+"""Publishing a video's results: score events on the output topic and, for a failed video, a dead letter with
+the original value and headers plus ``lastmile-error-class`` and ``lastmile-error-message``. Every send is
+acknowledged by the broker before it returns, so the caller may then commit the input offset."""
+
+from __future__ import annotations
+
+from gateway.core.config import KafkaSettings
+from gateway.core.messages import ScoreEvent, ScoreRow
+
+ACK_TIMEOUT_S = 30.0
+
+
+class Publisher:
+    def __init__(self, producer: object, settings: KafkaSettings) -> None:
+        self.producer, self.settings = producer, settings
+
+    def publish(self, rows: list[ScoreRow], original: bytes, headers: list, video_id: str) -> ScoreRow | None:
+        """Score events for ``rows`` and, when every row failed on the video, its dead letter; acknowledged.
+
+        Returns the row whose error dead-lettered the video, or None when it was scored.
+        """
+        futures = [
+            self.producer.send(
+                self.settings.output_topic,
+                key=row.video_id.encode(),
+                value=ScoreEvent(**row.model_dump(), idempotency_key=row.key).model_dump_json().encode(),
+            )
+            for row in rows
+        ]
+        failed = [r for r in rows if r.error_kind == "video"]
+        cause = failed[0] if rows and len(failed) == len(rows) else None
+        if cause is not None:
+            futures.append(
+                self._send_dead_letter(
+                    original, headers, cause.error_class or "VideoError", cause.error or "", video_id
+                )
+            )
+        self._await(futures)
+        return cause
+
+    def dead_letter(self, original: bytes, headers: list, error_class: str, message: str, video_id: str | None) -> None:
+        """A message that is not a video event at all, dead-lettered with its reason; acknowledged."""
+        self._await([self._send_dead_letter(original, headers, error_class, message, video_id)])
+
+    def _send_dead_letter(self, original: bytes, headers: list, error_class: str, message: str, video_id: str | None):
+        extra = [("lastmile-error-class", error_class.encode()), ("lastmile-error-message", message.encode()[:1000])]
+        key = video_id.encode() if video_id else None
+        return self.producer.send(self.settings.dlq, key=key, value=original, headers=list(headers or []) + extra)
+
+    def _await(self, futures: list) -> None:
+        self.producer.flush()
+        for f in futures:
+            f.get(timeout=ACK_TIMEOUT_S)  # raises if the broker did not acknowledge: the offset stays uncommitted
