@@ -3,8 +3,38 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+from html.parser import HTMLParser
+
+
+class _Page(HTMLParser):
+    """The text a reader sees (outside <style>), and each figure's image and caption."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.text: list[str] = []
+        self.figures: list[dict] = []
+        self._tags: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self._tags.append(tag)
+        if tag == "figure":
+            self.figures.append({"img": None, "caption": ""})
+        elif tag == "img" and self.figures:
+            self.figures[-1]["img"] = dict(attrs)["src"]
+
+    def handle_endtag(self, tag):
+        while self._tags and self._tags.pop() != tag:
+            pass
+
+    def handle_data(self, data):
+        if "style" in self._tags:
+            return
+        self.text.append(data)
+        if "figcaption" in self._tags:
+            self.figures[-1]["caption"] += data
 
 
 def test_demo_writes_a_report_with_the_main_table(tmp_path):
@@ -22,5 +52,22 @@ def test_demo_writes_a_report_with_the_main_table(tmp_path):
     assert conditions == {"original", "transcode", "spatial", "temporal", "presentation", "full"}
     html = (out / "run" / "report.html").read_text()
     assert html.count("data:image/png;base64,") == 5 and "proxy" in html
+    page = _Page()
+    page.feed(html)
+    text = "".join(page.text)
+    # rendered from the same table objects as report.md: no raw Markdown markers reach the reader
+    assert "**" not in text and "|---" not in text and "`" not in text and not re.search(r"^\s*(#|>)", text, re.M)
+    assert text.count(report["notice"]) == 1  # the proxy banner once, as a banner
+    assert len(page.figures) == 5
+    for fig in page.figures:  # a human caption under each plot, not its key
+        assert fig["img"].startswith("data:image/png;base64,")
+        assert len(fig["caption"].split()) >= 8 and fig["caption"].strip() not in {
+            "auc",
+            "recall",
+            "roc",
+            "heatmap",
+            "rank",
+        }
+    assert "<td><strong>mean</strong></td>" in html and "<th>detector</th>" in html
     md = (out / "run" / "report.md").read_text()
     assert "seed 4242" in md and "3 real anchors, 18 videos" in md

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from detectors.proxy.corpus import CorpusConfig, synthesize
 from gateway.batch.replay import ReplayConfig, replay
-from gateway.evaluation.report import PROXY_WARNING, build_report, main_table
+from gateway.evaluation.report import PROXY_WARNING, build_report
+from gateway.evaluation.tables import main_table
 
 DEMO_SEED = 4242  # held out: the reference detectors were trained and calibrated on seed 1000
 
@@ -43,7 +44,7 @@ def run_demo(
     echo(PROXY_WARNING)
     echo("")
     echo("AUC (%) per condition, 95% CI, (drift from original):")
-    echo(main_table(ev))
+    echo(main_table(ev).to_markdown())
     timings = {
         "corpus_s": round(t1 - t0, 1),
         "replay_s": round(t2 - t1, 1),
