@@ -22,6 +22,8 @@ fi
 
 "$PY" -m ruff check .
 "$PY" -m ruff format --check .
+# layering: transforms <- detectors <- gateway, no cycles inside a package (contracts in pyproject.toml)
+"$PY" -c 'from importlinter.cli import lint_imports_command; lint_imports_command()' --no-cache --no-logo
 
 set +e
 "$PY" -m pytest -q -p no:cacheprovider "$@"

@@ -15,7 +15,7 @@ from detectors.manifest import read_manifest
 from detectors.repository import get_detectors
 from gateway.batch.replay import ReplayConfig, prepare_run
 from gateway.batch.results import merge, schema
-from gateway.core.config import GatewayConfig, KafkaSettings
+from gateway.core.config import GatewayConfig, KafkaSettings, PipelineSettings
 from gateway.core.messages import ScoreEvent, ScoreRow, VideoEvent, idempotency_key
 from gateway.stream import kafka_io
 
@@ -35,17 +35,10 @@ def gateway_config(cfg: ReplayConfig, bootstrap: str, run_id: str, workers: int)
         session_timeout_ms=5_000,
         heartbeat_interval_ms=500,
     )
+    pipeline = {name: getattr(cfg, name) for name in PipelineSettings.model_fields}  # every field, none forgotten
     return GatewayConfig(
+        **pipeline,
         kafka=kafka,
-        conditions=cfg.conditions,
-        conditions_file=cfg.conditions_file,
-        detectors=cfg.detectors,
-        repo=cfg.repo,
-        runtime=cfg.runtime,
-        triton_url=cfg.triton_url,
-        profile=cfg.profile,
-        deterministic=cfg.deterministic,
-        limits=cfg.limits,
         workers=workers,
         max_in_flight=2 * workers,
         http_port=0,

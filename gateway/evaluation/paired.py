@@ -20,6 +20,7 @@ import numpy as np
 
 from detectors import metrics
 from gateway.core.messages import ScoreRow
+from gateway.evaluation.bootstrap import anchor_resamples, percentile_interval
 from transforms.spec import LASTMILE
 
 REPLICATES = 2000
@@ -100,14 +101,6 @@ class Evaluation:
         return next(c for c in self.cells if c.detector == detector and c.condition == condition)
 
 
-def _ci(samples: np.ndarray) -> tuple[float, float]:
-    s = samples[~np.isnan(samples)]
-    if len(s) == 0:
-        return (float("nan"), float("nan"))
-    lo, hi = np.percentile(s, [2.5, 97.5])
-    return (float(lo), float(hi))
-
-
 def evaluate(
     rows: list[ScoreRow],
     replicates: int = REPLICATES,
@@ -153,29 +146,6 @@ def evaluate(
     return Evaluation(
         cells, ranks, detectors, conditions, sources, replicates, seed, len(anchors), len({r.video_id for r in rows})
     )
-
-
-def anchor_resamples(rows: list[ScoreRow], anchors: list[str], replicates: int, seed: int) -> np.ndarray:
-    """``[B, n_anchors]`` bootstrap counts: anchors resampled with replacement, each bringing its real video and
-    all its generated counterparts. Stratified by source: anchors are resampled within groups that share the
-    same set of linked sources, so every source keeps its number of anchors in every replicate. One draw
-    serves every detector and condition, so drift intervals are paired.
-    """
-    linked: dict[str, set[str]] = defaultdict(set)
-    for r in rows:
-        if r.label == "generated" and r.anchor_id and r.source:
-            linked[r.anchor_id].add(r.source)
-    groups: dict[frozenset, list[int]] = defaultdict(list)
-    for i, a in enumerate(anchors):
-        groups[frozenset(linked[a])].append(i)
-    rng = np.random.default_rng(seed)
-    counts = np.zeros((replicates, len(anchors)))
-    for members in groups.values():
-        idx = np.asarray(members)
-        picks = idx[rng.integers(0, len(idx), (replicates, len(idx)))]
-        for b in range(replicates):
-            counts[b] += np.bincount(picks[b], minlength=len(anchors))
-    return counts
 
 
 def _thresholds(
@@ -276,13 +246,13 @@ def _cell(
         detector=det,
         condition=cond,
         auc=float(np.mean(list(per_auc.values()))) if per_auc else float("nan"),
-        auc_ci=_ci(boot["auc"]),
+        auc_ci=percentile_interval(boot["auc"]),
         fake_recall=fr,
-        fake_recall_ci=_ci(boot["fake_recall"]),
+        fake_recall_ci=percentile_interval(boot["fake_recall"]),
         real_recall=rr,
-        real_recall_ci=_ci(boot["real_recall"]),
+        real_recall_ci=percentile_interval(boot["real_recall"]),
         bacc=bacc,
-        bacc_ci=_ci(boot["bacc"]),
+        bacc_ci=percentile_interval(boot["bacc"]),
         macro_f1=f1,
         tpr_at_1=_mean(per_t1),
         tpr_at_5=_mean(per_t5),
@@ -309,4 +279,6 @@ def _drift(cells: list[CellMetrics], boot: dict, conditions: list[str]) -> None:
         b = base[c.detector]
         c.auc_drift = c.auc - b.auc
         c.fake_recall_drift = c.fake_recall - b.fake_recall
-        c.auc_drift_ci = _ci(boot[(c.detector, c.condition)]["auc"] - boot[(c.detector, "original")]["auc"])
+        c.auc_drift_ci = percentile_interval(
+            boot[(c.detector, c.condition)]["auc"] - boot[(c.detector, "original")]["auc"]
+        )

@@ -11,98 +11,23 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-SCHEMA_VERSION = 39
-DS = {"type": "prometheus", "uid": "${datasource}"}
+from gateway.ops.panels import dashboard, panel, variable
+
 SEL = 'detector=~"$detector", version=~"$version", condition=~"$condition"'
 DASHBOARD_DIR = Path(__file__).resolve().parents[2] / "dashboards" / "grafana"
-
-
-def _var(name: str, query: str, multi: bool = True) -> dict:
-    return {
-        "name": name,
-        "label": name,
-        "type": "query",
-        "datasource": DS,
-        "refresh": 2,
-        "includeAll": True,
-        "multi": multi,
-        "allValue": ".*",
-        "current": {"text": "All", "value": "$__all"},
-        "query": {"query": query, "refId": f"var-{name}"},
-        "definition": query,
-        "sort": 1,
-    }
-
-
-def _datasource_var() -> dict:
-    return {
-        "name": "datasource",
-        "label": "Prometheus",
-        "type": "datasource",
-        "query": "prometheus",
-        "current": {},
-        "hide": 0,
-    }
-
-
-def _panel(
-    pid: int,
-    title: str,
-    targets: list[tuple[str, str]],
-    x: int,
-    y: int,
-    w: int = 12,
-    h: int = 8,
-    unit: str = "percentunit",
-    kind: str = "timeseries",
-    minmax: tuple | None = (0, 1),
-) -> dict:
-    defaults: dict = {"unit": unit}
-    if minmax:
-        defaults["min"], defaults["max"] = minmax
-    return {
-        "id": pid,
-        "type": kind,
-        "title": title,
-        "datasource": DS,
-        "gridPos": {"x": x, "y": y, "w": w, "h": h},
-        "fieldConfig": {"defaults": defaults, "overrides": []},
-        "options": {"legend": {"displayMode": "table", "placement": "right", "calcs": ["lastNotNull"]}},
-        "targets": [
-            {"refId": chr(65 + i), "expr": expr, "legendFormat": legend, "datasource": DS}
-            for i, (expr, legend) in enumerate(targets)
-        ],
-    }
-
-
-def _dashboard(uid: str, title: str, panels: list[dict], variables: list[dict], tags: list[str]) -> dict:
-    return {
-        "uid": uid,
-        "title": title,
-        "tags": tags,
-        "schemaVersion": SCHEMA_VERSION,
-        "version": 1,
-        "editable": True,
-        "timezone": "browser",
-        "refresh": "30s",
-        "time": {"from": "now-6h", "to": "now"},
-        "templating": {"list": [_datasource_var(), *variables]},
-        "panels": panels,
-        "annotations": {"list": []},
-    }
 
 
 def robustness() -> dict:
     series = "{{detector}} {{version}} {{condition}}"
     panels = [
-        _panel(
+        panel(
             1,
             "Windowed AUC per condition (last N labelled)",
             [(f'lastmile_auc{{{SEL}, window="count"}}', series)],
             0,
             0,
         ),
-        _panel(
+        panel(
             2,
             "AUC drift vs original (same videos)",
             [(f'lastmile_auc_drift{{{SEL}, window="count"}}', series)],
@@ -110,21 +35,21 @@ def robustness() -> dict:
             0,
             minmax=(-1, 1),
         ),
-        _panel(
+        panel(
             3,
             "FakeR per condition (1 h, fixed threshold)",
             [(f"detector_version_condition:lastmile_fake_recall:ratio_rate1h{{{SEL}}}", series)],
             0,
             8,
         ),
-        _panel(
+        panel(
             4,
             "RealR per condition (1 h, fixed threshold)",
             [(f"detector_version_condition:lastmile_real_recall:ratio_rate1h{{{SEL}}}", series)],
             12,
             8,
         ),
-        _panel(
+        panel(
             5,
             "FakeR drift vs original (1 h)",
             [(f"detector_version_condition:lastmile_fake_recall:drift_rate1h{{{SEL}}}", series)],
@@ -132,14 +57,14 @@ def robustness() -> dict:
             16,
             minmax=(-1, 1),
         ),
-        _panel(
+        panel(
             6,
             "Balanced accuracy (time window)",
             [(f'lastmile_balanced_accuracy{{{SEL}, window="time"}}', series)],
             12,
             16,
         ),
-        _panel(
+        panel(
             7,
             "A/B: AUC spread between versions of a detector",
             [
@@ -152,8 +77,8 @@ def robustness() -> dict:
             24,
             minmax=(0, 1),
         ),
-        _panel(8, "A/B: AUC by version", [(f'lastmile_auc{{{SEL}, window="time"}}', series)], 12, 24),
-        _panel(
+        panel(8, "A/B: AUC by version", [(f'lastmile_auc{{{SEL}, window="time"}}', series)], 12, 24),
+        panel(
             9,
             "Score distribution (p50) by label",
             [
@@ -168,7 +93,7 @@ def robustness() -> dict:
             unit="short",
             minmax=None,
         ),
-        _panel(
+        panel(
             10,
             "Labelled scores in the window",
             [(f"lastmile_window_samples{{{SEL}}}", series + " {{window}}")],
@@ -179,16 +104,16 @@ def robustness() -> dict:
         ),
     ]
     variables = [
-        _var("detector", "label_values(lastmile_auc, detector)"),
-        _var("version", 'label_values(lastmile_auc{detector=~"$detector"}, version)'),
-        _var("condition", "label_values(lastmile_auc, condition)"),
+        variable("detector", "label_values(lastmile_auc, detector)"),
+        variable("version", 'label_values(lastmile_auc{detector=~"$detector"}, version)'),
+        variable("condition", "label_values(lastmile_auc, condition)"),
     ]
-    return _dashboard("lastmile-robustness", "LastMile robustness", panels, variables, ["lastmile", "robustness"])
+    return dashboard("lastmile-robustness", "LastMile robustness", panels, variables, ["lastmile", "robustness"])
 
 
 def pipeline() -> dict:
     panels = [
-        _panel(
+        panel(
             1,
             "Videos per second by outcome",
             [("outcome:lastmile_videos:rate5m", "{{outcome}}")],
@@ -197,11 +122,11 @@ def pipeline() -> dict:
             unit="ops",
             minmax=None,
         ),
-        _panel(2, "Dead-letter ratio", [(":lastmile_videos_dead_lettered:ratio_rate5m", "dead-lettered")], 12, 0),
-        _panel(
+        panel(2, "Dead-letter ratio", [(":lastmile_videos_dead_lettered:ratio_rate5m", "dead-lettered")], 12, 0),
+        panel(
             3, "Stage latency p95", [("stage:lastmile_stage_seconds:p95_5m", "{{stage}}")], 0, 8, unit="s", minmax=None
         ),
-        _panel(
+        panel(
             4,
             "Condition encode time p95",
             [
@@ -216,8 +141,8 @@ def pipeline() -> dict:
             unit="s",
             minmax=None,
         ),
-        _panel(5, "Consumer lag", [(":lastmile_consumer_lag_messages:sum", "lag")], 0, 16, unit="short", minmax=None),
-        _panel(
+        panel(5, "Consumer lag", [(":lastmile_consumer_lag_messages:sum", "lag")], 0, 16, unit="short", minmax=None),
+        panel(
             6,
             "Dead letters by error class",
             [("sum by (outcome) (rate(lastmile_dead_letters_total[5m]))", "{{outcome}}")],
@@ -226,7 +151,7 @@ def pipeline() -> dict:
             unit="ops",
             minmax=None,
         ),
-        _panel(
+        panel(
             7,
             "In flight and retries",
             [("sum(lastmile_in_flight_videos)", "in flight"), ("sum(rate(lastmile_retries_total[5m]))", "retries/s")],
@@ -235,7 +160,7 @@ def pipeline() -> dict:
             unit="short",
             minmax=None,
         ),
-        _panel(
+        panel(
             8,
             "Row errors by kind",
             [("sum by (outcome) (rate(lastmile_errors_total[5m]))", "{{outcome}}")],
@@ -244,7 +169,7 @@ def pipeline() -> dict:
             unit="ops",
             minmax=None,
         ),
-        _panel(
+        panel(
             9,
             "Triton: inferences per second",
             [("sum by (model) (rate(nv_inference_request_success[5m]))", "{{model}}")],
@@ -253,7 +178,7 @@ def pipeline() -> dict:
             unit="ops",
             minmax=None,
         ),
-        _panel(
+        panel(
             10,
             "Triton: mean queue time",
             [("model:nv_inference_queue_seconds:mean_rate5m", "{{model}}")],
@@ -262,7 +187,7 @@ def pipeline() -> dict:
             unit="s",
             minmax=None,
         ),
-        _panel(
+        panel(
             11,
             "Triton: mean compute time",
             [
@@ -277,7 +202,7 @@ def pipeline() -> dict:
             unit="s",
             minmax=None,
         ),
-        _panel(
+        panel(
             12,
             "Triton: failed requests",
             [("sum by (model) (rate(nv_inference_request_failure[5m]))", "{{model}}")],
@@ -287,8 +212,8 @@ def pipeline() -> dict:
             minmax=None,
         ),
     ]
-    variables = [_var("condition", "label_values(lastmile_condition_seconds_bucket, condition)")]
-    return _dashboard("lastmile-pipeline", "LastMile pipeline health", panels, variables, ["lastmile", "pipeline"])
+    variables = [variable("condition", "label_values(lastmile_condition_seconds_bucket, condition)")]
+    return dashboard("lastmile-pipeline", "LastMile pipeline health", panels, variables, ["lastmile", "pipeline"])
 
 
 DASHBOARDS = {"lastmile-robustness.json": robustness, "lastmile-pipeline.json": pipeline}
