@@ -46,7 +46,7 @@ def score_batched(runtime: Runtime, frames: Sequence[np.ndarray]) -> list[Outcom
     Each variant's inference time is its equal share of its batch's wall time.
     """
     out: list[Outcome] = []
-    step = max(1, int(getattr(runtime, "max_batch", len(frames)) or 1))
+    step = max(1, runtime.max_batch)
     for start in range(0, len(frames), step):
         chunk = frames[start : start + step]
         t0 = time.perf_counter()
@@ -95,7 +95,10 @@ class Pipeline:
 
     def select(self, names: Sequence[str] | None) -> tuple[Condition, ...]:
         """This pipeline's conditions named in ``names`` (in the pipeline's order); all of them for ``None``."""
-        return self.conditions if names is None else tuple(c for c in self.conditions if c.name in set(names))
+        if names is None:
+            return self.conditions
+        wanted = set(names)
+        return tuple(c for c in self.conditions if c.name in wanted)
 
     def process(self, item: VideoItem, conditions: Sequence[Condition] | None = None) -> list[ScoreRow]:
         """Every (condition, detector) row for one video. Never raises for a bad video."""
