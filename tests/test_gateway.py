@@ -64,6 +64,7 @@ def _config(broker, tmp_path: Path, name: str, **extra) -> GatewayConfig:
         "profile": "throughput",
         "workers": 2,
         "http_port": 0,
+        "sources": {"file_roots": [str(tmp_path.parent)]},  # this test session's folders, where the videos lie
         **extra,
     }
     cfg = GatewayConfig(kafka=kafka, **settings)

@@ -39,6 +39,7 @@ def gateway_config(cfg: ReplayConfig, bootstrap: str, run_id: str, workers: int)
     return GatewayConfig(
         **pipeline,
         kafka=kafka,
+        sources=cfg.fetch_rules().sources,
         workers=workers,
         max_in_flight=2 * workers,
         http_port=0,

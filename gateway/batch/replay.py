@@ -17,13 +17,13 @@ from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from pathlib import Path
 
-from pydantic import ConfigDict
+from pydantic import ConfigDict, Field
 from tqdm import tqdm
 
 from detectors.manifest import ManifestRow, read_manifest
 from gateway.batch.results import done_videos, merge, write_part
 from gateway.core import worker
-from gateway.core.config import PipelineSettings
+from gateway.core.config import OPERATIONAL_LIMITS, PipelineSettings, SourceSettings
 from gateway.core.worker import FetchRules, VideoRequest
 
 
@@ -32,10 +32,20 @@ class ReplayConfig(PipelineSettings):
 
     model_config = ConfigDict(extra="forbid")
     manifest: Path
+    file_roots: list[Path] = Field(
+        default_factory=list, description="where the manifest's videos may be read; none: the manifest's folder"
+    )
 
     def identity(self) -> str:
-        """A hash of what changes results (not of how many workers run them)."""
-        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()
+        """A hash of what changes results (not of how many workers run them, nor where files may be read)."""
+        exclude = {"file_roots": True, "limits": set(OPERATIONAL_LIMITS)}
+        return hashlib.sha256(self.model_dump_json(exclude=exclude).encode()).hexdigest()
+
+    def fetch_rules(self) -> FetchRules:
+        """The replay reads the files its manifest names, under ``file_roots`` (default: the manifest's folder)."""
+        base = self.manifest.resolve().parent
+        roots = self.file_roots or [base]
+        return FetchRules(sources=SourceSettings(file_roots=roots), base=base, max_bytes=self.limits.max_bytes)
 
 
 def requests(rows: list[ManifestRow]) -> list[VideoRequest]:
@@ -73,7 +83,7 @@ def replay(
         file=sys.stderr,
     )
     ctx = mp.get_context("spawn")
-    rules = FetchRules(base=cfg.manifest.resolve().parent, max_bytes=cfg.limits.max_bytes)
+    rules = cfg.fetch_rules()
     with ProcessPoolExecutor(
         workers, mp_context=ctx, initializer=worker.init, initargs=worker.initargs(cfg, rules)
     ) as pool:

@@ -56,10 +56,18 @@ class KafkaSettings(BaseModel):
 
 
 class SourceSettings(BaseModel):
+    """Where videos sent by reference may be read from. The default reads nothing: no file, no host."""
+
     model_config = ConfigDict(extra="forbid")
-    file_roots: list[Path] = Field(default_factory=list, description="file:// URIs must lie under one of these")
-    http_allow_hosts: list[str] = Field(default_factory=list, description="hosts http(s):// URIs may name")
-    http_timeout_s: float = 10.0
+    file_roots: list[Path] = Field(
+        default_factory=list,
+        description="file:// URIs must resolve (symlinks followed) under one of these; none: no file",
+    )
+    http_allow_hosts: list[str] = Field(
+        default_factory=list, description="hosts http(s):// URIs and their redirects may name; none: no host"
+    )
+    http_timeout_s: float = Field(10.0, gt=0, description="connect and read timeout")
+    http_total_s: float = Field(120.0, gt=0, description="deadline of one whole download")
 
 
 class FanoutSettings(BaseModel):
@@ -74,6 +82,23 @@ class WindowSettings(BaseModel):
     seconds: float = Field(3600.0, gt=0, description="the time window")
     label_ttl_s: float = Field(24 * 3600.0, gt=0, description="how long scores wait for a delayed label")
     max_pending: int = Field(100_000, ge=1, description="bound on scores waiting for labels")
+
+
+class RunLimits(Limits):
+    """The input's limits (:class:`transforms.limits.Limits`) and the worker's operational ones.
+
+    The operational limits say how a video is run, not what it yields: they stay out of a replay's identity,
+    so changing them never blocks ``--resume``.
+    """
+
+    worker_memory_mb: int | None = Field(
+        3072, ge=64, description="a worker whose resident memory passes this is killed (as the OOM killer would)"
+    )
+    video_timeout_s: float = Field(900.0, gt=0, description="a worker still on one video after this is killed")
+    max_attempts: int = Field(3, ge=1, description="runs of a video whose own worker died, before it is dead-lettered")
+
+
+OPERATIONAL_LIMITS = frozenset({"worker_memory_mb", "video_timeout_s", "max_attempts"})
 
 
 class PipelineSettings(BaseModel):
@@ -91,7 +116,7 @@ class PipelineSettings(BaseModel):
     triton_url: str = "127.0.0.1:8001"
     profile: str = "fidelity"
     deterministic: bool = True  # same input, same bytes, same scores: a redelivered video never scores differently
-    limits: Limits = Field(default_factory=Limits)
+    limits: RunLimits = Field(default_factory=RunLimits)
 
     def resolve_conditions(self) -> tuple[tuple[Condition, ...], Profile]:
         """The conditions and the encoder profile (a conditions file's own profile wins over ``profile``)."""

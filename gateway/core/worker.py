@@ -33,10 +33,11 @@ class FetchRules(BaseModel):
         return fetch(
             uri,
             self.base,
-            roots=s.file_roots or None,
+            roots=s.file_roots,
             max_bytes=self.max_bytes,
             http_allow_hosts=s.http_allow_hosts,
             http_timeout_s=s.http_timeout_s,
+            http_total_s=s.http_total_s,
         )
 
 
