@@ -250,6 +250,13 @@ def detectors_add(model, card_path, repo, force) -> None:
     help="kafka: through a broker and a gateway (a local broker unless --bootstrap)",
 )
 @click.option("--bootstrap", default=None, help="with --via kafka: an existing broker")
+@click.option(
+    "--file-root",
+    "file_roots",
+    multiple=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="a folder the manifest's videos may be read from (repeatable; default: the manifest's folder)",
+)
 @click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path))
 def replay(
     manifest,
@@ -265,6 +272,7 @@ def replay(
     resume,
     via,
     bootstrap,
+    file_roots,
     out,
 ) -> None:
     """Run every video of MANIFEST through the conditions and detectors into OUT/results.parquet."""
@@ -281,6 +289,7 @@ def replay(
         triton_url=triton_url,
         profile=profile,
         deterministic=deterministic,
+        file_roots=list(file_roots),
     )
     try:
         if via == "kafka":

@@ -133,3 +133,22 @@ def test_resume_refuses_another_configuration(small_corpus, tmp_path):
     other = cfg.model_copy(update={"conditions": "original,spatial"})
     with pytest.raises(ValueError, match="another configuration"):
         replay(other, tmp_path / "run", resume=True, progress=False)
+
+
+def test_a_replay_reads_under_its_manifests_folder_unless_given_more_roots(tmp_path, media):
+    """Videos named by absolute path outside the manifest's folder are refused (error rows), unless --file-root."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "v.mp4").write_bytes(media["basic"])
+    run = tmp_path / "manifests"
+    run.mkdir()
+    manifest = run / "m.jsonl"
+    row = {"video_id": "v", "uri": str(elsewhere / "v.mp4"), "label": "real", "source": "real", "anchor_id": "v"}
+    manifest.write_text(json.dumps(row) + "\n")
+    cfg = ReplayConfig(manifest=manifest, conditions="original", detectors="d3_px", profile="throughput")
+    (refused,) = read_results(replay(cfg, tmp_path / "r1", workers=1, progress=False))
+    assert refused.error_class == "SourceError" and "outside the allowed roots" in refused.error
+    wider = cfg.model_copy(update={"file_roots": [elsewhere]})
+    assert wider.identity() == cfg.identity()  # where files may be read does not change what a run yields
+    (scored,) = read_results(replay(wider, tmp_path / "r2", workers=1, progress=False))
+    assert scored.error is None and scored.score is not None
