@@ -6,10 +6,12 @@ import concurrent.futures as cf
 
 import pytest
 
+from tests.conftest import make_clip
 from transforms.engine import Engine
 from transforms.errors import InvalidVideo, LimitExceeded, UnsupportedVideo, VideoError
 from transforms.limits import Limits
 from transforms.probe import probe
+from transforms.sampling import SamplingPolicy, sample_frames
 from transforms.spec import LASTMILE, PROFILES
 
 FAST = PROFILES["throughput"].with_determinism(True)
@@ -79,3 +81,31 @@ def test_a_bad_input_does_not_disturb_the_next_one(media):
     with pytest.raises(VideoError):
         engine.run(b"garbage" * 100, LASTMILE)
     assert set(engine.run(media["basic"], LASTMILE).variants) == {c.name for c in LASTMILE}
+
+
+@pytest.fixture(scope="module")
+def odd_but_valid(tmp_path_factory) -> dict[str, bytes]:
+    tmp = tmp_path_factory.mktemp("odd_valid")
+    return {
+        "animated_gif": make_clip(tmp, "anim.gif", rate="10", seconds="3", vcodec=()),
+        "one_frame": make_clip(tmp, "one.mp4", rate="1", seconds="1"),
+        "still_gif": make_clip(tmp, "still.gif", rate="1", seconds="1", vcodec=()),
+    }
+
+
+@pytest.mark.parametrize(("name", "frames", "temporal_frames"), [("animated_gif", 30, 24), ("one_frame", 1, 8)])
+def test_animated_gifs_and_one_frame_clips_go_through_every_condition(odd_but_valid, name, frames, temporal_frames):
+    data = odd_but_valid[name]
+    result = _run(data)
+    assert set(result.variants) == {c.name for c in LASTMILE}
+    for cond, variant in result.variants.items():
+        want = temporal_frames if cond in ("temporal", "full") else frames
+        assert variant.meta.frames == want, (cond, variant.meta.frames)
+        assert variant.meta.duration_s == pytest.approx(probe(data, Limits()).duration_s, abs=0.15)
+    policy = SamplingPolicy(frames=4, height=32, width=32)
+    assert sample_frames(result.variants["original"].data, policy).shape == (4, 32, 32, 3)
+
+
+def test_a_still_gif_stays_refused(odd_but_valid):
+    with pytest.raises(UnsupportedVideo, match="still image"):
+        _run(odd_but_valid["still_gif"])

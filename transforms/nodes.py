@@ -191,8 +191,10 @@ class Vp9Node(Node):
         self.decoder = av.CodecContext.create("vp9", "r")
         self.time_base: Fraction | None = None
         self.bytes = 0
+        self.durations: dict[int, int] = {}  # pts -> the source frame's duration: the codec does not carry it
 
     def process(self, frame: av.VideoFrame) -> list[av.VideoFrame]:
+        self.durations[frame.pts] = frame.duration
         if self.encoder is None:
             self.time_base = frame.time_base
             self.encoder = codecs.vp9_encoder(
@@ -211,6 +213,7 @@ class Vp9Node(Node):
                 self.bytes += packet.size
             for frame in self.decoder.decode(packet):
                 frame.time_base = self.time_base
+                frame.duration = self.durations.pop(frame.pts, 0)  # the fps filter ends the last frame with it
                 frame.pict_type = _NO_PICT_TYPE
                 out.append(frame)
         return out

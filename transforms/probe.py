@@ -14,6 +14,7 @@ from transforms.limits import Limits
 # Demuxers and codecs that carry still images: valid files, but not videos we transform.
 _IMAGE_FORMATS = {"image2", "png_pipe", "jpeg_pipe", "bmp_pipe", "webp_pipe", "tiff_pipe", "gif_pipe", "webp"}
 _IMAGE_CODECS = {"png", "bmp", "tiff", "webp", "gif", "jpegls"}
+_ANIMATED_CODECS = {"gif", "webp", "apng"}  # image codecs that may carry an animation: a video when they do
 _PROBE_OPTIONS = {"probesize": "5000000", "analyzeduration": "5000000"}
 
 
@@ -64,7 +65,8 @@ def _inspect(container: av.container.InputContainer, limits: Limits, size: int) 
     stream = container.streams.video[0]
     fmt = container.format.name.split(",")[0]
     codec = stream.codec_context.name
-    if fmt in _IMAGE_FORMATS or codec in _IMAGE_CODECS or (stream.frames == 1 and stream.duration is None):
+    looks_still = fmt in _IMAGE_FORMATS or codec in _IMAGE_CODECS or (stream.frames == 1 and stream.duration is None)
+    if looks_still and not (codec in _ANIMATED_CODECS and _at_least_two_frames(container, stream)):
         raise UnsupportedVideo(f"a still image ({fmt}/{codec}), not a video")
     width, height = stream.codec_context.width, stream.codec_context.height
     if width <= 0 or height <= 0:
@@ -90,6 +92,19 @@ def _inspect(container: av.container.InputContainer, limits: Limits, size: int) 
         has_audio=bool(container.streams.audio),
         bytes=size,
     )
+
+
+def _at_least_two_frames(container: av.container.InputContainer, stream: av.video.stream.VideoStream) -> bool:
+    """Whether an image-codec stream holds an animation (decodes at most two frames to find out)."""
+    if stream.frames > 1:
+        return True
+    try:
+        for i, _ in enumerate(container.decode(stream)):
+            if i >= 1:
+                return True
+    except av.error.FFmpegError:
+        return False
+    return False
 
 
 def _duration_s(container: av.container.InputContainer, stream: av.video.stream.VideoStream) -> float:
