@@ -13,6 +13,27 @@ from transforms.errors import SpecError, VideoError
 from transforms.spec import PROFILES, resolve_conditions
 
 
+def _serve_until_signalled(process, stop) -> None:
+    """Wait for a local server's process; SIGTERM or SIGINT (a supervisor, Kubernetes, Ctrl-C) or the server's
+    own exit ends the wait, and ``stop`` then stops it with everything it started and cleans up."""
+    import signal
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        process.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        for sig in previous:
+            signal.signal(sig, signal.SIG_IGN)  # a second signal must not interrupt the clean-up
+        stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def _emit_json(report: dict, json_out: Path | None) -> None:
     """Print a benchmark's JSON, and write it to ``--json`` when given."""
     text = json.dumps(report, indent=2)
@@ -380,12 +401,7 @@ def triton_serve(repo, grpc_port, http_port, metrics_port) -> None:
     except TritonNotInstalled as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(f"Triton ready: gRPC {server.url}, HTTP 127.0.0.1:{http_port}, metrics 127.0.0.1:{metrics_port}")
-    try:
-        server.process.wait()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.close()
+    _serve_until_signalled(server.process, server.close)
 
 
 @triton.command("tensorrt")
@@ -423,12 +439,7 @@ def kafka_up(port, config_path, partitions) -> None:
     settings = cfg.kafka.model_copy(update={"bootstrap": broker.bootstrap})
     topics = kafka_io.ensure_topics(settings, partitions)
     click.echo(f"bootstrap: {broker.bootstrap}\ntopics: {', '.join(topics)}", err=False)
-    try:
-        broker.process.wait()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        broker.stop()
+    _serve_until_signalled(broker.process, broker.stop)
 
 
 @main.group()

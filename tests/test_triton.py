@@ -87,7 +87,7 @@ def test_a_card_that_does_not_match_the_server_fails_fast(server):
 
 def test_an_unreachable_server_is_unavailable_not_a_verdict():
     triton = _triton()
-    from detectors.serving.local import free_port
+    from detectors.serving.processes import free_port
 
     with pytest.raises(RuntimeUnavailable, match="unavailable"):
         triton.TritonRuntime(list_detectors()["d3_px"].card, f"127.0.0.1:{free_port()}", startup_timeout_s=1)

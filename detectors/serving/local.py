@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -19,13 +18,7 @@ from pathlib import Path
 from detectors.errors import RuntimeUnavailable, TritonNotInstalled
 from detectors.repository import list_detectors, repository_path
 from detectors.serving.config import config_pbtxt, python_model_source
-
-
-def free_port() -> int:
-    """A TCP port on loopback that nothing listens on now (for local servers and tests)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from detectors.serving.processes import free_port, stop_group
 
 
 def bundled_server() -> tuple[Path, Path, Path]:
@@ -43,6 +36,22 @@ def bundled_server() -> tuple[Path, Path, Path]:
     if not (root / "bin" / "tritonserver").exists():
         raise TritonNotInstalled(f"nvidia-pytriton ships no tritonserver at {root}")
     return root / "bin" / "tritonserver", root, libs
+
+
+def server_environment(libs: Path) -> dict[str, str]:
+    """tritonserver's environment: its bundled libraries, and this interpreter for the python backend's stubs.
+
+    The stub embeds the first Python of its version on PATH; run from a virtualenv that is not on PATH it
+    picked the system's Python, without numpy, and every model failed to load. This interpreter's folder goes
+    first on PATH and its import path becomes PYTHONPATH, so the stubs import what this process imports.
+    """
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(
+        p for p in (str(libs), str(Path(sys.base_prefix) / "lib"), env.get("LD_LIBRARY_PATH", "")) if p
+    )
+    env["PATH"] = os.pathsep.join(p for p in (str(Path(sys.executable).parent), env.get("PATH", "")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p and Path(p).is_dir())
+    return env
 
 
 class LocalTriton:
@@ -116,10 +125,7 @@ class LocalTriton:
         binary, _, libs = bundled_server()
         self._prepare_backend()
         served = self._stage_repository()
-        env = dict(os.environ)
-        env["LD_LIBRARY_PATH"] = os.pathsep.join(
-            p for p in (str(libs), str(Path(sys.base_prefix) / "lib"), env.get("LD_LIBRARY_PATH", "")) if p
-        )
+        env = server_environment(libs)
         cmd = [
             str(binary),
             f"--model-repository={served}",
@@ -158,18 +164,15 @@ class LocalTriton:
             time.sleep(0.2)
 
     def kill(self) -> None:
-        """SIGKILL (for the tests' crash case)."""
+        """SIGKILL the server and its stubs (the tests' crash case)."""
         if self.process and self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
 
     def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        """SIGTERM the server, wait, and leave none of its processes behind."""
+        if self.process:
+            stop_group(self.process)
 
     def close(self) -> None:
         self.stop()

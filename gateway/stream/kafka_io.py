@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from detectors.serving.local import free_port
+from detectors.serving.processes import free_port, stop_group
 from gateway.core.config import KafkaSettings
 
 
@@ -44,13 +44,7 @@ class LocalBroker:
         return f"127.0.0.1:{self.port}"
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_group(self.process, timeout_s=10)
 
     def __enter__(self) -> LocalBroker:
         return self

@@ -1,0 +1,128 @@
+"""The local servers that commands start (the Tansu broker, the bundled tritonserver) stop on SIGTERM, as a
+supervisor or Kubernetes sends it, with every process they started and their staging folders; and the
+python backend's stubs use the interpreter the command runs in, whatever is first on PATH."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from detectors.serving.processes import free_port
+from tests.conftest import IN_CI
+
+
+def _require(check) -> None:
+    try:
+        check()
+    except Exception as exc:
+        if IN_CI:
+            pytest.fail(f"required in CI: {exc}")
+        pytest.skip(str(exc))
+
+
+def _group_members(pgid: int) -> set[int]:
+    """Live processes of a process group (read from /proc)."""
+    out = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                out.add(int(entry.name))
+    return out
+
+
+def _children(pid: int) -> set[int]:
+    out = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    out.add(int(entry.name))
+            except OSError:
+                continue
+    return out
+
+
+def _bound(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _start(args: list[str], ready: str, timeout_s: float = 120) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gateway.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    deadline = time.monotonic() + timeout_s
+    for line in proc.stdout:
+        if ready in line:
+            return proc
+        assert time.monotonic() < deadline, f"no {ready!r} within {timeout_s} s"
+    raise AssertionError(f"exited with {proc.wait()} before {ready!r}")
+
+
+def _terminate_and_check(proc: subprocess.Popen, ports: list[int]) -> None:
+    (server,) = _children(proc.pid)  # the server, leader of its own process group
+    members = _group_members(server)
+    assert server in members and all(_bound(p) for p in ports)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(60) == 0
+    assert _group_members(server) == set(), "a process of the server's group outlived the command"
+    assert not any(_bound(p) for p in ports)
+
+
+def test_kafka_up_stops_its_broker_on_sigterm():
+    from gateway.stream import kafka_io
+
+    _require(kafka_io.tansu_binary)
+    port = free_port()
+    proc = _start(["kafka", "up", "--port", str(port), "--partitions", "1"], "bootstrap:")
+    _terminate_and_check(proc, [port])
+
+
+def test_triton_serve_stops_its_server_and_stubs_and_removes_its_staging_on_sigterm():
+    from detectors.serving.local import bundled_server
+
+    _require(bundled_server)
+    staging_before = set(Path(tempfile.gettempdir()).glob("lastmile-triton-*"))
+    ports = [free_port() for _ in range(3)]
+    proc = _start(
+        [
+            "triton",
+            "serve",
+            "--grpc-port",
+            str(ports[0]),
+            "--http-port",
+            str(ports[1]),
+            "--metrics-port",
+            str(ports[2]),
+        ],
+        "Triton ready",
+    )
+    (server,) = _children(proc.pid)
+    assert len(_group_members(server)) > 1  # the python backend's stubs run in the server's group
+    staged = set(Path(tempfile.gettempdir()).glob("lastmile-triton-*")) - staging_before
+    assert len(staged) == 1
+    _terminate_and_check(proc, ports)
+    assert not any(p.exists() for p in staged)
+
+
+def test_local_triton_uses_the_interpreter_it_runs_in_whatever_is_on_path():
+    """With only the system's folders on PATH (where another Python 3 may lie, without this one's packages)."""
+    from detectors.serving.local import bundled_server
+
+    _require(bundled_server)
+    code = "from detectors.serving.local import LocalTriton\nwith LocalTriton() as s:\n    print('ready', s.url)\n"
+    env = {**os.environ, "PATH": "/usr/bin:/bin"}
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 0 and "ready" in res.stdout, res.stderr[-2000:]
