@@ -152,3 +152,28 @@ def test_a_replay_reads_under_its_manifests_folder_unless_given_more_roots(tmp_p
     assert wider.identity() == cfg.identity()  # where files may be read does not change what a run yields
     (scored,) = read_results(replay(wider, tmp_path / "r2", workers=1, progress=False))
     assert scored.error is None and scored.score is not None
+
+
+def test_a_video_that_always_overruns_is_retried_up_to_the_cap_then_gets_rows(tmp_path, media, bikes):
+    """Its worker is killed at the deadline each time (VideoTimeout); after max_attempts the video's rows carry
+    the class, and the other videos of the run are scored as usual: the run is never aborted."""
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "small.mp4").write_bytes(media["basic"])
+    (folder / "bikes.mp4").write_bytes(bikes)
+    manifest = folder / "m.jsonl"
+    manifest.write_text(
+        "".join(
+            json.dumps({"video_id": v, "uri": f"{v}.mp4", "label": "real", "source": "real", "anchor_id": v}) + "\n"
+            for v in ("small", "bikes")
+        )
+    )
+    limits = {"video_timeout_s": 4.0, "max_attempts": 2}
+    cfg = ReplayConfig(manifest=manifest, conditions="original,transcode", detectors="d3_px", limits=limits)
+    t0 = time.monotonic()
+    rows = {(r.video_id, r.condition): r for r in read_results(replay(cfg, tmp_path / "run", workers=2, progress=False))}
+    assert time.monotonic() - t0 < 60
+    for cond in ("original", "transcode"):
+        assert rows[("small", cond)].error is None
+        slow = rows[("bikes", cond)]
+        assert (slow.error_kind, slow.error_class, slow.score) == ("video", "VideoTimeout", None)

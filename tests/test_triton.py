@@ -195,3 +195,31 @@ def test_tensorrt_says_plainly_when_it_is_absent():
         env={"PATH": str(Path(sys.executable).parent)},
     )
     assert res.returncode == 1 and "TensorRT is not installed here" in res.stderr
+
+
+def test_a_replay_with_triton_down_writes_infra_rows_and_resume_runs_them_again(tmp_path):
+    """No verdict and no aborted run while the scorer is down: infra rows; --resume then scores those videos."""
+    triton = _triton()
+    from detectors.proxy.corpus import CorpusConfig, synthesize
+    from detectors.serving.processes import free_port
+    from gateway.batch.replay import ReplayConfig, replay
+    from gateway.batch.results import read_results
+
+    manifest = synthesize(
+        CorpusConfig(anchors=1, seed=56, width=160, height=128, min_seconds=2, max_seconds=2), tmp_path / "c"
+    )
+    grpc = free_port()
+    cfg = ReplayConfig(
+        manifest=manifest,
+        conditions="original",
+        detectors="d3_px",
+        profile="throughput",
+        runtime="triton",
+        triton_url=f"127.0.0.1:{grpc}",
+        triton_startup_timeout_s=1,
+    )
+    down = read_results(replay(cfg, tmp_path / "run", workers=1, progress=False, start_grace_s=3))
+    assert len(down) == 6 and {(r.error_kind, r.score, r.decision) for r in down} == {("infra", None, None)}
+    with triton.LocalTriton(grpc_port=grpc):
+        up = read_results(replay(cfg, tmp_path / "run", resume=True, workers=1, progress=False))
+    assert len(up) == 6 and all(r.error is None and r.score is not None and r.runtime == "triton" for r in up)

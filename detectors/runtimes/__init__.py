@@ -12,7 +12,9 @@ if TYPE_CHECKING:
 RuntimeName = Literal["embedded", "triton"]
 
 
-def make_runtime(inst: Installed, runtime: RuntimeName, triton_url: str = "127.0.0.1:8001") -> Runtime:
+def make_runtime(
+    inst: Installed, runtime: RuntimeName, triton_url: str = "127.0.0.1:8001", startup_timeout_s: float = 30.0
+) -> Runtime:
     """The runtime ``runtime`` for one installed detector (the embedded one runs single-threaded)."""
     if runtime == "embedded":
         from detectors.runtimes.embedded import EmbeddedRuntime
@@ -20,4 +22,4 @@ def make_runtime(inst: Installed, runtime: RuntimeName, triton_url: str = "127.0
         return EmbeddedRuntime(inst.model_path, inst.card, intra_op_threads=1)
     from detectors.runtimes.triton import TritonRuntime
 
-    return TritonRuntime(inst.card, url=triton_url)
+    return TritonRuntime(inst.card, url=triton_url, startup_timeout_s=startup_timeout_s)

@@ -10,20 +10,21 @@ from __future__ import annotations
 
 import hashlib
 import json
-import multiprocessing as mp
 import os
-import sys
+import time
+from collections import Counter, deque
 from collections.abc import Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from pathlib import Path
 
 from pydantic import ConfigDict, Field
 from tqdm import tqdm
 
 from detectors.manifest import ManifestRow, read_manifest
-from gateway.batch.results import done_videos, merge, write_part
+from gateway.batch.results import done_videos, drop_infra_videos, merge, write_part
 from gateway.core import worker
+from gateway.core.assembly import build_pipeline
 from gateway.core.config import OPERATIONAL_LIMITS, PipelineSettings, SourceSettings
+from gateway.core.pool import WorkerFailure, WorkerPool
 from gateway.core.worker import FetchRules, VideoRequest
 
 
@@ -38,7 +39,7 @@ class ReplayConfig(PipelineSettings):
 
     def identity(self) -> str:
         """A hash of what changes results (not of how many workers run them, nor where files may be read)."""
-        exclude = {"file_roots": True, "limits": set(OPERATIONAL_LIMITS)}
+        exclude = {"file_roots": True, "triton_startup_timeout_s": True, "limits": set(OPERATIONAL_LIMITS)}
         return hashlib.sha256(self.model_dump_json(exclude=exclude).encode()).hexdigest()
 
     def fetch_rules(self) -> FetchRules:
@@ -57,6 +58,9 @@ def requests(rows: list[ManifestRow]) -> list[VideoRequest]:
 
 
 # -- the run ------------------------------------------------------------------------------------------------
+START_GRACE_S = 120.0  # how long workers may fail to start before the videos waiting for them become infra rows
+
+
 def replay(
     cfg: ReplayConfig,
     run_dir: Path,
@@ -65,55 +69,83 @@ def replay(
     workers: int | None = None,
     chunk_size: int = 2,
     progress: bool = True,
+    start_grace_s: float = START_GRACE_S,
 ) -> Path:
-    """Run (or resume) a replay into ``run_dir``; return the path of ``results.parquet``."""
+    """Run (or resume) a replay into ``run_dir``; return the path of ``results.parquet``.
+
+    Every failure is rows, never an aborted run: a bad video's rows carry its error, a video whose worker died
+    ``max_attempts`` times carries ``WorkerCrashed`` or ``VideoTimeout``, and an unavailable scorer gives
+    ``infra`` rows, which ``resume`` runs again.
+    """
     rows = read_manifest(cfg.manifest)
     parts = run_dir / "parts"
     prepare_run(cfg, run_dir, resume, len(rows))
+    if resume:
+        drop_infra_videos(parts)
     done = done_videos(parts)
     pending = [(i, req) for i, req in enumerate(requests(rows)) if req.video_id not in done]
     chunks = [pending[i : i + chunk_size] for i in range(0, len(pending), chunk_size)]
-    workers = max(1, min(workers or os.cpu_count() or 1, len(chunks) or 1))
-    bar = tqdm(
-        total=len(rows),
-        initial=len(rows) - len(pending),
-        desc="replay",
-        unit="video",
-        disable=not progress,
-        file=sys.stderr,
-    )
-    ctx = mp.get_context("spawn")
-    rules = cfg.fetch_rules()
-    with ProcessPoolExecutor(
-        workers, mp_context=ctx, initializer=worker.init, initargs=worker.initargs(cfg, rules)
-    ) as pool:
-        for chunk, result in _bounded(pool, chunks, 2 * workers):
-            write_part(parts, chunk[0][0], chunk[-1][0], result)
-            bar.update(len(chunk))
+    workers = max(1, min(workers or os.cpu_count() or 1, len(pending) or 1))
+    bar = tqdm(total=len(rows), initial=len(rows) - len(pending), desc="replay", unit="video", disable=not progress)
+    for chunk, result in _run_chunks(cfg, chunks, workers, start_grace_s):
+        write_part(parts, chunk[0][0], chunk[-1][0], result)
+        bar.update(len(chunk))
     bar.close()
     return merge(run_dir)
 
 
-def _bounded(pool: ProcessPoolExecutor, chunks: list, limit: int) -> Iterator[tuple[list, list[dict]]]:
-    """Submit at most ``limit`` chunks at a time (bounded memory); yield them as they finish."""
-    queue = iter(chunks)
-    running: dict[Future, list] = {}
+def _run_chunks(cfg: ReplayConfig, chunks: list, workers: int, grace_s: float) -> Iterator[tuple[list, list[dict]]]:
+    """Each chunk's rows once all its videos are done; at most ``2 * workers`` chunks open (bounded memory)."""
+    if not chunks:
+        return
+    rows_for = build_pipeline(cfg, runtimes=False)  # the rows of videos no worker could score
+    limits = cfg.limits
+    pool = WorkerPool(
+        workers,
+        worker.run,
+        worker.init,
+        worker.initargs(cfg, cfg.fetch_rules()),
+        memory_mb=limits.worker_memory_mb,
+        timeout_s=limits.video_timeout_s,
+    )
+    waiting, open_chunks = deque(chunks), []
+    requests_by_id = {req.video_id: req for chunk in chunks for _, req in chunk}
+    results: dict[str, list[dict]] = {}
+    attempts: Counter[str] = Counter()
+    unstarted_since: float | None = None
+    try:
+        while waiting or open_chunks:
+            while waiting and len(open_chunks) < 2 * workers:
+                open_chunks.append(chunk := waiting.popleft())
+                for _, req in chunk:
+                    pool.submit(req.video_id, [req])
+            for d in pool.poll(0.2):
+                req = requests_by_id[d.job_id]
+                if isinstance(d.error, WorkerFailure):  # its own worker died or overran
+                    attempts[req.video_id] += 1
+                    if attempts[req.video_id] < limits.max_attempts:
+                        pool.submit(req.video_id, [req])
+                        continue
+                    results[req.video_id] = _rows(rows_for, req, d.error, "video")
+                elif d.error is not None:
+                    results[req.video_id] = _rows(rows_for, req, d.error, "infra")
+                else:
+                    results[req.video_id] = d.result
+            unstarted_since = None if pool.any_ready else unstarted_since or time.monotonic()
+            if pool.start_error and unstarted_since and time.monotonic() - unstarted_since > grace_s:
+                failure = RuntimeError(f"no worker could start: {pool.start_error.strip().splitlines()[-1]}")
+                for vid in pool.cancel_queued():
+                    results[vid] = _rows(rows_for, requests_by_id[vid], failure, "infra")
+            for chunk in [c for c in open_chunks if all(req.video_id in results for _, req in c)]:
+                open_chunks.remove(chunk)
+                yield chunk, [row for _, req in chunk for row in results.pop(req.video_id)]
+    finally:
+        pool.close()
 
-    def submit(chunk: list[tuple[int, VideoRequest]]) -> Future:
-        return pool.submit(worker.run, [req for _, req in chunk])
 
-    for chunk in queue:
-        running[submit(chunk)] = chunk
-        if len(running) >= limit:
-            break
-    while running:
-        finished, _ = wait(running, return_when=FIRST_COMPLETED)
-        for fut in finished:
-            chunk = running.pop(fut)
-            yield chunk, fut.result()
-            nxt = next(queue, None)
-            if nxt is not None:
-                running[submit(nxt)] = nxt
+def _rows(pipeline, req: VideoRequest, exc: Exception, kind: str) -> list[dict]:
+    conditions = pipeline.select(req.conditions)
+    return [r.model_dump() for r in pipeline.error_rows(req.item(b""), exc, conditions, kind=kind)]
 
 
 def prepare_run(cfg: ReplayConfig, run_dir: Path, resume: bool, n_videos: int) -> None:

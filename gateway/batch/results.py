@@ -37,11 +37,33 @@ def done_videos(parts: Path) -> set[str]:
 
 
 def write_part(parts: Path, first: int, last: int, rows: list[dict]) -> None:
-    """Rows of the videos ``first``..``last`` (manifest order) as one part, atomically."""
-    target = parts / f"part-{first:07d}-{last:07d}.parquet"
+    """Rows of the videos ``first``..``last`` (manifest order) as one new part, atomically."""
+    target, n = parts / f"part-{first:07d}-{last:07d}.parquet", 1
+    while target.exists():  # a resumed run re-runs videos of an existing part: a part of its own
+        target, n = parts / f"part-{first:07d}-{last:07d}-r{n}.parquet", n + 1
+    _write_atomically(pa.Table.from_pylist(rows, schema=schema()), target)
+
+
+def _write_atomically(table: pa.Table, target: Path) -> None:
     tmp = target.with_suffix(".tmp")
-    pq.write_table(pa.Table.from_pylist(rows, schema=schema()), tmp)
+    pq.write_table(table, tmp)
     os.replace(tmp, target)  # atomic: a killed run leaves whole parts or none
+
+
+def drop_infra_videos(parts: Path) -> set[str]:
+    """Remove every row of each video that has an infrastructure-error row (its scorer was unavailable, or its
+    worker failed unexpectedly), part by part, atomically; return their ids. ``--resume`` runs them again."""
+    dropped: set[str] = set()
+    for part in sorted(parts.glob("part-*.parquet")):
+        table = pq.read_table(part, schema=schema())
+        kinds = table.column("error_kind").to_pylist()
+        ids = table.column("video_id").to_pylist()
+        infra = {v for v, k in zip(ids, kinds, strict=True) if k == "infra"}
+        if infra:
+            keep = pa.array([v not in infra for v in ids])
+            _write_atomically(table.filter(keep), part)
+            dropped |= infra
+    return dropped
 
 
 def merge(run_dir: Path) -> Path:

@@ -8,23 +8,28 @@ from gateway.core.config import PipelineSettings
 from transforms.engine import Engine
 
 if TYPE_CHECKING:
-    from detectors.repository import Installed
-    from detectors.runtimes.base import Runtime
     from gateway.core.pipeline import Pipeline
 
 
-def build_pipeline(cfg: PipelineSettings) -> Pipeline:
-    """The pipeline a replay or a gateway runs: conditions, encoder profile, detectors and their runtime."""
+def build_pipeline(cfg: PipelineSettings, runtimes: bool = True) -> Pipeline:
+    """The pipeline a replay or a gateway runs: conditions, encoder profile, detectors and their runtime.
+
+    ``runtimes=False`` builds it without connecting to any runtime: what a parent process needs to write the
+    rows of a video its workers could not score (it must start, and say why, while a scorer is down).
+    """
     from detectors.repository import get_detectors
     from gateway.core.pipeline import Detector, Pipeline
 
     conditions, profile = cfg.resolve_conditions()
     engine = Engine(profile.with_determinism(cfg.deterministic), cfg.limits)
-    detectors = [Detector(inst, make_runtime(inst, cfg)) for inst in get_detectors(cfg.detectors, cfg.repo)]
+    detectors = [
+        Detector(inst, _runtime(inst, cfg) if runtimes else None, cfg.runtime)
+        for inst in get_detectors(cfg.detectors, cfg.repo)
+    ]
     return Pipeline(engine, conditions, detectors)
 
 
-def make_runtime(inst: Installed, cfg: PipelineSettings) -> Runtime:
-    from detectors.runtimes import make_runtime as make
+def _runtime(inst, cfg: PipelineSettings):
+    from detectors.runtimes import make_runtime
 
-    return make(inst, cfg.runtime, cfg.triton_url)
+    return make_runtime(inst, cfg.runtime, cfg.triton_url, cfg.triton_startup_timeout_s)

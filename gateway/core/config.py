@@ -114,6 +114,7 @@ class PipelineSettings(BaseModel):
     repo: Path | None = None
     runtime: Literal["embedded", "triton"] = "embedded"
     triton_url: str = "127.0.0.1:8001"
+    triton_startup_timeout_s: float = Field(30.0, gt=0, description="how long a worker waits for Triton's model")
     profile: str = "fidelity"
     deterministic: bool = True  # same input, same bytes, same scores: a redelivered video never scores differently
     limits: RunLimits = Field(default_factory=RunLimits)

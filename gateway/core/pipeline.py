@@ -74,10 +74,14 @@ def _score_one(runtime: Runtime, frames: np.ndarray) -> Outcome:
 
 @dataclass
 class Detector:
-    """An installed detector and the runtime that scores it."""
+    """An installed detector and the runtime that scores it (``None`` in a process that only writes rows)."""
 
     installed: Installed
-    runtime: Runtime
+    runtime: Runtime | None
+    runtime_name: str = ""
+
+    def __post_init__(self) -> None:
+        self.runtime_name = self.runtime.name if self.runtime is not None else self.runtime_name
 
     @property
     def card(self):
@@ -213,7 +217,7 @@ class Pipeline:
             condition=condition.name,
             detector=det.card.name,
             detector_version=det.card.version,
-            runtime=det.runtime.name,
+            runtime=det.runtime_name,
             label=item.label,
             source=item.source,
             anchor_id=item.anchor_id,

@@ -8,6 +8,7 @@ run the pipeline. Every failure of a video becomes rows; nothing a video does ra
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -17,6 +18,8 @@ from gateway.core.messages import ScoreRow, VideoItem
 from gateway.core.pipeline import Pipeline
 from gateway.core.sources import fetch
 from transforms.errors import VideoError
+
+log = logging.getLogger("lastmile.worker")
 
 
 class FetchRules(BaseModel):
@@ -66,15 +69,17 @@ class VideoRequest(BaseModel):
 
 
 def handle(pipeline: Pipeline, rules: FetchRules, request: VideoRequest) -> list[ScoreRow]:
-    """Every (condition, detector) row of one video; a video that cannot be fetched gets error rows."""
+    """Every (condition, detector) row of one video. A video that cannot be fetched gets video-error rows;
+    anything unexpected (not this video's known fault) gets infra rows, which are retried, never verdicts."""
     conditions = pipeline.select(request.conditions)
-    if request.inline is not None:
-        return pipeline.process(request.item(request.inline), conditions)
     try:
-        data = rules.fetch(request.uri or "")
+        data = request.inline if request.inline is not None else rules.fetch(request.uri or "")
+        return pipeline.process(request.item(data), conditions)
     except VideoError as exc:
         return pipeline.error_rows(request.item(b""), exc, conditions)
-    return pipeline.process(request.item(data), conditions)
+    except Exception as exc:  # a bug or an exhausted resource: say so in the rows, keep the worker
+        log.exception("unexpected failure on %s", request.video_id)
+        return pipeline.error_rows(request.item(b""), exc, conditions, kind="infra")
 
 
 # -- the process side: one pipeline per worker process ---------------------------------------------------------

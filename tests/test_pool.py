@@ -1,0 +1,77 @@
+"""The worker pool: real processes; a dead, overrunning or over-memory worker costs only its own job, and it is
+replaced; a job that raises leaves its worker alive."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from gateway.core.pool import JobError, VideoTimeout, WorkerCrashed, WorkerPool
+from tests import pool_jobs
+
+
+def _collect(pool: WorkerPool, n: int, timeout_s: float = 60) -> dict:
+    out, deadline = {}, time.monotonic() + timeout_s
+    while len(out) < n:
+        assert time.monotonic() < deadline, f"only {len(out)} of {n} jobs finished"
+        for d in pool.poll(0.2):
+            out[d.job_id] = d
+    return out
+
+
+@pytest.fixture
+def pool_factory():
+    pools = []
+
+    def make(**kwargs) -> WorkerPool:
+        pool = WorkerPool(target=pool_jobs.job, initializer=pool_jobs.init, **kwargs)
+        pools.append(pool)
+        return pool
+
+    yield make
+    for p in pools:
+        p.close()
+
+
+def test_a_killed_worker_costs_only_its_own_job_and_is_replaced(pool_factory):
+    pool = pool_factory(size=2, initargs=("t",))
+    pool.submit("crash", ("crash", None))
+    for i in range(6):
+        pool.submit(i, ("double", i))
+    done = _collect(pool, 7)
+    assert isinstance(done["crash"].error, WorkerCrashed) and "SIGKILL" in str(done["crash"].error)
+    assert all(done[i].error is None and done[i].result[:2] == ("t", 2 * i) for i in range(6))
+    assert pool.crashes == 1 and len(pool.workers) == 2
+    pool.submit("after", ("double", 21))
+    assert _collect(pool, 1)["after"].result[1] == 42  # the replacement works
+
+
+def test_the_deadline_and_the_memory_cap_kill_only_the_offending_job(pool_factory):
+    pool = pool_factory(size=2, initargs=("t",), timeout_s=5.0, memory_mb=400)
+    pool.submit("slow", ("sleep", 30))
+    pool.submit("hungry", ("alloc", 800))
+    pool.submit("fine", ("alloc", 50))
+    done = _collect(pool, 3)
+    assert isinstance(done["slow"].error, VideoTimeout)
+    assert isinstance(done["hungry"].error, WorkerCrashed) and "memory" in str(done["hungry"].error)
+    assert done["fine"].error is None and done["fine"].result == 50 * 2**20
+
+
+def test_a_job_that_raises_leaves_its_worker_alive(pool_factory):
+    pool = pool_factory(size=1, initargs=("t",))
+    pool.submit("bad", ("nonsense", None))
+    pool.submit("good", ("double", 1))
+    done = _collect(pool, 2)
+    assert isinstance(done["bad"].error, JobError) and "bad job" in str(done["bad"].error)
+    assert done["good"].error is None and pool.crashes == 0
+
+
+def test_a_worker_that_cannot_start_holds_no_job_and_says_why(pool_factory):
+    pool = pool_factory(size=1, initargs=("t", True))
+    pool.submit("waiting", ("double", 1))
+    deadline = time.monotonic() + 30
+    while pool.start_error is None:
+        assert time.monotonic() < deadline
+        assert pool.poll(0.2) == []  # the job is never handed to a worker that did not start
+    assert "cannot start" in pool.start_error and pool.pending == 1 and pool.crashes == 0
