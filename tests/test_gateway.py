@@ -19,7 +19,8 @@ import yaml
 from gateway.core.config import GatewayConfig, KafkaSettings
 from gateway.core.messages import LabelEvent, ScoreEvent, VideoEvent, inline_headers
 from gateway.stream import kafka_io
-from gateway.stream.live import Entry, window_metrics
+from gateway.stream.live import window_metrics
+from gateway.stream.windows import Entry
 from tests.conftest import IN_CI
 
 CONDITIONS = "original,spatial"

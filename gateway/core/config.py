@@ -32,7 +32,12 @@ class KafkaSettings(BaseModel):
     session_timeout_ms: int = Field(10_000, ge=1000)
     heartbeat_interval_ms: int = Field(3_000, ge=100)
     max_poll_records: int = Field(16, ge=1)
-    max_message_bytes: int = Field(64 * 1024 * 1024, ge=1024, description="inline videos up to this size")
+    max_message_bytes: int = Field(
+        64 * 1024 * 1024, ge=1024, description="larger messages are dead-lettered (without their value)"
+    )
+    request_timeout_ms: int = Field(30_000, ge=1000, description="a broker request not answered by then fails")
+    max_block_ms: int = Field(10_000, ge=100, description="longest a send may wait for metadata or buffer space")
+    ack_timeout_s: float = Field(30.0, gt=0, description="longest wait for the broker to acknowledge a video's events")
 
     @property
     def dlq(self) -> str:
@@ -132,11 +137,12 @@ class GatewayConfig(BaseSettings, PipelineSettings):
     fanout: FanoutSettings = Field(default_factory=FanoutSettings)
     windows: WindowSettings = Field(default_factory=WindowSettings)
     workers: int = Field(2, ge=1, le=256)
-    max_in_flight: int = Field(4, ge=1, description="videos in the pool before partitions are paused")
+    max_in_flight: int = Field(4, ge=1, description="videos admitted at once (queued, running or publishing)")
     http_host: str = "0.0.0.0"
     http_port: int = Field(9308, ge=0, le=65535)
-    retry_backoff_s: float = Field(1.0, gt=0)
-    retry_backoff_max_s: float = Field(30.0, gt=0)
+    retry_backoff_s: float = Field(1.0, gt=0, description="first wait before retrying an unavailable scorer or broker")
+    retry_backoff_max_s: float = Field(30.0, gt=0, description="the cap of that exponential backoff")
+    shutdown_timeout_s: float = Field(60.0, gt=0, description="on SIGTERM, how long in-flight videos may finish")
 
     @classmethod
     def settings_customise_sources(

@@ -8,11 +8,8 @@ decision, outcome, window and stage.
 
 from __future__ import annotations
 
-import threading
 import time
-from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -20,95 +17,12 @@ from prometheus_client.core import GaugeMetricFamily
 
 from detectors import metrics
 from gateway.core.config import WindowSettings
-from gateway.core.messages import ScoreRow
+from gateway.core.messages import LabelEvent, ScoreRow
+from gateway.stream.windows import Entry, LabelJoin, Windows
 
 SCORE_BUCKETS = (-20, -10, -5, -3, -2, -1, -0.5, -0.25, 0, 0.25, 0.5, 1, 2, 3, 5, 10, 20)
 STAGE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 SERIES = ("detector", "version", "condition")
-
-
-@dataclass(frozen=True)
-class Entry:
-    t: float
-    video_id: str
-    label: str
-    score: float
-    decision: bool
-
-
-class Windows:
-    """Labelled scores per (detector, version, condition): a count window and a time window; thread-safe."""
-
-    def __init__(self, settings: WindowSettings, clock: Callable[[], float] = time.time) -> None:
-        self.settings, self.clock = settings, clock
-        self.count: dict[tuple, deque[Entry]] = {}
-        self.time: dict[tuple, deque[Entry]] = {}
-        self.lock = threading.Lock()
-
-    def add(self, key: tuple, entry: Entry) -> None:
-        with self.lock:
-            self.count.setdefault(key, deque(maxlen=self.settings.count)).append(entry)
-            window = self.time.setdefault(key, deque(maxlen=max(self.settings.count * 50, 10_000)))
-            window.append(entry)
-
-    def snapshot(self) -> dict[str, dict[tuple, list[Entry]]]:
-        horizon = self.clock() - self.settings.seconds
-        with self.lock:
-            for q in self.time.values():
-                while q and q[0].t < horizon:
-                    q.popleft()
-            return {
-                "count": {k: list(v) for k, v in self.count.items()},
-                "time": {k: list(v) for k, v in self.time.items()},
-            }
-
-
-class LabelJoin:
-    """Delayed ground truth: labels by video_id, and scores waiting for theirs; both bounded and TTL'd."""
-
-    def __init__(self, settings: WindowSettings, clock: Callable[[], float] = time.time) -> None:
-        self.settings, self.clock = settings, clock
-        self.labels: OrderedDict[str, tuple[str, float]] = OrderedDict()
-        self.pending: OrderedDict[str, list[tuple[tuple, Entry]]] = OrderedDict()
-        self.pending_size = 0
-        self.expired = 0
-
-    def label_of(self, video_id: str) -> str | None:
-        self._expire()
-        hit = self.labels.get(video_id)
-        return hit[0] if hit else None
-
-    def add_label(self, video_id: str, label: str) -> list[tuple[tuple, Entry]]:
-        """Store a label; return the pending scores it resolves."""
-        self._expire()
-        self.labels[video_id] = (label, self.clock())
-        self.labels.move_to_end(video_id)
-        while len(self.labels) > self.settings.max_pending:
-            self.labels.popitem(last=False)
-        waiting = self.pending.pop(video_id, [])
-        self.pending_size -= len(waiting)
-        return [(k, Entry(e.t, e.video_id, label, e.score, e.decision)) for k, e in waiting]
-
-    def wait(self, key: tuple, entry: Entry) -> None:
-        self._expire()
-        self.pending.setdefault(entry.video_id, []).append((key, entry))
-        self.pending_size += 1
-        while self.pending_size > self.settings.max_pending and self.pending:
-            _, dropped = self.pending.popitem(last=False)
-            self.pending_size -= len(dropped)
-            self.expired += len(dropped)
-
-    def _expire(self) -> None:
-        horizon = self.clock() - self.settings.label_ttl_s
-        while self.labels and next(iter(self.labels.values()))[1] < horizon:
-            self.labels.popitem(last=False)
-        while self.pending:
-            _vid, entries = next(iter(self.pending.items()))
-            if entries[0][1].t >= horizon:
-                break
-            self.pending.popitem(last=False)
-            self.pending_size -= len(entries)
-            self.expired += len(entries)
 
 
 def window_metrics(entries: list[Entry]) -> dict[str, float]:
@@ -168,9 +82,20 @@ class LiveMetrics:
         self.dead_letters = Counter(
             "lastmile_dead_letters_total", "Messages sent to the DLQ, by error class", ["outcome"], registry=r
         )
-        self.retries = Counter("lastmile_retries_total", "Videos retried because a runtime was unavailable", registry=r)
+        self.retries = Counter(
+            "lastmile_retries_total", "Videos run again: the scorer was unavailable or their worker failed", registry=r
+        )
         self.errors = Counter(
             "lastmile_errors_total", "Failed (video, condition, detector) rows, by kind", ["outcome"], registry=r
+        )
+        self.runtime_up = Gauge(
+            "lastmile_runtime_up", "1 while the component answers, 0 while it is unavailable", ["component"], registry=r
+        )
+        self.worker_failures = Counter(
+            "lastmile_worker_failures_total",
+            "Workers that died or overran on a video, by class",
+            ["outcome"],
+            registry=r,
         )
         self.lag = Gauge("lastmile_consumer_lag_messages", "Messages behind the input topic's end", registry=r)
         self.in_flight = Gauge("lastmile_in_flight_videos", "Videos in the worker pool", registry=r)
@@ -211,6 +136,15 @@ class LiveMetrics:
 
     def observe_condition_seconds(self, condition: str, seconds: float) -> None:
         self.condition_seconds.labels(condition).observe(seconds)
+
+    def observe_label_message(self, value: bytes) -> None:
+        """A message of the labels topic; an invalid one is counted, never fatal."""
+        try:
+            event = LabelEvent.model_validate_json(value)
+        except ValueError:
+            self.labels_joined.labels("invalid").inc()
+            return
+        self.observe_label(event.video_id, event.label)
 
     def observe_label(self, video_id: str, label: str) -> None:
         resolved = self.join.add_label(video_id, label)

@@ -7,8 +7,6 @@ from __future__ import annotations
 from gateway.core.config import KafkaSettings
 from gateway.core.messages import ScoreEvent, ScoreRow
 
-ACK_TIMEOUT_S = 30.0
-
 
 class Publisher:
     def __init__(self, producer: object, settings: KafkaSettings) -> None:
@@ -50,4 +48,8 @@ class Publisher:
     def _await(self, futures: list) -> None:
         self.producer.flush()
         for f in futures:
-            f.get(timeout=ACK_TIMEOUT_S)  # raises if the broker did not acknowledge: the offset stays uncommitted
+            f.get(timeout=self.settings.ack_timeout_s)  # raises unless acknowledged: the offset stays uncommitted
+
+    def close(self) -> None:
+        self.producer.flush(timeout=self.settings.ack_timeout_s)
+        self.producer.close(timeout=self.settings.ack_timeout_s)

@@ -1,11 +1,17 @@
 """``lastmile gateway run``: the streaming gateway on Kafka.
 
-One thread polls; a bounded pool of worker processes runs the pipeline (decode, conditions, sampling,
-inference); the same thread publishes each video's score events, waits for the broker's acknowledgement, and
-only then marks the message's offset done. Offsets are committed per partition up to the first message not
-yet done, so a crash redelivers (at-least-once) and never skips. Scores are deterministic, so a redelivered
-video yields duplicates with equal scores that consumers drop by key. Bad input never stops the line: it is
-published as error score events and dead-lettered with its reason and original bytes or reference.
+One thread polls and admits at most ``max_in_flight`` videos (it fetches only as many records as there are
+free slots); a :class:`~gateway.core.pool.WorkerPool` runs the pipeline, one video per worker process, each
+worker with a memory cap and a per-video deadline. The same thread publishes each video's score events (and
+its dead letter if it failed), waits for the broker's acknowledgement, and only then marks the message's
+offset done; offsets are committed per partition up to the first message not yet done, so a crash redelivers
+(at-least-once) and never skips. Scores are deterministic, so a redelivery yields equal duplicates that
+consumers drop by key.
+
+Failures, by whose they are: a bad video is error rows and a dead letter; a video whose own worker died or
+overran is run again up to ``limits.max_attempts``, then dead-lettered (``WorkerCrashed``, ``VideoTimeout``);
+an unavailable scorer or broker is never a verdict: the gateway stops admitting, reports not ready, backs
+off and retries until it answers (:mod:`gateway.stream.health`).
 """
 
 from __future__ import annotations
@@ -13,93 +19,62 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
-import multiprocessing as mp
-import queue
 import signal
 import threading
 import time
-from concurrent.futures import Future, ProcessPoolExecutor
-from dataclasses import dataclass, field
+from itertools import count
 
 from gateway.core import worker
+from gateway.core.assembly import build_pipeline
 from gateway.core.config import GatewayConfig
-from gateway.core.messages import LabelEvent, ScoreRow, VideoEvent, VideoItem, parse_video_message
-from gateway.core.worker import FetchRules, VideoRequest
+from gateway.core.messages import ScoreRow, VideoItem, parse_video_message
+from gateway.core.pool import Done, WorkerFailure, WorkerPool
+from gateway.core.worker import FetchRules
+from gateway.stream import kafka_io
+from gateway.stream.health import Health
 from gateway.stream.http import Endpoints
+from gateway.stream.jobs import Job, fanout
 from gateway.stream.live import LiveMetrics
 from gateway.stream.offsets import OffsetTracker, rebalance_listener
 from gateway.stream.publisher import Publisher
+from transforms.errors import LimitExceeded
 
 log = logging.getLogger("lastmile.gateway")
-
-
-@dataclass
-class Job:
-    tp: object
-    offset: int
-    event: VideoEvent
-    inline: bytes | None
-    original: bytes
-    headers: list
-    conditions: list[str]
-    started: float
-    attempts: int = 0
-    future: Future | None = field(default=None, repr=False)
-
-
-def fanout(video_id: str, all_names: list[str], policy: str, rate: float) -> list[str]:
-    """The conditions one video gets: all, ``original`` only, or all for a deterministic sample by id hash."""
-    if policy == "all" or "original" not in all_names:
-        return all_names
-    if policy == "original_only":
-        return ["original"]
-    share = int.from_bytes(hashlib.sha256(video_id.encode()).digest()[:8], "big") / 2**64
-    return all_names if share < rate else ["original"]
+UNAVAILABLE = "RuntimeUnavailable"
 
 
 class Gateway:
     def __init__(self, cfg: GatewayConfig, metrics: LiveMetrics | None = None) -> None:
         self.cfg = cfg
         self.metrics = metrics or LiveMetrics(cfg.windows)
+        self.health = Health(self.metrics.runtime_up, cfg.retry_backoff_s, cfg.retry_backoff_max_s)
         self.stop_event = threading.Event()
-        self.ready = threading.Event()
+        self.ready = threading.Event()  # set once the loop runs
         self.heartbeat = time.monotonic()
-        self.completed: queue.Queue[Job] = queue.Queue()
         self.tracker = OffsetTracker()
-        self.retry_at: list[tuple[float, Job]] = []
+        self.running: dict[int, Job] = {}  # pool job id -> job
+        self.waiting: list[tuple[float, Job]] = []  # (when, job): to run again, or to publish again
         self.http: Endpoints | None = None
+        self._ids = count()
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     def run(self) -> None:
-        from kafka import KafkaConsumer
-
-        from gateway.core.assembly import build_pipeline
-        from gateway.stream import kafka_io
-
-        k = self.cfg.kafka
-        # validates conditions and detectors before consuming, and makes the rows of videos refused before the pool
-        self.pipeline = build_pipeline(self.cfg)
+        k, limits = self.cfg.kafka, self.cfg.limits
+        # no runtime here: the workers hold them; this one writes the rows of videos refused before the pool
+        self.pipeline = build_pipeline(self.cfg, runtimes=False)
         self.condition_names = [c.name for c in self.pipeline.conditions]
-        self.producer = kafka_io.producer(k)
-        self.publisher = Publisher(self.producer, k)
+        self.publisher = Publisher(kafka_io.producer(k), k)
+        self.consumer = kafka_io.consumer(k)
         topics = [k.input_topic] + ([k.labels_topic] if k.labels_topic else [])
-        self.consumer = KafkaConsumer(
-            **k.client_options(),
-            group_id=k.group_id,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            max_poll_interval_ms=k.max_poll_interval_ms,
-            session_timeout_ms=k.session_timeout_ms,
-            heartbeat_interval_ms=k.heartbeat_interval_ms,
-            max_poll_records=k.max_poll_records,
-            fetch_max_bytes=k.max_message_bytes + 1024 * 1024,
-            max_partition_fetch_bytes=k.max_message_bytes + 1024 * 1024,
-        )
         self.consumer.subscribe(topics, listener=rebalance_listener(self._commit, self.tracker))
-        ctx = mp.get_context("spawn")
-        rules = FetchRules(sources=self.cfg.sources, max_bytes=self.cfg.limits.max_bytes)
-        self.pool = ProcessPoolExecutor(
-            self.cfg.workers, mp_context=ctx, initializer=worker.init, initargs=worker.initargs(self.cfg, rules)
+        rules = FetchRules(sources=self.cfg.sources, max_bytes=limits.max_bytes)
+        self.pool = WorkerPool(
+            self.cfg.workers,
+            worker.run,
+            worker.init,
+            worker.initargs(self.cfg, rules),
+            memory_mb=limits.worker_memory_mb,
+            timeout_s=limits.video_timeout_s,
         )
         self.start_http()
         log.info("gateway consuming %s as group %s", topics, k.group_id)
@@ -116,120 +91,153 @@ class Gateway:
         last_lag = 0.0
         while not self.stop_event.is_set():
             self.heartbeat = time.monotonic()
-            records = self.consumer.poll(timeout_ms=100)
+            records = self._poll()
             self.ready.set()
             for tp, messages in records.items():
                 for msg in messages:
                     self._accept(tp, msg)
-            self._retry_due()
-            self._drain()
+            self._due()
+            self._collect(self.pool.poll(0.0 if records else 0.05))
+            self._check_workers()
             self._commit()
-            self._backpressure()
             if time.monotonic() - last_lag > 5:
                 self._update_lag()
                 last_lag = time.monotonic()
 
     def _shutdown(self) -> None:
-        """Stop polling, finish what is in flight, publish, commit, close."""
+        """Stop admitting, finish what is in flight (bounded by ``shutdown_timeout_s``), publish, commit, close."""
         log.info("gateway stopping: %d videos in flight", self.tracker.count)
         with contextlib.suppress(Exception):
             self.consumer.pause(*self.consumer.assignment())
-        while self.tracker.count and not self.retry_at:
-            self._drain(block=True)
+        deadline = time.monotonic() + self.cfg.shutdown_timeout_s
+        while self.tracker.count and time.monotonic() < deadline and self.health.ok:
+            self._due()
+            self._collect(self.pool.poll(0.2))
             self._commit()
-        self.pool.shutdown(wait=True, cancel_futures=True)
+        self.pool.close()
         self._commit()
-        self.producer.flush()
-        self.producer.close()
-        self.consumer.close(autocommit=False)
+        with contextlib.suppress(Exception):
+            self.publisher.close()
+        with contextlib.suppress(Exception):
+            self.consumer.close(autocommit=False)
         if self.http:
             self.http.close()
-        log.info("gateway stopped")
+        log.info("gateway stopped (%d videos left uncommitted, redelivered on restart)", self.tracker.count)
 
-    # -- messages --------------------------------------------------------------------------------------------
+    # -- admission -------------------------------------------------------------------------------------------
+    def _poll(self) -> dict:
+        """Fetch at most as many records as there are free slots; admit nothing while a part is down."""
+        free = self.cfg.max_in_flight - self.tracker.count
+        inputs = {tp for tp in self.consumer.assignment() if tp.topic == self.cfg.kafka.input_topic}
+        paused = inputs & set(self.consumer.paused())
+        if free > 0 and self.health.ok:
+            if paused:  # (pausing or resuming on every round would restart the fetches)
+                self.consumer.resume(*paused)
+        elif inputs - paused:
+            self.consumer.pause(*(inputs - paused))
+        return kafka_io.poll(self.consumer, timeout_ms=100, max_records=max(free, 1))
+
     def _accept(self, tp: object, msg: object) -> None:
         k = self.cfg.kafka
-        if msg.topic == k.labels_topic:
-            self.tracker.start(tp, msg.offset)  # committed like videos, so a restart does not re-read every label
-            self._label(msg)
+        self.tracker.start(tp, msg.offset)
+        if msg.topic == k.labels_topic:  # committed like videos, so a restart does not re-read every label
+            self.metrics.observe_label_message(msg.value)
             self.tracker.done(tp, msg.offset)
             return
-        self.tracker.start(tp, msg.offset)
+        if len(msg.value or b"") > k.max_message_bytes:
+            reason = f"message of {len(msg.value)} bytes; max_message_bytes is {k.max_message_bytes}"
+            self._dead_letter_message(tp, msg, "MessageTooLarge", reason, value=b"")
+            return
         try:
             event, inline = parse_video_message(msg.value, msg.headers)
         except ValueError as exc:
-            self.publisher.dead_letter(msg.value, msg.headers, "InvalidMessage", str(exc)[:500], None)
-            self.metrics.videos.labels("dead_lettered").inc()
-            self.tracker.done(tp, msg.offset)
-            return
-        if inline is not None and len(inline) > self.cfg.limits.max_bytes:  # before any heavy work
-            from transforms.errors import LimitExceeded
-
-            self._fail_fast(
-                tp,
-                msg,
-                event,
-                LimitExceeded(f"inline video is {len(inline)} bytes; the limit is {self.cfg.limits.max_bytes}"),
-            )
+            self._dead_letter_message(tp, msg, "InvalidMessage", str(exc)[:500])
             return
         names = fanout(event.video_id, self.condition_names, self.cfg.fanout.policy, self.cfg.fanout.sample_rate)
         job = Job(tp, msg.offset, event, inline, msg.value, list(msg.headers or []), names, time.monotonic())
+        if inline is not None and len(inline) > self.cfg.limits.max_bytes:  # before any heavy work
+            limit = self.cfg.limits.max_bytes
+            self._finish(
+                job, self._rows(job, LimitExceeded(f"inline video is {len(inline)} bytes; the limit is {limit}"))
+            )
+            return
         self._submit(job)
 
     def _submit(self, job: Job) -> None:
-        job.attempts += 1
-        request = VideoRequest(
-            **job.event.model_dump(include={"video_id", "label", "source", "anchor_id", "tenant", "uri"}),
-            inline=job.inline,
-            conditions=tuple(job.conditions),
-        )
-        job.future = self.pool.submit(worker.run, [request])
-        job.future.add_done_callback(lambda _f, j=job: self.completed.put(j))
+        job_id = next(self._ids)
+        self.running[job_id] = job
+        self.pool.submit(job_id, [job.request()])
         self.metrics.in_flight.set(self.tracker.count)
 
-    def _fail_fast(self, tp: object, msg: object, event: VideoEvent, exc: Exception) -> None:
-        """A video refused before the pool: error score events and a dead letter, like any failed video."""
-        names = fanout(event.video_id, self.condition_names, self.cfg.fanout.policy, self.cfg.fanout.sample_rate)
-        item = VideoItem(data=b"", **event.model_dump(include={"video_id", "label", "source", "anchor_id", "tenant"}))
-        digest = hashlib.sha256(msg.value).hexdigest()
-        rows = self.pipeline.error_rows(item, exc, self.pipeline.select(names), digest)
-        job = Job(tp, msg.offset, event, None, msg.value, list(msg.headers or []), [], time.monotonic())
-        self._publish(job, rows)
-
-    def _drain(self, block: bool = False) -> None:
-        while True:
-            try:
-                job = self.completed.get(timeout=0.5) if block else self.completed.get_nowait()
-            except queue.Empty:
-                return
-            block = False
-            try:
-                rows = [ScoreRow.model_validate(r) for r in job.future.result()]
-            except Exception as exc:  # a worker crashed (not a video error): retry, never a verdict
-                log.warning("worker failed on %s: %s", job.event.video_id, exc)
-                self._schedule_retry(job)
+    # -- outcomes --------------------------------------------------------------------------------------------
+    def _collect(self, done: list[Done]) -> None:
+        for d in done:
+            job = self.running.pop(d.job_id)
+            if isinstance(d.error, WorkerFailure):  # its own worker died or overran
+                self._worker_failed(job, d.error)
                 continue
-            if any(r.error_kind == "infra" for r in rows):
-                self._schedule_retry(job)
+            if d.error is not None:
+                log.error("worker raised on %s: %s", job.event.video_id, d.error)
+                self._worker_failed(job, d.error)
                 continue
-            self._publish(job, rows)
+            rows = [ScoreRow.model_validate(r) for r in d.result]
+            unavailable = [r for r in rows if r.error_kind == "infra" and r.error_class == UNAVAILABLE]
+            if unavailable:  # the scorer could not answer: never a verdict; wait, then run it again
+                self.metrics.retries.inc()
+                delay = self.health.down("scorer", unavailable[0].error or UNAVAILABLE)
+                self.waiting.append((time.monotonic() + delay, job))
+            elif any(r.error_kind == "infra" for r in rows):  # unexpected, on this video: counts as an attempt
+                self._worker_failed(job, RuntimeError(next(r.error for r in rows if r.error_kind == "infra")))
+            else:
+                self.health.up("scorer")
+                self._finish(job, rows)
 
-    def _schedule_retry(self, job: Job) -> None:
-        self.metrics.retries.inc()
-        backoff = min(self.cfg.retry_backoff_s * 2 ** (job.attempts - 1), self.cfg.retry_backoff_max_s)
-        self.retry_at.append((time.monotonic() + backoff, job))
-
-    def _retry_due(self) -> None:
-        now = time.monotonic()
-        due = [j for t, j in self.retry_at if t <= now]
-        self.retry_at = [(t, j) for t, j in self.retry_at if t > now]
-        for job in due:
+    def _worker_failed(self, job: Job, error: Exception) -> None:
+        job.attempts += 1
+        self.metrics.worker_failures.labels(type(error).__name__).inc()
+        if job.attempts < self.cfg.limits.max_attempts:
+            self.metrics.retries.inc()
             self._submit(job)
+        else:
+            log.warning("dead-lettering %s after %d attempts: %s", job.event.video_id, job.attempts, error)
+            self._finish(job, self._rows(job, error, kind="video"))
 
-    def _publish(self, job: Job, rows: list[ScoreRow]) -> None:
-        """Score events (and a dead letter for a failed video), acknowledged by the broker, then done."""
+    def _rows(self, job: Job, exc: Exception, kind: str = "video") -> list[ScoreRow]:
+        fields = job.event.model_dump(include={"video_id", "label", "source", "anchor_id", "tenant"})
+        digest = hashlib.sha256(job.original).hexdigest()
+        return self.pipeline.error_rows(
+            VideoItem(data=b"", **fields), exc, self.pipeline.select(job.conditions), digest, kind
+        )
+
+    def _due(self) -> None:
+        """Run again, or publish again, what waited for the scorer or the broker."""
+        now = time.monotonic()
+        due = [j for t, j in self.waiting if t <= now]
+        self.waiting = [(t, j) for t, j in self.waiting if t > now]
+        for job in due:
+            if job.rows is not None:
+                self._finish(job, job.rows)
+            else:
+                self._submit(job)
+
+    def _check_workers(self) -> None:
+        """A pool whose workers cannot start (e.g. Triton down at start-up) makes the scorer down."""
+        if self.pool.start_error and not self.pool.any_ready:
+            self.health.down("scorer", self.pool.start_error.strip().splitlines()[-1])
+        elif self.pool.any_ready and "scorer" in self.health.down_since and not self.waiting and not self.running:
+            self.health.up("scorer")
+
+    # -- publishing ------------------------------------------------------------------------------------------
+    def _finish(self, job: Job, rows: list[ScoreRow]) -> None:
+        """Publish a video's rows; once the broker acknowledged them, its offset is done."""
         t0 = time.monotonic()
-        cause = self.publisher.publish(rows, job.original, job.headers, job.event.video_id)
+        try:
+            cause = self.publisher.publish(rows, job.original, job.headers, job.event.video_id)
+        except Exception as exc:  # not acknowledged: keep the rows, retry later, commit nothing past it
+            job.rows = rows
+            self.waiting.append((time.monotonic() + self.health.down("broker", str(exc) or type(exc).__name__), job))
+            return
+        self.health.up("broker")
         self.metrics.observe_rows(rows, time.monotonic() - t0)
         for cond in {r.condition for r in rows if r.variant_s is not None}:
             self.metrics.observe_condition_seconds(cond, next(r.variant_s for r in rows if r.condition == cond))
@@ -240,16 +248,20 @@ class Gateway:
         self.tracker.done(job.tp, job.offset)
         self.metrics.in_flight.set(self.tracker.count)
 
-    def _label(self, msg: object) -> None:
+    def _dead_letter_message(self, tp: object, msg: object, error_class: str, reason: str, value: bytes | None = None):
+        """A message that is not a video at all: its dead letter, acknowledged, then its offset is done."""
         try:
-            event = LabelEvent.model_validate_json(msg.value)
-        except ValueError:
-            self.metrics.labels_joined.labels("invalid").inc()
+            self.publisher.dead_letter(msg.value if value is None else value, msg.headers, error_class, reason, None)
+        except Exception as exc:  # the broker did not acknowledge: the message is redelivered after a restart
+            self.health.down("broker", str(exc) or type(exc).__name__)
             return
-        self.metrics.observe_label(event.video_id, event.label)
+        self.metrics.videos.labels("dead_lettered").inc()
+        self.metrics.dead_letters.labels(error_class).inc()
+        self.tracker.done(tp, msg.offset)
 
-    # -- offsets and flow ------------------------------------------------------------------------------------
+    # -- offsets ---------------------------------------------------------------------------------------------
     def _commit(self) -> None:
+        from kafka.errors import CommitFailedError
         from kafka.structs import OffsetAndMetadata
 
         offsets = self.tracker.committable()
@@ -258,25 +270,16 @@ class Gateway:
         try:
             self.consumer.commit({tp: OffsetAndMetadata(o, "", -1) for tp, o in offsets.items()})
             self.tracker.mark_committed(offsets)
-        except Exception as exc:  # a rebalance took the partition: its next owner redelivers, scores are equal
+        except CommitFailedError as exc:  # a rebalance took the partition: its next owner redelivers
             log.warning("commit failed (%s); uncommitted videos will be redelivered", exc)
-
-    def _backpressure(self) -> None:
-        assigned = [tp for tp in self.consumer.assignment() if tp.topic == self.cfg.kafka.input_topic]
-        if self.tracker.count >= self.cfg.max_in_flight:
-            self.consumer.pause(*assigned)
-        elif self.consumer.paused():
-            self.consumer.resume(*assigned)
+        except Exception as exc:
+            self.health.down("broker", f"commit failed: {exc}")
 
     def _update_lag(self) -> None:
-        try:
-            assigned = [tp for tp in self.consumer.assignment() if tp.topic == self.cfg.kafka.input_topic]
-            if not assigned:
-                return
-            ends = self.consumer.end_offsets(assigned)
-            self.metrics.lag.set(sum(max(0, ends[tp] - self.consumer.position(tp)) for tp in assigned))
-        except Exception:
-            pass
+        with contextlib.suppress(Exception):  # a lag we cannot read now is read on the next round
+            lag = kafka_io.consumer_lag(self.consumer, self.cfg.kafka.input_topic)
+            if lag is not None:
+                self.metrics.lag.set(lag)
 
     # -- health and metrics ----------------------------------------------------------------------------------
     def healthy(self) -> bool:
@@ -284,7 +287,7 @@ class Gateway:
         return time.monotonic() - self.heartbeat < 60
 
     def is_ready(self) -> bool:
-        return self.ready.is_set() and not self.stop_event.is_set()
+        return self.ready.is_set() and not self.stop_event.is_set() and self.health.ok
 
     def start_http(self) -> int:
         self.http = Endpoints(

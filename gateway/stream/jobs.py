@@ -1,0 +1,41 @@
+"""A video in the gateway, from its message to its acknowledged score events: the job, its fan-out of conditions,
+and the rows it ends with."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from gateway.core.messages import ScoreRow, VideoEvent
+from gateway.core.worker import VideoRequest
+
+
+@dataclass
+class Job:
+    tp: object
+    offset: int
+    event: VideoEvent
+    inline: bytes | None
+    original: bytes
+    headers: list
+    conditions: list[str]
+    started: float
+    attempts: int = 0  # runs whose own worker died or overran: the retry cap counts only these
+    rows: list[ScoreRow] | None = None  # computed, waiting for the broker to acknowledge them
+
+    def request(self) -> VideoRequest:
+        return VideoRequest(
+            **self.event.model_dump(include={"video_id", "label", "source", "anchor_id", "tenant", "uri"}),
+            inline=self.inline,
+            conditions=tuple(self.conditions),
+        )
+
+
+def fanout(video_id: str, all_names: list[str], policy: str, rate: float) -> list[str]:
+    """The conditions one video gets: all, ``original`` only, or all for a deterministic sample by id hash."""
+    if policy == "all" or "original" not in all_names:
+        return all_names
+    if policy == "original_only":
+        return ["original"]
+    share = int.from_bytes(hashlib.sha256(video_id.encode()).digest()[:8], "big") / 2**64
+    return all_names if share < rate else ["original"]
