@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -21,21 +20,15 @@ from gateway.core.messages import LabelEvent, ScoreEvent, VideoEvent, inline_hea
 from gateway.stream import kafka_io
 from gateway.stream.live import window_metrics
 from gateway.stream.windows import Entry
-from tests.conftest import IN_CI
+from tests.streaming import FAST_GROUP, metric, read_topics, require_broker, scrape, start_gateway
 
 CONDITIONS = "original,spatial"
 DETECTORS = "d3_px,spectral"
-FAST_GROUP = {"max_poll_interval_ms": 4000, "session_timeout_ms": 4000, "heartbeat_interval_ms": 500}
 
 
 @pytest.fixture(scope="module")
 def broker():
-    try:
-        kafka_io.tansu_binary()
-    except kafka_io.BrokerError as exc:
-        if IN_CI:
-            pytest.fail(f"the Tansu broker is required in CI: {exc}")
-        pytest.skip(str(exc))
+    require_broker()
     with kafka_io.start_broker() as b:
         yield b
 
@@ -74,56 +67,12 @@ def _config(broker, tmp_path: Path, name: str, **extra) -> GatewayConfig:
 
 
 def _read(broker, topics: list[str], until, timeout_s: float = 120):
-    from kafka import KafkaConsumer
-
-    consumer = KafkaConsumer(
-        *topics,
-        bootstrap_servers=broker.bootstrap,
-        group_id=f"reader-{time.monotonic_ns()}",
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-        **FAST_GROUP,
-    )
-    got: dict[str, list] = {t: [] for t in topics}
-    deadline = time.monotonic() + timeout_s
-    try:
-        while not until(got):
-            assert time.monotonic() < deadline, {t: len(v) for t, v in got.items()}
-            for tp, messages in consumer.poll(300).items():
-                got[tp.topic] += messages
-    finally:
-        consumer.close()
-    return got
-
-
-def _scrape(port: int) -> dict[tuple, float]:
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-    out = {}
-    for line in text.splitlines():
-        if line.startswith("lastmile_") and " " in line:
-            name_labels, value = line.rsplit(" ", 1)
-            out[name_labels] = float(value)
-    return out
-
-
-def _metric(scraped: dict, name: str, **labels) -> float:
-    want = [f'{k}="{v}"' for k, v in labels.items()]
-    return sum(v for k, v in scraped.items() if k.split("{")[0] == name and all(w in k for w in want))
-
-
-def _start(cfg: GatewayConfig):
-    from gateway.stream.service import Gateway
-
-    gw = Gateway(cfg)
-    thread = threading.Thread(target=gw.run, daemon=True)
-    thread.start()
-    assert gw.ready.wait(120)
-    return gw, thread
+    return read_topics(broker.bootstrap, topics, until, timeout_s)
 
 
 def test_end_to_end_with_bad_inputs(broker, tmp_path, videos, media):
     cfg = _config(broker, tmp_path, "e2e", limits={"max_bytes": 2_000_000})
-    gw, thread = _start(cfg)
+    gw, thread = start_gateway(cfg)
     producer = kafka_io.producer(cfg.kafka)
     k = cfg.kafka
     good = {"ref-basic": videos["basic"], "ref-odd": videos["odd"]}
@@ -204,12 +153,12 @@ def test_end_to_end_with_bad_inputs(broker, tmp_path, videos, media):
             break
         time.sleep(0.1)
     assert total == n_videos
-    scraped = _scrape(gw.port)
-    assert _metric(scraped, "lastmile_videos_total", outcome="scored") == 4
-    assert _metric(scraped, "lastmile_videos_total", outcome="dead_lettered") == 3
-    assert _metric(scraped, "lastmile_dead_letters_total", outcome="InvalidVideo") == 2
-    assert _metric(scraped, "lastmile_predictions_total") == 4 * per_video
-    assert _metric(scraped, "lastmile_errors_total", outcome="video") == 3 * per_video
+    scraped = scrape(gw.port)
+    assert metric(scraped, "lastmile_videos_total", outcome="scored") == 4
+    assert metric(scraped, "lastmile_videos_total", outcome="dead_lettered") == 3
+    assert metric(scraped, "lastmile_dead_letters_total", outcome="InvalidVideo") == 2
+    assert metric(scraped, "lastmile_predictions_total") == 4 * per_video
+    assert metric(scraped, "lastmile_errors_total", outcome="video") == 3 * per_video
     assert urllib.request.urlopen(f"http://127.0.0.1:{gw.port}/readyz").status == 200
     gw.stop_event.set()
     thread.join(60)
@@ -218,7 +167,7 @@ def test_end_to_end_with_bad_inputs(broker, tmp_path, videos, media):
 
 def test_labels_after_scores_and_windowed_metrics_match_offline(broker, tmp_path, videos, media):
     cfg = _config(broker, tmp_path, "labels", conditions="original,spatial", detectors="d3_px")
-    gw, thread = _start(cfg)
+    gw, thread = start_gateway(cfg)
     k = cfg.kafka
     producer = kafka_io.producer(k)
     clips = [videos["basic"], videos["scene"], videos["odd"], videos["long"]]
@@ -235,17 +184,17 @@ def test_labels_after_scores_and_windowed_metrics_match_offline(broker, tmp_path
         [k.output_topic],
         lambda g: len({json.loads(m.value)["idempotency_key"] for m in g[k.output_topic]}) >= 16,
     )
-    assert _metric(_scrape(gw.port), "lastmile_window_samples") == 0  # no labels yet: nothing in the windows
+    assert metric(scrape(gw.port), "lastmile_window_samples") == 0  # no labels yet: nothing in the windows
     for vid, label in truth.items():  # the labels arrive after the scores
         producer.send(
             k.labels_topic, key=vid.encode(), value=LabelEvent(video_id=vid, label=label).model_dump_json().encode()
         )
     producer.flush()
     deadline = time.monotonic() + 60
-    while _metric(_scrape(gw.port), "lastmile_window_samples", window="count") < 16:
+    while metric(scrape(gw.port), "lastmile_window_samples", window="count") < 16:
         assert time.monotonic() < deadline
         time.sleep(0.1)
-    scraped = _scrape(gw.port)
+    scraped = scrape(gw.port)
     events = {e.idempotency_key: e for e in (ScoreEvent.model_validate_json(m.value) for m in got[k.output_topic])}
     for cond in ("original", "spatial"):
         sel = [e for e in events.values() if e.condition == cond]
@@ -255,9 +204,9 @@ def test_labels_after_scores_and_windowed_metrics_match_offline(broker, tmp_path
             ("lastmile_fake_recall", "fake_recall"),
             ("lastmile_real_recall", "real_recall"),
         ):
-            live = _metric(scraped, name, condition=cond, window="count")
+            live = metric(scraped, name, condition=cond, window="count")
             assert live == pytest.approx(offline[key]), (name, cond)
-    drift = _metric(scraped, "lastmile_auc_drift", condition="spatial", window="count")
+    drift = metric(scraped, "lastmile_auc_drift", condition="spatial", window="count")
     orig = window_metrics(
         [
             Entry(0, e.video_id, truth[e.video_id], e.score, e.decision)
@@ -273,7 +222,7 @@ def test_labels_after_scores_and_windowed_metrics_match_offline(broker, tmp_path
         ]
     )
     assert drift == pytest.approx(spat["auc"] - orig["auc"])
-    assert _metric(scraped, "lastmile_labelled_predictions_total", label="generated") == 8
+    assert metric(scraped, "lastmile_labelled_predictions_total", label="generated") == 8
     gw.stop_event.set()
     thread.join(60)
 
@@ -349,3 +298,22 @@ def test_replay_via_kafka_equals_the_in_process_replay(broker, tmp_path):
     assert a.num_rows == 13 * 2 * 2
     assert a.equals(b), [(x, y) for x, y in zip(a.to_pylist(), b.to_pylist(), strict=True) if x != y][:2]
     assert np.isfinite([r["score"] for r in a.to_pylist() if r["error"] is None]).all()
+
+
+def test_backpressure_is_exact(broker, tmp_path, videos):
+    """Never more than max_in_flight videos admitted: the gateway fetches only as many records as it has free
+    slots (it used to admit up to max_in_flight + max_poll_records - 1), and every video is still scored."""
+    cfg = _config(broker, tmp_path, "bp", max_in_flight=2, workers=1, detectors="d3_px", conditions="original")
+    gw, thread = start_gateway(cfg)
+    producer = kafka_io.producer(cfg.kafka)
+    clips = list(videos.values())
+    for i in range(12):
+        event = VideoEvent(video_id=f"bp{i}", uri=clips[i % len(clips)].as_uri())
+        producer.send(cfg.kafka.input_topic, key=f"bp{i}".encode(), value=event.model_dump_json().encode())
+    producer.flush()
+    topic = cfg.kafka.output_topic
+    got = _read(broker, [topic], lambda g: len({json.loads(m.value)["video_id"] for m in g[topic]}) >= 12)
+    gw.stop_event.set()
+    thread.join(90)
+    assert {json.loads(m.value)["video_id"] for m in got[topic]} == {f"bp{i}" for i in range(12)}
+    assert gw.tracker.peak == 2  # reached, never passed

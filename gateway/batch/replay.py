@@ -24,7 +24,7 @@ from gateway.batch.results import done_videos, drop_infra_videos, merge, write_p
 from gateway.core import worker
 from gateway.core.assembly import build_pipeline
 from gateway.core.config import OPERATIONAL_LIMITS, PipelineSettings, SourceSettings
-from gateway.core.pool import WorkerFailure, WorkerPool
+from gateway.core.pool import WorkerFailure
 from gateway.core.worker import FetchRules, VideoRequest
 
 
@@ -100,14 +100,7 @@ def _run_chunks(cfg: ReplayConfig, chunks: list, workers: int, grace_s: float) -
         return
     rows_for = build_pipeline(cfg, runtimes=False)  # the rows of videos no worker could score
     limits = cfg.limits
-    pool = WorkerPool(
-        workers,
-        worker.run,
-        worker.init,
-        worker.initargs(cfg, cfg.fetch_rules()),
-        memory_mb=limits.worker_memory_mb,
-        timeout_s=limits.video_timeout_s,
-    )
+    pool = worker.start_pool(cfg, cfg.fetch_rules(), workers)
     waiting, open_chunks = deque(chunks), []
     requests_by_id = {req.video_id: req for chunk in chunks for _, req in chunk}
     results: dict[str, list[dict]] = {}

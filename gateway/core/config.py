@@ -37,6 +37,8 @@ class KafkaSettings(BaseModel):
     )
     request_timeout_ms: int = Field(30_000, ge=1000, description="a broker request not answered by then fails")
     max_block_ms: int = Field(10_000, ge=100, description="longest a send may wait for metadata or buffer space")
+    probe_interval_s: float = Field(5.0, gt=0, description="how often the gateway checks that the broker answers")
+    probe_timeout_ms: int = Field(5000, ge=100, description="how long that check waits for an answer")
     ack_timeout_s: float = Field(30.0, gt=0, description="longest wait for the broker to acknowledge a video's events")
 
     @property

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict
 from gateway.core.config import PipelineSettings, SourceSettings
 from gateway.core.messages import ScoreRow, VideoItem
 from gateway.core.pipeline import Pipeline
+from gateway.core.pool import WorkerPool
 from gateway.core.sources import fetch
 from transforms.errors import VideoError
 
@@ -103,6 +104,14 @@ def run(requests: list[VideoRequest]) -> list[dict]:
         raise RuntimeError("gateway.core.worker.init was not called in this process")
     pipeline, rules = _STATE
     return [row.model_dump() for request in requests for row in handle(pipeline, rules, request)]
+
+
+def start_pool(settings: PipelineSettings, rules: FetchRules, size: int) -> WorkerPool:
+    """``size`` worker processes running this module, with the settings' memory cap and per-video deadline."""
+    limits = settings.limits
+    return WorkerPool(
+        size, run, init, initargs(settings, rules), memory_mb=limits.worker_memory_mb, timeout_s=limits.video_timeout_s
+    )
 
 
 def initargs(settings: PipelineSettings, rules: FetchRules) -> tuple[str, str]:

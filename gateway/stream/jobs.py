@@ -4,7 +4,8 @@ and the rows it ends with."""
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 
 from gateway.core.messages import ScoreRow, VideoEvent
 from gateway.core.worker import VideoRequest
@@ -39,3 +40,31 @@ def fanout(video_id: str, all_names: list[str], policy: str, rate: float) -> lis
         return ["original"]
     share = int.from_bytes(hashlib.sha256(video_id.encode()).digest()[:8], "big") / 2**64
     return all_names if share < rate else ["original"]
+
+
+@dataclass
+class Waiting:
+    """Jobs waiting for a part to come back: to run again (the scorer) or to publish again (the broker)."""
+
+    entries: list[tuple[float, Job]] = field(default_factory=list)
+
+    def add(self, job: Job, delay_s: float) -> None:
+        self.entries.append((time.monotonic() + delay_s, job))
+
+    def due(self, broker_down: bool) -> list[Job]:
+        """Jobs whose time has come; while the broker is down, only one of those waiting to publish (each try
+        can wait up to the acknowledgement timeout, and one answer tells for all)."""
+        now = time.monotonic()
+        due = [j for t, j in self.entries if t <= now]
+        if broker_down:
+            due = [j for j in due if j.rows is None] + [j for j in due if j.rows is not None][:1]
+        taken = {id(j) for j in due}
+        self.entries = [(t, j) for t, j in self.entries if id(j) not in taken]
+        return due
+
+    @property
+    def publishing(self) -> bool:
+        return any(j.rows is not None for _, j in self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)

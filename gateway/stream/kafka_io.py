@@ -169,12 +169,19 @@ def poll(consumer, timeout_ms: int, max_records: int) -> dict:
     return consumer.poll(timeout_ms=timeout_ms, max_records=max_records)
 
 
-def consumer_lag(consumer, topic: str) -> int | None:
-    """Messages behind the end of ``topic`` over the partitions assigned to ``consumer`` (None: none assigned)."""
+def consumer_lag(consumer, topic: str, timeout_ms: int | None = None) -> int | None:
+    """Messages behind the end of ``topic`` over the partitions assigned to ``consumer`` (None: none assigned).
+
+    It asks the broker for the end offsets of every partition of the topic, assigned or not, so it also proves
+    that the broker answers; it raises if it does not answer within ``timeout_ms``.
+    """
+    from kafka import TopicPartition
+
+    known = consumer.partitions_for_topic(topic) or {0}
+    ends = consumer.end_offsets([TopicPartition(topic, p) for p in sorted(known)], timeout_ms=timeout_ms)
     assigned = [tp for tp in consumer.assignment() if tp.topic == topic]
     if not assigned:
         return None
-    ends = consumer.end_offsets(assigned)
     return sum(max(0, ends[tp] - consumer.position(tp)) for tp in assigned)
 
 

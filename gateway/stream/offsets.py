@@ -16,10 +16,12 @@ class OffsetTracker:
         self.in_flight: dict[object, set[int]] = {}
         self.next_offset: dict[object, int] = {}
         self.committed: dict[object, int] = {}
+        self.peak = 0  # the most messages in flight at once so far
 
     def start(self, tp: object, offset: int) -> None:
         self.in_flight.setdefault(tp, set()).add(offset)
         self.next_offset[tp] = max(self.next_offset.get(tp, 0), offset + 1)
+        self.peak = max(self.peak, self.count)
 
     def done(self, tp: object, offset: int) -> None:
         self.in_flight.get(tp, set()).discard(offset)

@@ -4,6 +4,8 @@ acknowledged by the broker before it returns, so the caller may then commit the 
 
 from __future__ import annotations
 
+import time
+
 from gateway.core.config import KafkaSettings
 from gateway.core.messages import ScoreEvent, ScoreRow
 
@@ -46,9 +48,12 @@ class Publisher:
         return self.producer.send(self.settings.dlq, key=key, value=original, headers=list(headers or []) + extra)
 
     def _await(self, futures: list) -> None:
-        self.producer.flush()
+        """Wait at most ``ack_timeout_s`` in all (a frozen broker must not freeze the caller); raise unless every
+        send was acknowledged, so the offset stays uncommitted."""
+        deadline = time.monotonic() + self.settings.ack_timeout_s
+        self.producer.flush(timeout=self.settings.ack_timeout_s)
         for f in futures:
-            f.get(timeout=self.settings.ack_timeout_s)  # raises unless acknowledged: the offset stays uncommitted
+            f.get(timeout=max(0.0, deadline - time.monotonic()))
 
     def close(self) -> None:
         self.producer.flush(timeout=self.settings.ack_timeout_s)

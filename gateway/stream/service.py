@@ -28,12 +28,12 @@ from gateway.core import worker
 from gateway.core.assembly import build_pipeline
 from gateway.core.config import GatewayConfig
 from gateway.core.messages import ScoreRow, VideoItem, parse_video_message
-from gateway.core.pool import Done, WorkerFailure, WorkerPool
+from gateway.core.pool import Done, WorkerFailure
 from gateway.core.worker import FetchRules
 from gateway.stream import kafka_io
 from gateway.stream.health import Health
 from gateway.stream.http import Endpoints
-from gateway.stream.jobs import Job, fanout
+from gateway.stream.jobs import Job, Waiting, fanout
 from gateway.stream.live import LiveMetrics
 from gateway.stream.offsets import OffsetTracker, rebalance_listener
 from gateway.stream.publisher import Publisher
@@ -53,7 +53,7 @@ class Gateway:
         self.heartbeat = time.monotonic()
         self.tracker = OffsetTracker()
         self.running: dict[int, Job] = {}  # pool job id -> job
-        self.waiting: list[tuple[float, Job]] = []  # (when, job): to run again, or to publish again
+        self.waiting = Waiting()
         self.http: Endpoints | None = None
         self._ids = count()
 
@@ -68,14 +68,7 @@ class Gateway:
         topics = [k.input_topic] + ([k.labels_topic] if k.labels_topic else [])
         self.consumer.subscribe(topics, listener=rebalance_listener(self._commit, self.tracker))
         rules = FetchRules(sources=self.cfg.sources, max_bytes=limits.max_bytes)
-        self.pool = WorkerPool(
-            self.cfg.workers,
-            worker.run,
-            worker.init,
-            worker.initargs(self.cfg, rules),
-            memory_mb=limits.worker_memory_mb,
-            timeout_s=limits.video_timeout_s,
-        )
+        self.pool = worker.start_pool(self.cfg, rules, self.cfg.workers)
         self.start_http()
         log.info("gateway consuming %s as group %s", topics, k.group_id)
         try:
@@ -88,7 +81,7 @@ class Gateway:
             signal.signal(sig, lambda *_: self.stop_event.set())
 
     def _loop(self) -> None:
-        last_lag = 0.0
+        last_probe = 0.0
         while not self.stop_event.is_set():
             self.heartbeat = time.monotonic()
             records = self._poll()
@@ -100,9 +93,9 @@ class Gateway:
             self._collect(self.pool.poll(0.0 if records else 0.05))
             self._check_workers()
             self._commit()
-            if time.monotonic() - last_lag > 5:
-                self._update_lag()
-                last_lag = time.monotonic()
+            if time.monotonic() - last_probe > self.cfg.kafka.probe_interval_s:
+                self._probe_broker()
+                last_probe = time.monotonic()
 
     def _shutdown(self) -> None:
         """Stop admitting, finish what is in flight (bounded by ``shutdown_timeout_s``), publish, commit, close."""
@@ -185,7 +178,7 @@ class Gateway:
             if unavailable:  # the scorer could not answer: never a verdict; wait, then run it again
                 self.metrics.retries.inc()
                 delay = self.health.down("scorer", unavailable[0].error or UNAVAILABLE)
-                self.waiting.append((time.monotonic() + delay, job))
+                self.waiting.add(job, delay)
             elif any(r.error_kind == "infra" for r in rows):  # unexpected, on this video: counts as an attempt
                 self._worker_failed(job, RuntimeError(next(r.error for r in rows if r.error_kind == "infra")))
             else:
@@ -211,10 +204,7 @@ class Gateway:
 
     def _due(self) -> None:
         """Run again, or publish again, what waited for the scorer or the broker."""
-        now = time.monotonic()
-        due = [j for t, j in self.waiting if t <= now]
-        self.waiting = [(t, j) for t, j in self.waiting if t > now]
-        for job in due:
+        for job in self.waiting.due(broker_down="broker" in self.health.down_since):
             if job.rows is not None:
                 self._finish(job, job.rows)
             else:
@@ -235,7 +225,7 @@ class Gateway:
             cause = self.publisher.publish(rows, job.original, job.headers, job.event.video_id)
         except Exception as exc:  # not acknowledged: keep the rows, retry later, commit nothing past it
             job.rows = rows
-            self.waiting.append((time.monotonic() + self.health.down("broker", str(exc) or type(exc).__name__), job))
+            self.waiting.add(job, self.health.down("broker", str(exc) or type(exc).__name__))
             return
         self.health.up("broker")
         self.metrics.observe_rows(rows, time.monotonic() - t0)
@@ -275,11 +265,18 @@ class Gateway:
         except Exception as exc:
             self.health.down("broker", f"commit failed: {exc}")
 
-    def _update_lag(self) -> None:
-        with contextlib.suppress(Exception):  # a lag we cannot read now is read on the next round
-            lag = kafka_io.consumer_lag(self.consumer, self.cfg.kafka.input_topic)
-            if lag is not None:
-                self.metrics.lag.set(lag)
+    def _probe_broker(self) -> None:
+        """Every few seconds, the input's end offsets: the consumer lag, and proof that the broker answers (so an
+        idle gateway notices an outage too). Success clears a broker outage once nothing waits to be published."""
+        try:
+            lag = kafka_io.consumer_lag(self.consumer, self.cfg.kafka.input_topic, self.cfg.kafka.probe_timeout_ms)
+        except Exception as exc:
+            self.health.down("broker", f"no answer to an offsets request: {exc or type(exc).__name__}")
+            return
+        if lag is not None:
+            self.metrics.lag.set(lag)
+        if not self.waiting.publishing:
+            self.health.up("broker")
 
     # -- health and metrics ----------------------------------------------------------------------------------
     def healthy(self) -> bool:

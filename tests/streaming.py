@@ -1,0 +1,87 @@
+"""Helpers for tests against the real broker and gateway: read topics, scrape /metrics, probe endpoints."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from gateway.core.config import GatewayConfig
+from gateway.stream import kafka_io
+from tests.conftest import IN_CI
+
+FAST_GROUP = {"max_poll_interval_ms": 4000, "session_timeout_ms": 4000, "heartbeat_interval_ms": 500}
+
+
+def require_broker() -> None:
+    try:
+        kafka_io.tansu_binary()
+    except kafka_io.BrokerError as exc:
+        if IN_CI:
+            pytest.fail(f"the Tansu broker is required in CI: {exc}")
+        pytest.skip(str(exc))
+
+
+def read_topics(bootstrap: str, topics: list[str], until, timeout_s: float = 120) -> dict[str, list]:
+    """Messages of ``topics`` from the start, until ``until(got)`` holds (fails after ``timeout_s``)."""
+    from kafka import KafkaConsumer
+
+    consumer = KafkaConsumer(
+        *topics,
+        bootstrap_servers=bootstrap,
+        group_id=f"reader-{time.monotonic_ns()}",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        **FAST_GROUP,
+    )
+    got: dict[str, list] = {t: [] for t in topics}
+    deadline = time.monotonic() + timeout_s
+    try:
+        while not until(got):
+            assert time.monotonic() < deadline, {t: len(v) for t, v in got.items()}
+            for tp, messages in consumer.poll(300).items():
+                got[tp.topic] += messages
+    finally:
+        consumer.close()
+    return got
+
+
+def keys_seen(messages: list) -> set[str]:
+    return {json.loads(m.value)["idempotency_key"] for m in messages}
+
+
+def scrape(port: int) -> dict[str, float]:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("lastmile_") and " " in line:
+            name_labels, value = line.rsplit(" ", 1)
+            out[name_labels] = float(value)
+    return out
+
+
+def metric(scraped: dict, name: str, **labels) -> float:
+    want = [f'{k}="{v}"' for k, v in labels.items()]
+    return sum(v for k, v in scraped.items() if k.split("{")[0] == name and all(w in k for w in want))
+
+
+def status(port: int, path: str) -> int:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as r:
+            return r.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def start_gateway(cfg: GatewayConfig):
+    from gateway.stream.service import Gateway
+
+    gw = Gateway(cfg)
+    thread = threading.Thread(target=gw.run, daemon=True)
+    thread.start()
+    assert gw.ready.wait(120)
+    return gw, thread
