@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import urllib.request
@@ -217,3 +218,21 @@ def test_values_schema_rejects_a_wrong_type():
         chart.validate_schema({"gateway": {"fanout": {"policy": "most"}}})
     report = helm.lint(str(CHART), strict=True)
     assert not report["errors"] and all(m["severity"] < 3 for m in report["messages"])
+
+
+@pytest.mark.parametrize("values_file", [None, "ci/all-on-values.yaml"])
+def test_the_charts_gateway_config_is_a_valid_gateway_config(values_file, monkeypatch):
+    """The gateway.yaml the chart renders loads into GatewayConfig (no unknown or ill-typed field), with the
+    chart's worker limits, and the default reads no file and reaches no host."""
+    for name in [n for n in os.environ if n.startswith("LASTMILE_")]:
+        monkeypatch.delenv(name)  # the file alone, as in the pod
+    values = yaml.safe_load((CHART / values_file).read_text()) if values_file else {}
+    (cm,) = [d for d in _render(values) if d["kind"] == "ConfigMap" and "gateway.yaml" in d.get("data", {})]
+    cfg = GatewayConfig(**yaml.safe_load(cm["data"]["gateway.yaml"]))
+    defaults = yaml.safe_load((CHART / "values.yaml").read_text())["gateway"]
+    chart_limits = {**defaults["limits"], **values.get("gateway", {}).get("limits", {})}
+    assert cfg.limits.worker_memory_mb == chart_limits["workerMemoryMb"]
+    assert cfg.limits.video_timeout_s == chart_limits["videoTimeoutS"]
+    assert cfg.limits.max_attempts == chart_limits["maxAttempts"]
+    if values_file is None:
+        assert cfg.sources.file_roots == [] and cfg.sources.http_allow_hosts == []
