@@ -223,3 +223,21 @@ def test_a_replay_with_triton_down_writes_infra_rows_and_resume_runs_them_again(
     with triton.LocalTriton(grpc_port=grpc):
         up = read_results(replay(cfg, tmp_path / "run", resume=True, workers=1, progress=False))
     assert len(up) == 6 and all(r.error is None and r.score is not None and r.runtime == "triton" for r in up)
+
+
+def test_errors_map_to_bad_request_or_unavailable_by_status_and_model_readiness():
+    """INTERNAL on a ready model is the input's fault (the python backend reports a failing input so), never an
+    outage to retry forever; INTERNAL on a model that is not ready, UNAVAILABLE and timeouts are outages."""
+    from tritonclient.utils import InferenceServerException
+
+    from detectors.errors import BadRequest
+    from detectors.runtimes.triton import classify_error
+
+    def err(status: str):
+        return InferenceServerException("model.py raised on this input", status=status)
+
+    assert isinstance(classify_error("m", err("StatusCode.INVALID_ARGUMENT")), BadRequest)
+    assert isinstance(classify_error("m", err("StatusCode.INTERNAL"), lambda: True), BadRequest)
+    assert isinstance(classify_error("m", err("StatusCode.INTERNAL"), lambda: False), RuntimeUnavailable)
+    for status in ("StatusCode.UNAVAILABLE", "StatusCode.DEADLINE_EXCEEDED"):
+        assert isinstance(classify_error("m", err(status), lambda: True), RuntimeUnavailable)

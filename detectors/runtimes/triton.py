@@ -8,6 +8,7 @@ never a verdict) from "bad request" (this video's error): :func:`classify_error`
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -17,13 +18,17 @@ from detectors.runtimes.base import RuntimeStats, score_in_batches
 from detectors.serving.config import DTYPES
 
 
-def classify_error(name: str, exc: Exception) -> DetectorError:
-    """A tritonclient error as ours: INVALID_ARGUMENT is this request's fault (:class:`BadRequest`); anything
-    else (UNAVAILABLE, DEADLINE_EXCEEDED, INTERNAL, a restarting server) is :class:`RuntimeUnavailable`."""
+def classify_error(name: str, exc: Exception, model_ready: Callable[[], bool] = lambda: False) -> DetectorError:
+    """A tritonclient error as ours. INVALID_ARGUMENT is this request's fault (:class:`BadRequest`). INTERNAL
+    while the model is ready is too: the python backend reports a failure on one input that way, and retrying
+    it as "unavailable" never ended. Anything else (UNAVAILABLE, DEADLINE_EXCEEDED, a restarting server) is
+    :class:`RuntimeUnavailable`: retry, never a verdict."""
     status = str(getattr(exc, "status", lambda: "")() or "").upper()
     message = getattr(exc, "message", lambda: str(exc))()
     if "INVALID_ARG" in status:
         return BadRequest(f"{name}: Triton rejected the request: {message}")
+    if "INTERNAL" in status and model_ready():
+        return BadRequest(f"{name}: Triton failed on this input while the model is ready: {message}")
     return RuntimeUnavailable(f"{name}: Triton could not answer: {message}")
 
 
@@ -91,6 +96,12 @@ class TritonRuntime:
     def score(self, frames: np.ndarray) -> np.ndarray:
         return score_in_batches(self.card, frames, self.max_batch, self._infer, self.stats)
 
+    def _model_ready(self) -> bool:
+        try:
+            return bool(self.client.is_model_ready(self.card.name))
+        except Exception:  # a server that cannot say is not ready
+            return False
+
     def _infer(self, chunk: np.ndarray) -> np.ndarray:
         from tritonclient.utils import InferenceServerException
 
@@ -107,7 +118,7 @@ class TritonRuntime:
                     raise RuntimeUnavailable(f"Triton returned {scores.shape} scores for {len(chunk)} videos")
                 return scores
             except InferenceServerException as exc:
-                err = classify_error(self.card.name, exc)
+                err = classify_error(self.card.name, exc, self._model_ready)
                 if isinstance(err, BadRequest):
                     raise err from exc
                 last = exc  # unavailable: retry
