@@ -8,6 +8,7 @@ well-formed cases (one class present) return ``nan`` where the quantity is undef
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -17,6 +18,16 @@ from scipy.stats import rankdata
 
 class MetricError(ValueError):
     """Inputs a metric cannot be computed on (shape mismatch, NaN scores, labels that are not binary)."""
+
+
+class UndefinedMetricWarning(UserWarning):
+    """A metric is undefined on these inputs (a class is absent): it is returned as nan, and said so (the
+    name and the behaviour follow scikit-learn's)."""
+
+
+def _undefined(what: str) -> float:
+    warnings.warn(f"{what} is undefined here; returning nan", UndefinedMetricWarning, stacklevel=3)
+    return float("nan")
 
 
 def _validate(
@@ -49,7 +60,7 @@ def auc(y_true: Sequence | np.ndarray, scores: Sequence | np.ndarray) -> float:
     y, s = _validate(y_true, scores)
     n_pos, n_neg = int(y.sum()), int((~y).sum())
     if n_pos == 0 or n_neg == 0:
-        return float("nan")
+        return _undefined("AUC with only one class present")
     ranks = rankdata(s)  # average ranks: ties get 1/2
     return float((ranks[y].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
@@ -129,11 +140,11 @@ class Confusion:
 
     @property
     def fake_recall(self) -> float | np.ndarray:
-        return _ratio(self.tp, self.tp + self.fn)
+        return _ratio(self.tp, self.tp + self.fn, what="FakeR with no generated video")
 
     @property
     def real_recall(self) -> float | np.ndarray:
-        return _ratio(self.tn, self.tn + self.fp)
+        return _ratio(self.tn, self.tn + self.fp, what="RealR with no real video")
 
     @property
     def balanced_accuracy(self) -> float | np.ndarray:
@@ -146,10 +157,15 @@ class Confusion:
         return (f_gen + f_real) / 2
 
 
-def _ratio(num: float | np.ndarray, den: float | np.ndarray, empty: float = float("nan")) -> float | np.ndarray:
-    """num / den, ``empty`` where den is 0 (elementwise for arrays)."""
+def _ratio(
+    num: float | np.ndarray, den: float | np.ndarray, empty: float = float("nan"), what: str = ""
+) -> float | np.ndarray:
+    """num / den, ``empty`` where den is 0 (elementwise for arrays: bootstrap replicates are counted by the
+    caller, not warned one by one); a scalar that is undefined warns."""
     if np.ndim(den) == 0:
-        return float(num / den) if den else empty
+        if den:
+            return float(num / den)
+        return _undefined(what) if what and np.isnan(empty) else empty
     num, den = np.asarray(num, dtype=np.float64), np.asarray(den, dtype=np.float64)
     out = np.full(den.shape, empty)
     np.divide(num, den, out=out, where=den != 0)
@@ -179,11 +195,13 @@ def macro_f1(y_true: Sequence | np.ndarray, y_pred: Sequence | np.ndarray) -> fl
 
 
 def calibrate_threshold(real_scores: Sequence | np.ndarray, target_real_recall: float = 0.95) -> float:
-    """The threshold that makes RealR = ``target_real_recall`` on these real videos (PROTOCOL.md).
+    """The smallest threshold that makes RealR reach ``target_real_recall`` on these real videos (PROTOCOL.md).
 
-    The smallest threshold t with mean(real < t) >= target, i.e. the ``target`` quantile of the real scores
-    taken upwards (``np.quantile(..., method="higher")``) nudged above ties: at most (1 - target) of the real
-    videos score >= t. Fixed once on ``original`` and held for every condition, so FakeR drift is visible.
+    A video is flagged generated when ``score >= t``, so RealR(t) = #{s < t} / n, a step function that rises
+    just after each score. With m = ceil(target n), the real scores' m-th smallest value v is the first at
+    which #{s <= v} >= m: RealR reaches the target for every t > v and for no t <= v, so the threshold is the
+    next float above v. Ties are handled because the count includes all of v's ties. Fixed once on
+    ``original`` and held for every condition, so FakeR drift is visible.
     """
     s = np.asarray(real_scores, dtype=np.float64)
     if s.ndim != 1 or len(s) == 0:
@@ -192,8 +210,9 @@ def calibrate_threshold(real_scores: Sequence | np.ndarray, target_real_recall: 
         raise MetricError("NaN real score(s)")
     if not 0 < target_real_recall < 1:
         raise MetricError("target_real_recall must lie in (0, 1)")
-    q = np.quantile(s, target_real_recall, method="higher")
-    return float(np.nextafter(q, np.inf))
+    m = int(np.ceil(target_real_recall * len(s) - 1e-9))  # the tolerance keeps 0.95 * 20 = 19, not 19.000000000000004
+    v = np.sort(s)[max(m, 1) - 1]
+    return float(np.nextafter(v, np.inf))
 
 
 def spearman(a: Sequence | np.ndarray, b: Sequence | np.ndarray) -> float:

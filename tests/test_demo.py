@@ -71,3 +71,6 @@ def test_demo_writes_a_report_with_the_main_table(tmp_path):
     assert "<td><strong>mean</strong></td>" in html and "<th>detector</th>" in html
     md = (out / "run" / "report.md").read_text()
     assert "seed 4242" in md and "3 real anchors, 18 videos" in md
+    # 3 real videos per source cannot resolve T@1% or T@5%: the report says so, in both renderings
+    assert "Not resolved by this sample" in text and "Not resolved by this sample" in md
+    assert all(c["fake_recall_drift_ci"] is not None and "undefined_replicates" in c for c in report["cells"])

@@ -83,6 +83,11 @@ class CellMetrics:
     auc_drift: float | None = None
     auc_drift_ci: tuple[float, float] | None = None
     fake_recall_drift: float | None = None
+    fake_recall_drift_ci: tuple[float, float] | None = None
+    real_recall_drift: float | None = None
+    real_recall_drift_ci: tuple[float, float] | None = None
+    undefined_replicates: dict[str, int] = field(default_factory=dict)  # bootstrap replicates where undefined
+    min_real_per_source: int = 0  # T@x% resolves FPR = x only with at least 1/x real videos per source
 
 
 @dataclass
@@ -209,7 +214,7 @@ def _cell(
     weights: dict[str, np.ndarray],
     threshold: float,
 ) -> tuple[CellMetrics, dict[str, np.ndarray]]:
-    per_auc, per_t1, per_t5, per_f95 = {}, [], [], []
+    per_auc, per_t1, per_t5, per_f95, reals_per_source = {}, [], [], [], []
     points: list[metrics.Confusion] = []
     samples = defaultdict(list)
     failures = 0
@@ -226,6 +231,7 @@ def _cell(
             per_t5.append(metrics.tpr_at_fpr(y, s, 0.05))
             per_f95.append(metrics.fpr_at_tpr(y, s, 0.95))
         points.append(sc.confusion(np.ones(len(anchors))))
+        reals_per_source.append(int(sc.neg_n.sum()))
         w = weights[src]
         c = sc.comparison()
         npos, nneg = np.array([len(p) for p in sc.pos]), np.array([len(n) for n in sc.neg])
@@ -235,9 +241,10 @@ def _cell(
         samples["fake_recall"].append(replicated.fake_recall)
         samples["real_recall"].append(replicated.real_recall)
         samples["bacc"].append(replicated.balanced_accuracy)
-    with warnings.catch_warnings():  # a replicate where every source is undefined stays nan
+    with warnings.catch_warnings():  # a replicate where every source is undefined stays nan, and is counted
         warnings.simplefilter("ignore", RuntimeWarning)
         boot = {k: np.nanmean(np.stack(v), axis=0) for k, v in samples.items()}
+    undefined = {k: int(np.isnan(v).sum()) for k, v in boot.items()}
     fr, rr, bacc, f1 = (
         float(np.mean([getattr(p, k) for p in points]))
         for k in ("fake_recall", "real_recall", "balanced_accuracy", "macro_f1")
@@ -263,6 +270,8 @@ def _cell(
         failures=failures,
         infra_errors=0,
         per_source_auc=per_auc,
+        undefined_replicates=undefined,
+        min_real_per_source=min(reals_per_source, default=0),
     )
     return cell, boot
 
@@ -272,13 +281,17 @@ def _mean(xs: list[float]) -> float:
 
 
 def _drift(cells: list[CellMetrics], boot: dict, conditions: list[str]) -> None:
+    """Drift = metric(condition) - metric(original) on the same videos, with paired intervals: one anchor draw
+    serves both conditions, so each replicate's difference keeps their covariance."""
     if "original" not in conditions:
         return
     base = {c.detector: c for c in cells if c.condition == "original"}
+
+    def paired(c: CellMetrics, key: str) -> tuple[float, float]:
+        return percentile_interval(boot[(c.detector, c.condition)][key] - boot[(c.detector, "original")][key])
+
     for c in cells:
         b = base[c.detector]
-        c.auc_drift = c.auc - b.auc
-        c.fake_recall_drift = c.fake_recall - b.fake_recall
-        c.auc_drift_ci = percentile_interval(
-            boot[(c.detector, c.condition)]["auc"] - boot[(c.detector, "original")]["auc"]
-        )
+        c.auc_drift, c.auc_drift_ci = c.auc - b.auc, paired(c, "auc")
+        c.fake_recall_drift, c.fake_recall_drift_ci = c.fake_recall - b.fake_recall, paired(c, "fake_recall")
+        c.real_recall_drift, c.real_recall_drift_ci = c.real_recall - b.real_recall, paired(c, "real_recall")

@@ -15,6 +15,7 @@ import numpy as np
 from gateway.evaluation.paired import Evaluation
 
 MEAN_KEYS = ("auc", "fake_recall", "real_recall", "bacc", "tpr_at_5")
+RESOLVES = {0.01: 100, 0.05: 20}  # real videos per source needed to resolve T@x% (one false positive = x)
 
 
 @dataclass(frozen=True)
@@ -30,13 +31,14 @@ class Table:
     title: str
     header: tuple[str, ...]
     rows: tuple[Row, ...]
+    notes: tuple[str, ...] = ()  # read under the table
 
     def to_markdown(self) -> str:
         lines = ["| " + " | ".join(self.header) + " |", "|" + "---|" * len(self.header)]
         for row in self.rows:
             first = f"**{row.cells[0]}**" if row.emphasis else row.cells[0]
             lines.append("| " + " | ".join((first, *row.cells[1:])) + " |")
-        return "\n".join(lines) + "\n"
+        return "\n".join(lines) + "\n" + "".join(f"\n{note}\n" for note in self.notes)
 
 
 def means(ev: Evaluation) -> dict[str, dict[str, float]]:
@@ -85,16 +87,26 @@ def operating_table(ev: Evaluation) -> Table:
                 f"{pct(c.real_recall)}{interval(c.real_recall_ci)}",
                 pct(c.bacc),
                 pct(c.macro_f1),
-                pct(c.tpr_at_1),
-                pct(c.tpr_at_5),
+                pct(c.tpr_at_1) + ("*" if c.min_real_per_source < RESOLVES[0.01] else ""),
+                pct(c.tpr_at_5) + ("*" if c.min_real_per_source < RESOLVES[0.05] else ""),
                 pct(c.fpr_at_95),
-                "-" if c.fake_recall_drift is None else f"{100 * c.fake_recall_drift:+.1f}",
+                "-"
+                if c.fake_recall_drift is None
+                else f"{100 * c.fake_recall_drift:+.1f}{interval(c.fake_recall_drift_ci)}",
                 str(c.failures),
             )
         )
         for c in ev.cells
     )
-    return Table("Operating points at the fixed threshold", (*header, "FakeR drift", "failures"), rows)
+    notes = ()
+    if any(c.min_real_per_source < RESOLVES[0.01] for c in ev.cells):
+        fewest = min(c.min_real_per_source for c in ev.cells)
+        notes = (
+            f"* Not resolved by this sample: T@1% needs at least {RESOLVES[0.01]} real videos per source and T@5% "
+            f"{RESOLVES[0.05]} (here as few as {fewest}); with fewer, the ROC's first step already passes the "
+            "FPR, so the value is the TPR at FPR = 0.",
+        )
+    return Table("Operating points at the fixed threshold", (*header, "FakeR drift", "failures"), rows, notes)
 
 
 def source_table(ev: Evaluation) -> Table:
