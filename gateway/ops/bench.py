@@ -1,51 +1,30 @@
 """Benchmarks (``lastmile bench ...``): wall and CPU time, peak RSS, and ratios measured in one run.
 
-Each measurement runs in a fresh spawned process, so its peak RSS is its own and no warm cache from
-another measurement helps it.
+Each measurement runs in a fresh spawned process (:mod:`gateway.ops.measure`), so its peak RSS is that of its
+own process tree and no warm cache from another measurement helps it.
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
 import platform
-import resource
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from gateway.ops.measure import isolated, measure
 from transforms import ffmpeg_cli
 from transforms.engine import Engine
 from transforms.spec import LASTMILE, PROFILES, Condition, Profile
 
 
-def _measure(fn: Callable[[], Any]) -> dict[str, float]:
-    self0, kids0 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
-    fn()
-    wall = time.perf_counter() - t0
-    self1, kids1 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = sum(
-        getattr(b, f) - getattr(a, f) for a, b in ((self0, self1), (kids0, kids1)) for f in ("ru_utime", "ru_stime")
-    )
-    return {
-        "wall_s": round(wall, 4),
-        "cpu_s": round(cpu, 4),
-        "peak_rss_mb": round(max(self1.ru_maxrss, kids1.ru_maxrss) / 1024, 1),
-    }
-
-
 def _engine_job(data: bytes, conditions: tuple[Condition, ...], profile: Profile) -> dict[str, float]:
-    return _measure(lambda: Engine(profile).run(data, conditions))
+    return measure(lambda: Engine(profile).run(data, conditions))
 
 
 def _cli_job(data: bytes, conditions: tuple[Condition, ...], profile: Profile) -> dict[str, float]:
-    return _measure(lambda: [ffmpeg_cli.run_condition(data, c, profile) for c in conditions])
-
-
-def _isolated(job: Callable[..., dict[str, float]], *args: Any) -> dict[str, float]:
-    with mp.get_context("spawn").Pool(1) as pool:
-        return pool.apply(job, args)
+    return measure(lambda: [ffmpeg_cli.run_condition(data, c, profile) for c in conditions])
 
 
 def bench_transforms(inputs: dict[str, Path], profiles: list[str]) -> dict[str, Any]:
@@ -60,10 +39,10 @@ def bench_transforms(inputs: dict[str, Path], profiles: list[str]) -> dict[str, 
             row = {
                 "input": name,
                 "profile": pname,
-                "fanout": _isolated(_engine_job, data, LASTMILE, profile),
-                "naive_ffmpeg": _isolated(_cli_job, data, perturbed, profile),
-                "full": _isolated(_engine_job, data, full, profile),
-                "full_ffmpeg_cli": _isolated(_cli_job, data, full, profile),
+                "fanout": isolated(_engine_job, data, LASTMILE, profile),
+                "naive_ffmpeg": isolated(_cli_job, data, perturbed, profile),
+                "full": isolated(_engine_job, data, full, profile),
+                "full_ffmpeg_cli": isolated(_cli_job, data, full, profile),
             }
             row["fanout_vs_naive_ffmpeg"] = round(row["fanout"]["wall_s"] / row["naive_ffmpeg"]["wall_s"], 3)
             row["full_vs_ffmpeg_cli"] = round(row["full"]["wall_s"] / row["full_ffmpeg_cli"]["wall_s"], 3)
@@ -104,7 +83,6 @@ def _detector_job(model_path: str, card_json: str, batch: int, repeats: int, thr
         "videos_per_s": round(videos / wall, 2),
         "frames_per_s": round(videos * card.sampling.frames / wall, 1),
         "latency_ms_per_batch": round(1000 * wall / repeats, 2),
-        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
 
 
@@ -118,10 +96,10 @@ def bench_detectors(
     for name, inst in list_detectors(repo).items():
         rows = []
         for batch in batches:
-            probe = _isolated(_detector_job, str(inst.model_path), inst.card.model_dump_json(), batch, 2, threads)
+            probe = isolated(_detector_job, str(inst.model_path), inst.card.model_dump_json(), batch, 2, threads)
             repeats = max(3, int(seconds * 1000 / max(probe["latency_ms_per_batch"], 1e-3)))
             rows.append(
-                _isolated(_detector_job, str(inst.model_path), inst.card.model_dump_json(), batch, repeats, threads)
+                isolated(_detector_job, str(inst.model_path), inst.card.model_dump_json(), batch, repeats, threads)
             )
         results[name] = {"input": list(inst.card.input_shape(1)[1:]), "runs": rows}
     return {
