@@ -234,5 +234,6 @@ def test_the_charts_gateway_config_is_a_valid_gateway_config(values_file, monkey
     assert cfg.limits.worker_memory_mb == chart_limits["workerMemoryMb"]
     assert cfg.limits.video_timeout_s == chart_limits["videoTimeoutS"]
     assert cfg.limits.max_attempts == chart_limits["maxAttempts"]
+    assert cfg.http_host == "0.0.0.0"  # in a pod the endpoints must be reachable; the code's default is loopback
     if values_file is None:
         assert cfg.sources.file_roots == [] and cfg.sources.http_allow_hosts == []

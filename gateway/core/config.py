@@ -140,7 +140,7 @@ class GatewayConfig(BaseSettings, PipelineSettings):
     windows: WindowSettings = Field(default_factory=WindowSettings)
     workers: int = Field(2, ge=1, le=256)
     max_in_flight: int = Field(4, ge=1, description="videos admitted at once (queued, running or publishing)")
-    http_host: str = "0.0.0.0"
+    http_host: str = Field("127.0.0.1", description="where /metrics, /healthz, /readyz listen (a pod: 0.0.0.0)")
     http_port: int = Field(9308, ge=0, le=65535)
     retry_backoff_s: float = Field(1.0, gt=0, description="first wait before retrying an unavailable scorer or broker")
     retry_backoff_max_s: float = Field(30.0, gt=0, description="the cap of that exponential backoff")
