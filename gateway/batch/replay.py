@@ -137,8 +137,7 @@ def _run_chunks(cfg: ReplayConfig, chunks: list, workers: int, grace_s: float) -
 
 
 def _rows(pipeline, req: VideoRequest, exc: Exception, kind: str) -> list[dict]:
-    conditions = pipeline.select(req.conditions)
-    return [r.model_dump() for r in pipeline.error_rows(req.item(b""), exc, conditions, kind=kind)]
+    return [r.model_dump() for r in worker.error_rows(pipeline, req, exc, kind)]
 
 
 def prepare_run(cfg: ReplayConfig, run_dir: Path, resume: bool, n_videos: int) -> None:

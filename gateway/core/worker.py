@@ -72,15 +72,22 @@ class VideoRequest(BaseModel):
 def handle(pipeline: Pipeline, rules: FetchRules, request: VideoRequest) -> list[ScoreRow]:
     """Every (condition, detector) row of one video. A video that cannot be fetched gets video-error rows;
     anything unexpected (not this video's known fault) gets infra rows, which are retried, never verdicts."""
-    conditions = pipeline.select(request.conditions)
     try:
         data = request.inline if request.inline is not None else rules.fetch(request.uri or "")
-        return pipeline.process(request.item(data), conditions)
+        return pipeline.process(request.item(data), pipeline.select(request.conditions))
     except VideoError as exc:
-        return pipeline.error_rows(request.item(b""), exc, conditions)
+        return error_rows(pipeline, request, exc)
     except Exception as exc:  # a bug or an exhausted resource: say so in the rows, keep the worker
         log.exception("unexpected failure on %s", request.video_id)
-        return pipeline.error_rows(request.item(b""), exc, conditions, kind="infra")
+        return error_rows(pipeline, request, exc, kind="infra")
+
+
+def error_rows(
+    pipeline: Pipeline, request: VideoRequest, exc: Exception, kind: str = "video", digest: str = ""
+) -> list[ScoreRow]:
+    """The rows of a video that was not scored: one per (condition it asked for, detector), carrying ``exc``.
+    Written in the worker, or in a parent whose worker could not answer (``digest``: the input's sha256)."""
+    return pipeline.error_rows(request.item(b""), exc, pipeline.select(request.conditions), digest, kind)
 
 
 # -- the process side: one pipeline per worker process ---------------------------------------------------------

@@ -27,7 +27,7 @@ from itertools import count
 from gateway.core import worker
 from gateway.core.assembly import build_pipeline
 from gateway.core.config import GatewayConfig
-from gateway.core.messages import ScoreRow, VideoItem, parse_video_message
+from gateway.core.messages import ScoreRow, parse_video_message
 from gateway.core.pool import Done, WorkerFailure
 from gateway.core.worker import FetchRules
 from gateway.stream import kafka_io
@@ -196,11 +196,8 @@ class Gateway:
             self._finish(job, self._rows(job, error, kind="video"))
 
     def _rows(self, job: Job, exc: Exception, kind: str = "video") -> list[ScoreRow]:
-        fields = job.event.model_dump(include={"video_id", "label", "source", "anchor_id", "tenant"})
         digest = hashlib.sha256(job.original).hexdigest()
-        return self.pipeline.error_rows(
-            VideoItem(data=b"", **fields), exc, self.pipeline.select(job.conditions), digest, kind
-        )
+        return worker.error_rows(self.pipeline, job.request(), exc, kind, digest)
 
     def _due(self) -> None:
         """Run again, or publish again, what waited for the scorer or the broker."""
