@@ -3,9 +3,10 @@ own process tree.
 
 ``ru_maxrss`` cannot give the last: Linux carries a parent's resident size into a child's across fork and exec,
 so every job spawned from a fat parent reported the parent's peak (993 MB for every row of one run). Here the
-job runs in a freshly spawned process; the parent samples the resident memory of that process and all its
-descendants (the ffmpeg CLI's children included) every 20 ms and keeps the largest sum, and the job adds its
-own ``VmHWM``, the high-water mark of its post-exec address space, which the sampling cannot miss.
+job runs in a freshly spawned process; every 20 ms the parent reads the resident memory of that process and
+all its descendants (the ffmpeg CLI's children included; the tree is found again every 200 ms, since that
+reads all of /proc) and keeps the largest sum, and the job adds its own ``VmHWM``, the high-water mark of its
+post-exec address space, which the sampling cannot miss.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
-SAMPLE_S = 0.02
+SAMPLE_S = 0.02  # how often the tree's resident memory is read
+RESCAN_S = 0.2  # how often the tree itself is found again (new children: an ffmpeg CLI run lasts seconds)
 
 
 def measure(fn: Callable[[], Any]) -> dict[str, float]:
@@ -42,9 +44,11 @@ def isolated(job: Callable[..., dict[str, float]], *args: Any) -> dict[str, floa
     process = ctx.Process(target=_run, args=(send, job, args))
     process.start()
     send.close()
-    peak = 0.0
+    peak, tree, rescan_at = 0.0, {process.pid}, 0.0
     while not receive.poll(SAMPLE_S):
-        peak = max(peak, tree_rss_mb(process.pid))
+        if time.monotonic() >= rescan_at:  # finding the tree reads all of /proc: not on every sample
+            tree, rescan_at = descendants(process.pid), time.monotonic() + RESCAN_S
+        peak = max(peak, rss_mb(tree))
     result = receive.recv()
     process.join()
     if isinstance(result, BaseException):
@@ -71,23 +75,28 @@ def own_peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # not Linux: the best there is
 
 
-def tree_rss_mb(root: int) -> float:
-    """Resident memory of ``root`` and all its descendants now, in MB (0 when it has gone)."""
-    parents: dict[int, int] = {}
+def descendants(root: int) -> set[int]:
+    """``root`` and every process below it now (read from /proc)."""
+    children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
             except (OSError, ValueError, IndexError):
                 continue
+            children.setdefault(parent, []).append(int(entry.name))
     tree, frontier = {root}, [root]
     while frontier:
-        pid = frontier.pop()
-        kids = [p for p, parent in parents.items() if parent == pid and p not in tree]
+        kids = [k for k in children.get(frontier.pop(), []) if k not in tree]
         tree.update(kids)
         frontier += kids
+    return tree
+
+
+def rss_mb(pids: set[int]) -> float:
+    """Resident memory of these processes now, in MB (those that have gone count 0)."""
     total = 0
-    for pid in tree:
+    for pid in pids:
         try:
             total += int(Path(f"/proc/{pid}/statm").read_text().split()[1])
         except (OSError, ValueError, IndexError):
