@@ -1,0 +1,125 @@
+"""Confidence intervals for the live metrics, and a two-sample distance: pure functions, validated inputs.
+
+Same conventions as :mod:`detectors.metrics` (``y_true`` 1 = generated, scores higher = more generated).
+Every interval is two-sided at ``confidence`` (default 95%) and returned as ``(estimate, lower, upper)``;
+a quantity undefined on the inputs (an empty class) raises :class:`~detectors.metrics.MetricError` here,
+because the monitor asks only where it is defined.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from scipy.stats import norm, rankdata
+
+from detectors.metrics import MetricError, _validate
+
+Interval = tuple[float, float, float]
+
+
+def _z(confidence: float) -> float:
+    if not 0 < confidence < 1:
+        raise MetricError(f"confidence must lie in (0, 1), got {confidence}")
+    return float(norm.ppf(0.5 + confidence / 2))
+
+
+def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> Interval:
+    """A proportion with its Wilson score interval (Wilson 1927; recommended by Brown, Cai & DasGupta 2001).
+
+    With p = k/n and z the normal quantile: centre = (p + z²/2n) / (1 + z²/n), half-width =
+    z / (1 + z²/n) · sqrt(p(1-p)/n + z²/4n²). Unlike the Wald interval it stays inside [0, 1] and keeps its
+    coverage near 0 and 1 (a FakeR that collapses to 0 still gets an upper bound above 0).
+    """
+    if n <= 0 or not 0 <= successes <= n:
+        raise MetricError(f"need 0 <= successes <= n and n > 0, got {successes}/{n}")
+    z = _z(confidence)
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z / denom * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return p, float(max(0.0, centre - half)), float(min(1.0, centre + half))
+
+
+def delong_covariance(y_true: Sequence | np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """AUCs of k score vectors on the same videos and DeLong's covariance matrix of those AUCs.
+
+    DeLong, DeLong & Clarke-Pearson (1988), computed with the mid-rank algorithm of Sun & Xu (2014): for m
+    positives X and n negatives Y, the structural components are V10(X_i) = (1/n) Σ_j ψ(X_i, Y_j) and
+    V01(Y_j) = (1/m) Σ_i ψ(X_i, Y_j), with ψ = 1 if X > Y, 1/2 on a tie, else 0; then
+    S = S10/m + S01/n, where S10 and S01 are the sample covariance matrices of the components over the k
+    vectors. ``scores`` has shape (k, N) or (N,).
+    """
+    s = np.atleast_2d(np.asarray(scores, dtype=np.float64))
+    y, _ = _validate(y_true, s[0])
+    if s.shape[1] != y.shape[0] or np.isnan(s).any():
+        raise MetricError(f"scores shape {s.shape} does not match y_true {y.shape}, or holds NaN")
+    pos, neg = s[:, y], s[:, ~y]
+    m, n = pos.shape[1], neg.shape[1]
+    if m < 2 or n < 2:
+        raise MetricError(f"DeLong's variance needs at least 2 of each class, got {m} generated and {n} real")
+    tx, ty = rankdata(pos, axis=1), rankdata(neg, axis=1)
+    tz = rankdata(np.concatenate([pos, neg], axis=1), axis=1)
+    aucs = (tz[:, :m].sum(axis=1) - m * (m + 1) / 2) / (m * n)
+    v10 = (tz[:, :m] - tx) / n  # per positive: share of negatives it outranks
+    v01 = 1.0 - (tz[:, m:] - ty) / m  # per negative: share of positives that outrank it
+    cov = np.atleast_2d(np.cov(v10)) / m + np.atleast_2d(np.cov(v01)) / n
+    return aucs, cov
+
+
+def auc_interval(y_true: Sequence | np.ndarray, scores: Sequence | np.ndarray, confidence: float = 0.95) -> Interval:
+    """AUC with DeLong's asymptotic normal interval, AUC ± z·sqrt(Var), clipped to [0, 1]."""
+    aucs, cov = delong_covariance(y_true, np.asarray(scores, dtype=np.float64)[None, :])
+    half = _z(confidence) * np.sqrt(max(cov[0, 0], 0.0))
+    a = float(aucs[0])
+    return a, float(max(0.0, a - half)), float(min(1.0, a + half))
+
+
+def paired_auc_difference(
+    y_true: Sequence | np.ndarray,
+    scores_a: Sequence | np.ndarray,
+    scores_b: Sequence | np.ndarray,
+    confidence: float = 0.95,
+) -> Interval:
+    """AUC(a) - AUC(b) on the same videos with DeLong's interval for two correlated ROC curves.
+
+    Var(AUC_a - AUC_b) = S_aa + S_bb - 2 S_ab from :func:`delong_covariance` (DeLong et al. 1988, eq. for the
+    contrast L = (1, -1)). ``a`` is the condition's scores, ``b`` original's: a drift interval wholly below 0
+    is a significant loss of AUC.
+    """
+    aucs, cov = delong_covariance(y_true, np.stack([np.asarray(scores_a, float), np.asarray(scores_b, float)]))
+    diff = float(aucs[0] - aucs[1])
+    half = _z(confidence) * np.sqrt(max(cov[0, 0] + cov[1, 1] - 2 * cov[0, 1], 0.0))
+    return diff, float(max(-1.0, diff - half)), float(min(1.0, diff + half))
+
+
+def paired_proportion_difference(
+    a: Sequence | np.ndarray, b: Sequence | np.ndarray, confidence: float = 0.95
+) -> Interval:
+    """mean(a) - mean(b) for paired booleans (e.g. FakeR under a condition minus under original, same videos).
+
+    With n pairs, n10 pairs where only ``a`` holds and n01 where only ``b`` does: d = (n10 - n01)/n and the
+    Wald interval for paired proportions, Var = (n10 + n01 - (n10 - n01)²/n) / n² (Fleiss, Levin & Paik 2003,
+    §13.1; the variance behind McNemar's test), clipped to [-1, 1].
+    """
+    x, y = np.asarray(a, dtype=bool), np.asarray(b, dtype=bool)
+    if x.shape != y.shape or x.ndim != 1 or x.size == 0:
+        raise MetricError(f"need two non-empty 1-D arrays of the same shape, got {x.shape} and {y.shape}")
+    n = x.size
+    n10, n01 = int((x & ~y).sum()), int((~x & y).sum())
+    d = (n10 - n01) / n
+    var = (n10 + n01 - (n10 - n01) ** 2 / n) / n**2
+    half = _z(confidence) * np.sqrt(max(var, 0.0))
+    return d, float(max(-1.0, d - half)), float(min(1.0, d + half))
+
+
+def ks_statistic(a: Sequence | np.ndarray, b: Sequence | np.ndarray) -> float:
+    """The two-sample Kolmogorov-Smirnov distance sup_x |F_a(x) - F_b(x)| between empirical CDFs (Smirnov
+    1939); equals ``scipy.stats.ks_2samp(a, b).statistic``. 0: same distribution of scores, 1: disjoint."""
+    x, y = np.sort(np.asarray(a, dtype=np.float64)), np.sort(np.asarray(b, dtype=np.float64))
+    if x.size == 0 or y.size == 0 or np.isnan(x).any() or np.isnan(y).any():
+        raise MetricError("the KS distance needs two non-empty samples without NaN")
+    grid = np.concatenate([x, y])
+    cdf_x = np.searchsorted(x, grid, side="right") / x.size
+    cdf_y = np.searchsorted(y, grid, side="right") / y.size
+    return float(np.max(np.abs(cdf_x - cdf_y)))
