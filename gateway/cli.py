@@ -139,6 +139,17 @@ def bench_gateway_cmd(json_out, anchors, workers, profile) -> None:
     _emit_json(report, json_out)
 
 
+@bench.command("monitor")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), help="write JSON here")
+@click.option("--window", default=10_000, show_default=True, type=int, help="videos per series in the windows")
+@click.option("--events", "extra_videos", default=2_000, show_default=True, type=int, help="videos timed (x24 events)")
+def bench_monitor_cmd(json_out, window, extra_videos) -> None:
+    """Score events/s the monitor sustains on one core with full windows and a scrape every 15 s."""
+    from gateway.ops.bench_monitor import bench_monitor
+
+    _emit_json(bench_monitor(window=window, extra_videos=extra_videos), json_out)
+
+
 @bench.command("triton")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), help="write JSON here")
 @click.option("--detector", default="npr", show_default=True)
@@ -432,12 +443,13 @@ def kafka() -> None:
 def kafka_up(port, config_path, partitions) -> None:
     """Start the broker on 127.0.0.1:PORT, create the gateway's topics, print the bootstrap address; Ctrl-C stops it."""
     from gateway.core.config import GatewayConfig
+    from gateway.monitor.config import MonitorKafka
     from gateway.stream import kafka_io
 
     cfg = GatewayConfig.load(config_path)
     broker = kafka_io.start_broker(port)
     settings = cfg.kafka.model_copy(update={"bootstrap": broker.bootstrap})
-    topics = kafka_io.ensure_topics(settings, partitions)
+    topics = kafka_io.ensure_topics(settings, partitions, extra=(MonitorKafka().labels_topic,))
     click.echo(f"bootstrap: {broker.bootstrap}\ntopics: {', '.join(topics)}", err=False)
     _serve_until_signalled(broker.process, broker.stop)
 
@@ -461,6 +473,63 @@ def gateway_run(config_path, log_level) -> None:
     gw = Gateway(GatewayConfig.load(config_path))
     gw.install_signal_handlers()
     gw.run()
+
+
+@main.group()
+def monitor() -> None:
+    """Windowed robustness metrics over every gateway replica's score events (A/B monitoring)."""
+
+
+@monitor.command("run")
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), help="monitor.yaml")
+@click.option("--log-level", default="INFO", show_default=True)
+def monitor_run(config_path, log_level) -> None:
+    """Read the score and labels topics, serve windowed AUC, FakeR, RealR, drift and flip rates on /metrics."""
+    import logging
+
+    from gateway.monitor.config import MonitorConfig
+    from gateway.monitor.service import Monitor
+
+    logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    mon = Monitor(MonitorConfig.load(config_path))
+    mon.install_signal_handlers()
+    mon.run()
+
+
+@main.group()
+def canary() -> None:
+    """Labelled canary videos fed into the input topic, so live AUC exists without production labels."""
+
+
+@canary.command("run")
+@click.option("--manifest", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--rate", default="6/min", show_default=True, help="videos per minute (N/min), second or hour")
+@click.option("--count", type=int, default=None, help="stop after this many (default: run until stopped)")
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), help="gateway.yaml (kafka)")
+@click.option("--bootstrap", default=None, help="overrides the config's kafka.bootstrap")
+@click.option("--by-reference", is_flag=True, help="send file:// URIs (the gateways must share the folder)")
+def canary_run(manifest, rate, count, config_path, bootstrap, by_reference) -> None:
+    """Send the manifest's videos, over and over, each with a fresh video_id and canary: true."""
+    import logging
+    import signal
+    import threading
+
+    from gateway.core.config import GatewayConfig
+    from gateway.monitor.canary import CanaryError, CanaryFeed, parse_rate
+
+    logging.basicConfig(level="INFO", format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    kafka = GatewayConfig.load(config_path).kafka
+    if bootstrap:
+        kafka = kafka.model_copy(update={"bootstrap": bootstrap})
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        feed = CanaryFeed(kafka, manifest, parse_rate(rate), inline=not by_reference)
+        sent = feed.run(count=count, stop=stop)
+    except (CanaryError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"{sent} canaries sent to {kafka.input_topic}")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -75,6 +75,8 @@ def status(port: int, path: str) -> int:
             return r.status
     except urllib.error.HTTPError as exc:
         return exc.code
+    except OSError:  # not listening (yet, or any more)
+        return 0
 
 
 def start_gateway(cfg: GatewayConfig):
@@ -85,3 +87,25 @@ def start_gateway(cfg: GatewayConfig):
     thread.start()
     assert gw.ready.wait(120)
     return gw, thread
+
+
+def start_monitor(cfg):
+    """A monitor on a thread, once its windows are rebuilt (it has read both topics to their end)."""
+    from gateway.monitor.service import Monitor
+
+    mon = Monitor(cfg)
+    thread = threading.Thread(target=mon.run, daemon=True)
+    thread.start()
+    assert mon.caught_up.wait(120)
+    return mon, thread
+
+
+def wait_for(check, timeout_s: float = 120, what: str = "condition"):
+    """Poll ``check()`` until it returns a truthy value (returned), failing after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        got = check()
+        if got:
+            return got
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)  # the polling interval of a condition, not a synchronisation

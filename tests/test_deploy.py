@@ -116,10 +116,36 @@ def scraped_names() -> set[str]:
     gw.metrics.videos.labels("scored").inc()
     gw.metrics.dead_letters.labels("InvalidVideo").inc()
     gw.metrics.retries.inc()
-    gw.metrics.observe_label("v9", "real")
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
     gw.http.close()
+    return _names(text) | _monitor_names(rows)
+
+
+def _names(text: str) -> set[str]:
     return {line.split("{")[0].split(" ")[0] for line in text.splitlines() if line and not line.startswith("#")}
+
+
+def _monitor_names(rows: list[ScoreRow]) -> set[str]:
+    """Metric names on a real /metrics page of a monitor holding those rows (labelled, paired, canary too)."""
+    import time
+
+    from gateway.monitor.config import MonitorConfig
+    from gateway.monitor.service import Monitor
+
+    mon = Monitor(MonitorConfig(http_port=0))
+    port = mon.start_http()
+    now = time.time()
+    for r in rows:
+        for canary in (False, True):
+            vid = f"{r.video_id}-{canary}"
+            mon.store.add_score(r.model_copy(update={"video_id": vid, "canary": canary, "event_time": now}), now)
+    mon.handle(mon.cfg.kafka.labels_topic, b'{"video_id": "v9", "label": "real"}', int(now * 1000))
+    mon.handle(mon.cfg.kafka.output_topic, b"not json", None)
+    mon.caught_up.set()
+    mon.metrics.caught_up.set(1)
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    mon.http.close()
+    return _names(text)
 
 
 def test_every_metric_used_is_exported_triton_or_recorded(scraped_names):
@@ -127,7 +153,7 @@ def test_every_metric_used_is_exported_triton_or_recorded(scraped_names):
     used = set()
     for expr in _rule_exprs() + _dashboard_exprs():
         used |= set(NAME.findall(expr))
-    assert {"lastmile_auc", "lastmile_auc_drift", "lastmile_labelled_predictions_total"} <= used
+    assert {"lastmile_auc", "lastmile_auc_drift_upper", "lastmile_fake_recall_lower", "lastmile_flip_rate"} <= used
     unknown = {n for n in used if not (n in scraped_names or n.startswith("nv_") or n in recorded)}
     assert not unknown, f"metrics used by rules/dashboards but not exported: {sorted(unknown)}"
     for name in scraped_names:  # naming convention: lastmile_ prefix, counters end in _total
@@ -192,7 +218,7 @@ def test_chart_renders_and_validates(values_file):
             "LastmileAucDrift",
             "LastmileNoData",
         }
-        gateway = next(d for d in docs if d["kind"] == "Deployment" and "triton" not in d["metadata"]["name"])
+        gateway = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "lm-lastmile-gateway")
         assert "replicas" not in gateway["spec"]  # KEDA owns the replica count
     for dep in (d for d in docs if d["kind"] == "Deployment"):
         pod = dep["spec"]["template"]["spec"]
@@ -207,6 +233,17 @@ def test_chart_renders_and_validates(values_file):
         d for d in docs if d["kind"] == "ConfigMap" and d["metadata"].get("labels", {}).get("grafana_dashboard") == "1"
     ]
     assert len(boards) == 2
+    monitor = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"].endswith("-monitor"))
+    assert monitor["spec"]["replicas"] == 1
+    assert monitor["spec"]["template"]["spec"]["containers"][0]["args"][:2] == ["monitor", "run"]
+    canaries = [d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"].endswith("-canary")]
+    assert len(canaries) == (values_file is not None)  # optional: only where enabled
+    if values_file:
+        monitors = [d for d in docs if d["kind"] == "ServiceMonitor"]
+        assert {m["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"] for m in monitors} == {
+            "gateway",
+            "monitor",
+        }
 
 
 def test_values_schema_rejects_a_wrong_type():
@@ -218,6 +255,19 @@ def test_values_schema_rejects_a_wrong_type():
         chart.validate_schema({"gateway": {"fanout": {"policy": "most"}}})
     report = helm.lint(str(CHART), strict=True)
     assert not report["errors"] and all(m["severity"] < 3 for m in report["messages"])
+
+
+@pytest.mark.parametrize("values_file", [None, "ci/all-on-values.yaml"])
+def test_the_charts_monitor_config_is_a_valid_monitor_config(values_file, monkeypatch):
+    from gateway.monitor.config import MonitorConfig
+
+    for name in [n for n in os.environ if n.startswith("LASTMILE_")]:
+        monkeypatch.delenv(name)
+    values = yaml.safe_load((CHART / values_file).read_text()) if values_file else {}
+    (cm,) = [d for d in _render(values) if d["kind"] == "ConfigMap" and "monitor.yaml" in d.get("data", {})]
+    cfg = MonitorConfig(**yaml.safe_load(cm["data"]["monitor.yaml"]))
+    assert cfg.http_host == "0.0.0.0" and cfg.kafka.labels_topic == "lastmile.labels"
+    assert cfg.windows.seconds == 3600 and cfg.kafka.output_topic == "lastmile.scores"
 
 
 @pytest.mark.parametrize("values_file", [None, "ci/all-on-values.yaml"])

@@ -61,7 +61,6 @@ def _cfg(bootstrap: str, clips: dict, name: str, partitions: int = 2, **extra) -
         bootstrap=bootstrap,
         input_topic=f"{name}.videos",
         output_topic=f"{name}.scores",
-        labels_topic=None,
         group_id=f"{name}-gw",
         request_timeout_ms=5000,
         max_block_ms=3000,

@@ -16,10 +16,8 @@ import pytest
 import yaml
 
 from gateway.core.config import GatewayConfig, KafkaSettings
-from gateway.core.messages import LabelEvent, ScoreEvent, VideoEvent, inline_headers
+from gateway.core.messages import ScoreEvent, VideoEvent, inline_headers
 from gateway.stream import kafka_io
-from gateway.stream.live import window_metrics
-from gateway.stream.windows import Entry
 from tests.streaming import FAST_GROUP, metric, read_topics, require_broker, scrape, start_gateway
 
 CONDITIONS = "original,spatial"
@@ -48,7 +46,6 @@ def _config(broker, tmp_path: Path, name: str, **extra) -> GatewayConfig:
         bootstrap=broker.bootstrap,
         input_topic=f"{name}.videos",
         output_topic=f"{name}.scores",
-        labels_topic=f"{name}.labels",
         group_id=f"{name}-gw",
         **FAST_GROUP,
     )
@@ -163,68 +160,6 @@ def test_end_to_end_with_bad_inputs(broker, tmp_path, videos, media):
     gw.stop_event.set()
     thread.join(60)
     assert not thread.is_alive()
-
-
-def test_labels_after_scores_and_windowed_metrics_match_offline(broker, tmp_path, videos, media):
-    cfg = _config(broker, tmp_path, "labels", conditions="original,spatial", detectors="d3_px")
-    gw, thread = start_gateway(cfg)
-    k = cfg.kafka
-    producer = kafka_io.producer(k)
-    clips = [videos["basic"], videos["scene"], videos["odd"], videos["long"]]
-    truth = {f"v{i}": ("generated" if i % 2 else "real") for i in range(8)}
-    for i, vid in enumerate(truth):
-        producer.send(
-            k.input_topic,
-            key=vid.encode(),
-            value=VideoEvent(video_id=vid, uri=clips[i % 4].as_uri()).model_dump_json().encode(),
-        )
-    producer.flush()
-    got = _read(
-        broker,
-        [k.output_topic],
-        lambda g: len({json.loads(m.value)["idempotency_key"] for m in g[k.output_topic]}) >= 16,
-    )
-    assert metric(scrape(gw.port), "lastmile_window_samples") == 0  # no labels yet: nothing in the windows
-    for vid, label in truth.items():  # the labels arrive after the scores
-        producer.send(
-            k.labels_topic, key=vid.encode(), value=LabelEvent(video_id=vid, label=label).model_dump_json().encode()
-        )
-    producer.flush()
-    deadline = time.monotonic() + 60
-    while metric(scrape(gw.port), "lastmile_window_samples", window="count") < 16:
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
-    scraped = scrape(gw.port)
-    events = {e.idempotency_key: e for e in (ScoreEvent.model_validate_json(m.value) for m in got[k.output_topic])}
-    for cond in ("original", "spatial"):
-        sel = [e for e in events.values() if e.condition == cond]
-        offline = window_metrics([Entry(0, e.video_id, truth[e.video_id], e.score, e.decision) for e in sel])
-        for name, key in (
-            ("lastmile_auc", "auc"),
-            ("lastmile_fake_recall", "fake_recall"),
-            ("lastmile_real_recall", "real_recall"),
-        ):
-            live = metric(scraped, name, condition=cond, window="count")
-            assert live == pytest.approx(offline[key]), (name, cond)
-    drift = metric(scraped, "lastmile_auc_drift", condition="spatial", window="count")
-    orig = window_metrics(
-        [
-            Entry(0, e.video_id, truth[e.video_id], e.score, e.decision)
-            for e in events.values()
-            if e.condition == "original"
-        ]
-    )
-    spat = window_metrics(
-        [
-            Entry(0, e.video_id, truth[e.video_id], e.score, e.decision)
-            for e in events.values()
-            if e.condition == "spatial"
-        ]
-    )
-    assert drift == pytest.approx(spat["auc"] - orig["auc"])
-    assert metric(scraped, "lastmile_labelled_predictions_total", label="generated") == 8
-    gw.stop_event.set()
-    thread.join(60)
 
 
 def test_a_killed_gateway_loses_nothing_and_never_changes_a_score(broker, tmp_path, videos):

@@ -1,5 +1,5 @@
 """The service's HTTP endpoints: prometheus_client's own exposition (OpenMetrics negotiation, name[] filtering,
-gzip), the health probes, and a windowed-gauge collector the registry can check for name clashes."""
+gzip), the health probes, and the monitor's windowed-gauge collector the registry can check for name clashes."""
 
 from __future__ import annotations
 
@@ -10,15 +10,17 @@ import urllib.request
 import pytest
 from prometheus_client import CollectorRegistry, Gauge
 
-from gateway.core.config import WindowSettings
 from gateway.core.messages import ScoreRow
+from gateway.monitor.config import WindowSettings
+from gateway.monitor.exporter import MonitorMetrics
+from gateway.monitor.store import Store
 from gateway.stream.http import Endpoints
 from gateway.stream.live import LiveMetrics
 
 
 @pytest.fixture
 def served():
-    metrics = LiveMetrics(WindowSettings())
+    metrics = LiveMetrics()
     rows = [
         ScoreRow(
             video_id=f"v{i}",
@@ -52,19 +54,19 @@ def test_metrics_negotiates_openmetrics_and_falls_back_to_the_text_format(served
     base, _ = served
     status, headers, body = _get(f"{base}/metrics", {"Accept": "application/openmetrics-text; version=1.0.0"})
     assert status == 200 and headers["Content-Type"].startswith("application/openmetrics-text")
-    assert body.decode().endswith("# EOF\n") and "lastmile_auc{" in body.decode()
+    assert body.decode().endswith("# EOF\n") and "lastmile_score_bucket{" in body.decode()
     status, headers, body = _get(f"{base}/metrics")
     assert status == 200 and headers["Content-Type"].startswith("text/plain; version=0.0.4")
     assert "# EOF" not in body.decode() and "lastmile_predictions_total{" in body.decode()
     status, headers, body = _get(f"{base}/metrics", {"Accept-Encoding": "gzip"})
-    assert headers.get("Content-Encoding") == "gzip" and b"lastmile_auc" in gzip.decompress(body)
+    assert headers.get("Content-Encoding") == "gzip" and b"lastmile_predictions_total" in gzip.decompress(body)
 
 
 def test_metrics_honours_name_filters(served):
     base, _ = served
-    _, _, body = _get(f"{base}/metrics?name[]=lastmile_auc&name[]=lastmile_window_samples")
+    _, _, body = _get(f"{base}/metrics?name[]=lastmile_predictions_total&name[]=lastmile_in_flight_videos")
     families = {line.split()[2] for line in body.decode().splitlines() if line.startswith("# TYPE")}
-    assert families == {"lastmile_auc", "lastmile_window_samples"}
+    assert families == {"lastmile_predictions_total", "lastmile_in_flight_videos"}
 
 
 def test_probes_answer_as_the_service_says(served):
@@ -79,4 +81,4 @@ def test_windowed_gauges_are_described_so_a_name_clash_is_refused():
     registry = CollectorRegistry()
     Gauge("lastmile_auc", "somebody else's gauge", registry=registry)
     with pytest.raises(ValueError, match="lastmile_auc"):
-        LiveMetrics(WindowSettings(), registry=registry)
+        MonitorMetrics(Store(WindowSettings()), WindowSettings(), lambda: 0.0, lambda: True, registry=registry)

@@ -29,7 +29,6 @@ def gateway_config(cfg: ReplayConfig, bootstrap: str, run_id: str, workers: int)
         bootstrap=bootstrap,
         input_topic=f"lastmile.replay.{run_id}.videos",
         output_topic=f"lastmile.replay.{run_id}.scores",
-        labels_topic=None,
         group_id=f"lastmile-replay-{run_id}",
         max_poll_interval_ms=5_000,
         session_timeout_ms=5_000,
@@ -85,8 +84,9 @@ def replay_via_kafka(
             broker.stop()
     if stats is not None:
         stats.update(sent=sent, received=received)
+    delivery = {"idempotency_key", "event_time"}  # when this replay sent a video is not part of its results
     table = pa.Table.from_pylist(
-        [ScoreRow.model_validate(e.model_dump(exclude={"idempotency_key"})).model_dump() for e in events.values()],
+        [ScoreRow.model_validate(e.model_dump(exclude=delivery)).model_dump() for e in events.values()],
         schema=schema(),
     )
     parts = run_dir / "parts"

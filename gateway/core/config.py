@@ -19,7 +19,6 @@ class KafkaSettings(BaseModel):
     bootstrap: str = "127.0.0.1:9092"
     input_topic: str = "lastmile.videos"
     output_topic: str = "lastmile.scores"
-    labels_topic: str | None = "lastmile.labels"
     dlq_topic: str | None = None  # default: "<input_topic>.dlq"
     group_id: str = "lastmile-gateway"
     client_id: str = "lastmile-gateway"
@@ -83,14 +82,6 @@ class FanoutSettings(BaseModel):
     sample_rate: float = Field(0.1, ge=0, le=1, description="share of videos that get every condition (sampled)")
 
 
-class WindowSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    count: int = Field(500, ge=2, description="the count window: last N labelled scores per series")
-    seconds: float = Field(3600.0, gt=0, description="the time window")
-    label_ttl_s: float = Field(24 * 3600.0, gt=0, description="how long scores wait for a delayed label")
-    max_pending: int = Field(100_000, ge=1, description="bound on scores waiting for labels")
-
-
 class RunLimits(Limits):
     """The input's limits (:class:`transforms.limits.Limits`) and the worker's operational ones.
 
@@ -137,7 +128,6 @@ class GatewayConfig(BaseSettings, PipelineSettings):
     kafka: KafkaSettings = Field(default_factory=KafkaSettings)
     sources: SourceSettings = Field(default_factory=SourceSettings)
     fanout: FanoutSettings = Field(default_factory=FanoutSettings)
-    windows: WindowSettings = Field(default_factory=WindowSettings)
     workers: int = Field(2, ge=1, le=256)
     max_in_flight: int = Field(4, ge=1, description="videos admitted at once (queued, running or publishing)")
     http_host: str = Field("127.0.0.1", description="where /metrics, /healthz, /readyz listen (a pod: 0.0.0.0)")

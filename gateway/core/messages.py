@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: score events carry event_time and canary
 
 
 def idempotency_key(video_id: str, condition: str, detector: str, version: str) -> str:
@@ -58,6 +58,8 @@ class ScoreRow(BaseModel):
     variant_s: float | None = None  # this condition's own share of the encode time (shared steps divided)
     sample_s: float | None = None
     infer_s: float | None = None
+    event_time: float | None = None  # the input message's Kafka timestamp (s): the monitor's windows run on it
+    canary: bool = False  # a labelled canary video (``lastmile canary``): moderation consumers drop these
 
     @property
     def key(self) -> str:
@@ -80,6 +82,7 @@ class VideoEvent(BaseModel):
     source: str | None = None
     anchor_id: str | None = None
     tenant: str | None = None
+    canary: bool = False  # fed by ``lastmile canary``; its score events carry the flag
 
 
 class ScoreEvent(ScoreRow):

@@ -1,9 +1,10 @@
 """Grafana dashboards as code: ``lastmile dashboards generate`` writes ``dashboards/grafana/*.json``.
 
-Two dashboards: robustness (AUC, FakeR, RealR per condition with drift, per detector and version, and the A/B
-view) and pipeline health (throughput, stage latency, lag, DLQ, Triton). Variables: detector, version,
-condition. Every expression uses only metrics a gateway exports, Triton ``nv_*`` metrics, or recording rules
-from ``dashboards/prometheus/lastmile-rules.yaml`` (checked by the tests).
+Two dashboards: robustness (the monitor's AUC, FakeR, RealR per condition with their 95% intervals, drift vs
+original, label-free flips and score shift, and the A/B view) and pipeline health (the gateways' throughput,
+stage latency, lag, DLQ, Triton). Variables: detector, version, condition, population. Every expression uses
+only metrics a gateway or the monitor exports, Triton ``nv_*`` metrics, or recording rules from
+``dashboards/prometheus/lastmile-rules.yaml`` (checked by the tests).
 """
 
 from __future__ import annotations
@@ -14,99 +15,124 @@ from pathlib import Path
 from gateway.ops.panels import dashboard, panel, variable
 
 SEL = 'detector=~"$detector", version=~"$version", condition=~"$condition"'
+MON = SEL + ', population=~"$population", window="time"'  # the monitor's series, time window
 DASHBOARD_DIR = Path(__file__).resolve().parents[2] / "dashboards" / "grafana"
+SERIES = "{{detector}} {{version}} {{condition}} {{population}}"
+
+
+def _banded(metric: str) -> list[tuple[str, str]]:
+    """A windowed estimate with its 95% interval's bounds, as three targets."""
+    return [
+        (f"{metric}{{{MON}}}", SERIES),
+        (f"{metric}_lower{{{MON}}}", SERIES + " lower"),
+        (f"{metric}_upper{{{MON}}}", SERIES + " upper"),
+    ]
 
 
 def robustness() -> dict:
-    series = "{{detector}} {{version}} {{condition}}"
+    """The monitor's series: one computation over every gateway replica's score events."""
+    free = SEL + ', window="time", population="traffic"'
     panels = [
-        panel(
-            1,
-            "Windowed AUC per condition (last N labelled)",
-            [(f'lastmile_auc{{{SEL}, window="count"}}', series)],
-            0,
-            0,
-        ),
+        panel(1, "AUC per condition, DeLong 95% interval (time window)", _banded("lastmile_auc"), 0, 0),
         panel(
             2,
-            "AUC drift vs original (same videos)",
-            [(f'lastmile_auc_drift{{{SEL}, window="count"}}', series)],
+            "AUC drift vs original, same videos (paired DeLong)",
+            _banded("lastmile_auc_drift"),
             12,
             0,
             minmax=(-1, 1),
         ),
-        panel(
-            3,
-            "FakeR per condition (1 h, fixed threshold)",
-            [(f"detector_version_condition:lastmile_fake_recall:ratio_rate1h{{{SEL}}}", series)],
-            0,
-            8,
-        ),
-        panel(
-            4,
-            "RealR per condition (1 h, fixed threshold)",
-            [(f"detector_version_condition:lastmile_real_recall:ratio_rate1h{{{SEL}}}", series)],
-            12,
-            8,
-        ),
-        panel(
-            5,
-            "FakeR drift vs original (1 h)",
-            [(f"detector_version_condition:lastmile_fake_recall:drift_rate1h{{{SEL}}}", series)],
-            0,
-            16,
-            minmax=(-1, 1),
-        ),
+        panel(3, "FakeR per condition, Wilson 95% interval", _banded("lastmile_fake_recall"), 0, 8),
+        panel(4, "RealR per condition, Wilson 95% interval", _banded("lastmile_real_recall"), 12, 8),
+        panel(5, "FakeR drift vs original, same videos", _banded("lastmile_fake_recall_drift"), 0, 16, minmax=(-1, 1)),
         panel(
             6,
-            "Balanced accuracy (time window)",
-            [(f'lastmile_balanced_accuracy{{{SEL}, window="time"}}', series)],
+            "Label-free: decision flips vs original (traffic)",
+            [(f"lastmile_flip_rate{{{free}}}", "{{detector}} {{version}} {{condition}} {{direction}}")],
             12,
             16,
         ),
         panel(
             7,
-            "A/B: AUC spread between versions of a detector",
-            [
-                (
-                    'detector_condition:lastmile_auc:version_spread{detector=~"$detector", condition=~"$condition"}',
-                    "{{detector}} {{condition}}",
-                )
-            ],
+            "Label-free: KS distance to original's scores (traffic)",
+            [(f"lastmile_score_ks_statistic{{{free}}}", "{{detector}} {{version}} {{condition}}")],
             0,
             24,
-            minmax=(0, 1),
         ),
-        panel(8, "A/B: AUC by version", [(f'lastmile_auc{{{SEL}, window="time"}}', series)], 12, 24),
         panel(
-            9,
-            "Score distribution (p50) by label",
-            [
-                (
-                    f"histogram_quantile(0.5, sum by (detector, version, condition, label, le) "
-                    f"(rate(lastmile_score_bucket{{{SEL}}}[15m])))",
-                    "{{detector}} {{condition}} {{label}}",
-                )
-            ],
-            0,
-            32,
+            8,
+            "Label-free: mean score shift vs original (traffic)",
+            [(f"lastmile_score_shift_mean{{{free}}}", "{{detector}} {{version}} {{condition}}")],
+            12,
+            24,
             unit="short",
             minmax=None,
         ),
         panel(
+            9,
+            "A/B: AUC spread between versions of a detector",
+            [
+                (
+                    "detector_condition_population:lastmile_auc:version_spread"
+                    '{detector=~"$detector", condition=~"$condition", population=~"$population"}',
+                    "{{detector}} {{condition}} {{population}}",
+                )
+            ],
+            0,
+            32,
+            minmax=(0, 1),
+        ),
+        panel(
             10,
-            "Labelled scores in the window",
-            [(f"lastmile_window_samples{{{SEL}}}", series + " {{window}}")],
+            "A/B: AUC by version",
+            [(f"detector_version_condition_population:lastmile_auc:time{{{SEL}}}", SERIES)],
             12,
             32,
+        ),
+        panel(
+            11,
+            "Labelled samples in the window, by true label",
+            [(f"lastmile_window_samples{{{MON}}}", SERIES + " {{label}}")],
+            0,
+            40,
+            unit="short",
+            minmax=None,
+        ),
+        panel(
+            12,
+            "Age of each series' latest sample",
+            [
+                (
+                    f'time() - lastmile_window_last_sample_timestamp_seconds{{{SEL}, population=~"$population"}}',
+                    SERIES,
+                )
+            ],
+            12,
+            40,
+            unit="s",
+            minmax=None,
+        ),
+        panel(
+            13,
+            "Score distribution (p50), all traffic",
+            [
+                (
+                    f"histogram_quantile(0.5, sum by (detector, version, condition, le) "
+                    f"(rate(lastmile_score_bucket{{{SEL}}}[15m])))",
+                    "{{detector}} {{version}} {{condition}}",
+                )
+            ],
+            0,
+            48,
             unit="short",
             minmax=None,
         ),
     ]
     variables = [
-        variable("detector", "label_values(lastmile_auc, detector)"),
-        variable("version", 'label_values(lastmile_auc{detector=~"$detector"}, version)'),
-        variable("condition", "label_values(lastmile_auc, condition)"),
+        variable("detector", "label_values(lastmile_window_videos, detector)"),
+        variable("version", 'label_values(lastmile_window_videos{detector=~"$detector"}, version)'),
+        variable("condition", "label_values(lastmile_window_videos, condition)"),
+        variable("population", "label_values(lastmile_window_last_sample_timestamp_seconds, population)"),
     ]
     return dashboard("lastmile-robustness", "LastMile robustness", panels, variables, ["lastmile", "robustness"])
 

@@ -27,9 +27,10 @@ class Health:
     down_since: dict[str, float] = field(default_factory=dict)
     reasons: dict[str, str] = field(default_factory=dict)
     failures: dict[str, int] = field(default_factory=dict)
+    components: tuple[str, ...] = COMPONENTS
 
     def __post_init__(self) -> None:
-        for c in COMPONENTS:
+        for c in self.components:
             self.gauge.labels(c).set(1)
 
     def down(self, component: str, reason: str) -> float:

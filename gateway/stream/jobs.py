@@ -23,6 +23,11 @@ class Job:
     started: float
     attempts: int = 0  # runs whose own worker died or overran: the retry cap counts only these
     rows: list[ScoreRow] | None = None  # computed, waiting for the broker to acknowledge them
+    event_time: float | None = None  # the input message's Kafka timestamp, in seconds
+
+    def stamp(self, rows: list[ScoreRow]) -> list[ScoreRow]:
+        """The rows with what the monitor needs from the input message: its event time and canary flag."""
+        return [r.model_copy(update={"event_time": self.event_time, "canary": self.event.canary}) for r in rows]
 
     def request(self) -> VideoRequest:
         return VideoRequest(

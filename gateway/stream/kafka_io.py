@@ -94,14 +94,13 @@ def admin(settings: KafkaSettings):
     return KafkaAdminClient(**settings.client_options(), request_timeout_ms=5000)
 
 
-def ensure_topics(settings: KafkaSettings, partitions: int = 4) -> list[str]:
-    """Create the input, output, labels and DLQ topics if missing; return their names."""
+def ensure_topics(settings: KafkaSettings, partitions: int = 4, extra: tuple[str, ...] = ()) -> list[str]:
+    """Create the input, output and DLQ topics (and ``extra``, e.g. the labels topic) if missing; return their
+    names."""
     from kafka.admin import NewTopic
     from kafka.errors import TopicAlreadyExistsError
 
-    names = [settings.input_topic, settings.output_topic, settings.dlq] + (
-        [settings.labels_topic] if settings.labels_topic else []
-    )
+    names = [settings.input_topic, settings.output_topic, settings.dlq, *extra]
     client = admin(settings)
     try:
         existing = set(client.list_topics())
@@ -147,6 +146,20 @@ def consumer(settings: KafkaSettings):
         request_timeout_ms=max(settings.request_timeout_ms, settings.session_timeout_ms + 1000),
         fetch_max_bytes=settings.max_message_bytes + 1024 * 1024,
         max_partition_fetch_bytes=settings.max_message_bytes + 1024 * 1024,
+    )
+
+
+def reader(settings: KafkaSettings):
+    """A consumer without a group or commits, for a reader that assigns partitions and seeks by time itself
+    (the monitor rebuilds its windows from the topics on every start)."""
+    from kafka import KafkaConsumer
+
+    return KafkaConsumer(
+        **settings.client_options(),
+        group_id=None,
+        enable_auto_commit=False,
+        request_timeout_ms=settings.request_timeout_ms,
+        max_poll_records=settings.max_poll_records,
     )
 
 

@@ -46,7 +46,7 @@ UNAVAILABLE = "RuntimeUnavailable"
 class Gateway:
     def __init__(self, cfg: GatewayConfig, metrics: LiveMetrics | None = None) -> None:
         self.cfg = cfg
-        self.metrics = metrics or LiveMetrics(cfg.windows)
+        self.metrics = metrics or LiveMetrics()
         self.health = Health(self.metrics.runtime_up, cfg.retry_backoff_s, cfg.retry_backoff_max_s)
         self.stop_event = threading.Event()
         self.ready = threading.Event()  # set once the loop runs
@@ -65,7 +65,7 @@ class Gateway:
         self.condition_names = [c.name for c in self.pipeline.conditions]
         self.publisher = Publisher(kafka_io.producer(k), k)
         self.consumer = kafka_io.consumer(k)
-        topics = [k.input_topic] + ([k.labels_topic] if k.labels_topic else [])
+        topics = [k.input_topic]  # labels are the monitor's (lastmile monitor run), not the gateway's
         self.consumer.subscribe(topics, listener=rebalance_listener(self._commit, self.tracker))
         rules = FetchRules(sources=self.cfg.sources, max_bytes=limits.max_bytes)
         self.pool = worker.start_pool(self.cfg, rules, self.cfg.workers)
@@ -133,10 +133,6 @@ class Gateway:
     def _accept(self, tp: object, msg: object) -> None:
         k = self.cfg.kafka
         self.tracker.start(tp, msg.offset)
-        if msg.topic == k.labels_topic:  # committed like videos, so a restart does not re-read every label
-            self.metrics.observe_label_message(msg.value)
-            self.tracker.done(tp, msg.offset)
-            return
         if len(msg.value or b"") > k.max_message_bytes:
             reason = f"message of {len(msg.value)} bytes; max_message_bytes is {k.max_message_bytes}"
             self._dead_letter_message(tp, msg, "MessageTooLarge", reason, value=b"")
@@ -148,6 +144,7 @@ class Gateway:
             return
         names = fanout(event.video_id, self.condition_names, self.cfg.fanout.policy, self.cfg.fanout.sample_rate)
         job = Job(tp, msg.offset, event, inline, msg.value, list(msg.headers or []), names, time.monotonic())
+        job.event_time = msg.timestamp / 1000 if msg.timestamp is not None and msg.timestamp >= 0 else time.time()
         if inline is not None and len(inline) > self.cfg.limits.max_bytes:  # before any heavy work
             limit = self.cfg.limits.max_bytes
             self._finish(
@@ -218,6 +215,7 @@ class Gateway:
     def _finish(self, job: Job, rows: list[ScoreRow]) -> None:
         """Publish a video's rows; once the broker acknowledged them, its offset is done."""
         t0 = time.monotonic()
+        rows = job.stamp(rows)
         try:
             cause = self.publisher.publish(rows, job.original, job.headers, job.event.video_id)
         except Exception as exc:  # not acknowledged: keep the rows, retry later, commit nothing past it

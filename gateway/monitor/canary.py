@@ -1,0 +1,98 @@
+"""``lastmile canary run``: labelled videos from a manifest fed into the input topic at a steady rate, each with
+a fresh ``video_id`` and ``canary: true``, so the monitor has a labelled population (``population="canary"``)
+even where production labels never come.
+
+The flag travels to every score event of the video (``ScoreEvent.canary``): a moderation consumer drops
+those events (they are not user uploads), and the monitor reports them apart from labelled traffic.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import re
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from detectors.manifest import ManifestRow, read_manifest
+from gateway.core.config import KafkaSettings
+from gateway.core.messages import VideoEvent, inline_headers
+from gateway.stream import kafka_io
+
+log = logging.getLogger("lastmile.canary")
+
+
+class CanaryError(ValueError):
+    """A canary feed that cannot run as asked (bad rate, empty manifest, a video too large to send inline)."""
+
+
+def parse_rate(text: str) -> float:
+    """Videos per second from ``N/min``, ``N/s`` or ``N/h``."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*/\s*(s|sec|min|h|hour)\s*", text)
+    if not m or float(m.group(1)) <= 0:
+        raise CanaryError(f"rate {text!r}: expected e.g. 6/min, 1/s or 30/h")
+    per = {"s": 1, "sec": 1, "min": 60, "h": 3600, "hour": 3600}[m.group(2)]
+    return float(m.group(1)) / per
+
+
+@dataclass(frozen=True)
+class Message:
+    key: bytes
+    value: bytes
+    headers: list[tuple[str, bytes]] | None
+
+
+@dataclass
+class CanaryFeed:
+    kafka: KafkaSettings
+    manifest: Path
+    per_second: float
+    inline: bool = True  # by reference needs the gateways to share the manifest's folder (sources.file_roots)
+
+    def rows(self) -> list[ManifestRow]:
+        rows = read_manifest(self.manifest)
+        if not rows:
+            raise CanaryError(f"{self.manifest}: no videos")
+        return rows
+
+    def message(self, row: ManifestRow) -> Message:
+        """One canary message for a manifest row: a fresh video_id each time, the row's label and source."""
+        video_id = f"canary-{row.video_id}-{uuid.uuid4().hex[:12]}"
+        path = Path(row.uri.removeprefix("file://"))
+        path = path if path.is_absolute() else (self.manifest.resolve().parent / path)
+        fields = {"video_id": video_id, "label": row.label, "source": row.source, "anchor_id": row.anchor_id}
+        if not self.inline:
+            event = VideoEvent(**fields, uri=path.resolve().as_uri(), canary=True)
+            return Message(video_id.encode(), event.model_dump_json().encode(), None)
+        data = path.read_bytes()
+        if len(data) > self.kafka.max_message_bytes:
+            raise CanaryError(f"{path} is {len(data)} bytes, over kafka.max_message_bytes; send it by reference")
+        return Message(video_id.encode(), data, inline_headers(VideoEvent(**fields, canary=True)))
+
+    def messages(self) -> Iterator[Message]:
+        """The manifest's rows in order, over and over."""
+        for row in itertools.cycle(self.rows()):
+            yield self.message(row)
+
+    def run(self, count: int | None = None, stop: threading.Event | None = None) -> int:
+        """Send ``count`` canaries (None: until ``stop``), one every 1/rate seconds, each acknowledged by the
+        broker before the next; returns how many were sent."""
+        stop = stop or threading.Event()
+        producer = kafka_io.producer(self.kafka)
+        sent = 0
+        try:
+            for msg in itertools.islice(self.messages(), count):
+                if stop.is_set():
+                    break
+                future = producer.send(self.kafka.input_topic, key=msg.key, value=msg.value, headers=msg.headers)
+                future.get(timeout=self.kafka.ack_timeout_s)
+                sent += 1
+                log.info("canary %s sent (%d)", msg.key.decode(), sent)
+                if count is None or sent < count:
+                    stop.wait(1.0 / self.per_second)  # the pacing, not a synchronisation
+        finally:
+            producer.close()
+        return sent

@@ -1,0 +1,69 @@
+"""The monitor's configuration (``lastmile monitor run --config monitor.yaml``): pydantic settings from YAML,
+overridable by ``LASTMILE_MONITOR_*`` variables (nested with ``__``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from gateway.core.config import KafkaSettings
+
+
+class MonitorKafka(KafkaSettings):
+    """The broker and topics: ``output_topic`` is the score topic the gateways publish to."""
+
+    labels_topic: str | None = Field("lastmile.labels", description="delayed ground truth (null: none)")
+    group_id: str = "lastmile-monitor"
+    client_id: str = "lastmile-monitor"
+
+
+class WindowSettings(BaseModel):
+    """Exact windows by event time (the input message's Kafka timestamp), per (detector, version, condition)."""
+
+    model_config = ConfigDict(extra="forbid")
+    seconds: float = Field(3600.0, gt=0, description="the time window: videos whose event time is this recent")
+    count: int = Field(500, ge=2, description="the count window: the latest N videos of a series, by event time")
+    stale_after_s: float = Field(900.0, gt=0, description="a series with no sample this recent leaves /metrics")
+    label_ttl_s: float = Field(86_400.0, gt=0, description="how long a label waits for its video's scores")
+    max_videos: int = Field(500_000, ge=10, description="bound on videos held; past it the oldest go (counted)")
+    max_waiting_labels: int = Field(1_000_000, ge=10, description="bound on labels waiting for their video")
+    confidence: float = Field(0.95, gt=0, lt=1, description="of every exported interval")
+
+    @property
+    def lookback_s(self) -> float:
+        """How far back a (re)started monitor reads the score topic: its longest window."""
+        return self.seconds
+
+    @property
+    def label_lookback_s(self) -> float:
+        """How far back it reads the labels topic: a label may come before its scores by up to the TTL."""
+        return self.seconds + self.label_ttl_s
+
+
+class MonitorConfig(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="LASTMILE_MONITOR_", env_nested_delimiter="__", extra="forbid")
+    kafka: MonitorKafka = Field(default_factory=MonitorKafka)
+    windows: WindowSettings = Field(default_factory=WindowSettings)
+    http_host: str = Field("127.0.0.1", description="where /metrics, /healthz, /readyz listen (a pod: 0.0.0.0)")
+    http_port: int = Field(9309, ge=0, le=65535)
+    poll_max_records: int = Field(2000, ge=1, description="score events read per poll")
+
+    @model_validator(mode="after")
+    def _windows_fit(self) -> MonitorConfig:
+        if self.windows.count > self.windows.max_videos:
+            raise ValueError("windows.count cannot exceed windows.max_videos")
+        return self
+
+    @classmethod
+    def settings_customise_sources(
+        cls, settings_cls, init_settings, env_settings, dotenv_settings, file_secret_settings
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (env_settings, init_settings, file_secret_settings)  # env overrides the file
+
+    @classmethod
+    def load(cls, path: str | Path | None) -> MonitorConfig:
+        raw = yaml.safe_load(Path(path).read_text()) if path else {}
+        return cls(**(raw or {}))

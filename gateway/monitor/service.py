@@ -1,0 +1,159 @@
+"""``lastmile monitor run``: reads the score topic of every gateway replica and the labels topic, and serves
+the windowed metrics (:mod:`gateway.monitor.signals`) on /metrics.
+
+It keeps no offsets: on every start it assigns itself every partition of both topics, seeks to the first
+message of its longest window (by timestamp; a broker that answers with an earlier offset only costs reading
+more, since the windows filter by event time), and rebuilds its windows; until it has read to the end of both
+topics once, /readyz says 503 and the windowed families are withheld. So a killed monitor comes back with the
+same values, and two monitors on the same topics export the same values.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable
+
+from gateway.core.messages import LabelEvent, ScoreEvent
+from gateway.monitor.config import MonitorConfig
+from gateway.monitor.exporter import MonitorMetrics
+from gateway.monitor.store import Store
+from gateway.stream import kafka_io
+from gateway.stream.health import Health
+from gateway.stream.http import Endpoints
+
+log = logging.getLogger("lastmile.monitor")
+
+
+class Monitor:
+    def __init__(self, cfg: MonitorConfig, clock: Callable[[], float] = time.time) -> None:
+        self.cfg, self.clock = cfg, clock
+        self.store = Store(cfg.windows, clock)
+        self.caught_up = threading.Event()
+        self.stop_event = threading.Event()
+        self.metrics = MonitorMetrics(self.store, cfg.windows, clock, self.caught_up.is_set)
+        self.health = Health(self.metrics.runtime_up, components=("broker",))
+        self.heartbeat = time.monotonic()
+        self.http: Endpoints | None = None
+        self.consumer = None
+        self._ends: dict = {}
+
+    # -- lifecycle -------------------------------------------------------------------------------------------
+    def run(self) -> None:
+        self.start_http()
+        self.consumer = kafka_io.reader(self.cfg.kafka)
+        try:
+            while not self.stop_event.is_set() and not self._assign():
+                self.stop_event.wait(self.health.down("broker", "topics not found or broker not answering"))
+            self._loop()
+        finally:
+            with contextlib.suppress(Exception):
+                self.consumer.close()
+            if self.http:
+                self.http.close()
+            log.info("monitor stopped")
+
+    def install_signal_handlers(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: self.stop_event.set())
+
+    def _topics(self) -> dict[str, float]:
+        """Each topic read, with how far back (seconds) a start reads it."""
+        k, w = self.cfg.kafka, self.cfg.windows
+        return {k.output_topic: w.lookback_s, **({k.labels_topic: w.label_lookback_s} if k.labels_topic else {})}
+
+    def _assign(self) -> bool:
+        """Assign every partition of the topics and seek to the start of the longest window; False if the
+        broker does not answer or a topic does not exist yet."""
+        from kafka import TopicPartition
+
+        try:
+            starts = {}
+            for topic, lookback in self._topics().items():
+                parts = self.consumer.partitions_for_topic(topic)
+                if not parts:
+                    return False
+                for p in parts:
+                    starts[TopicPartition(topic, p)] = int((self.clock() - lookback) * 1000)
+            self.consumer.assign(list(starts))
+            found = self.consumer.offsets_for_times(starts)
+            self._ends = self.consumer.end_offsets(list(starts))
+        except Exception as exc:
+            log.warning("cannot assign the monitor's partitions: %s", exc)
+            return False
+        for tp, hit in found.items():
+            if hit is None:  # no message that recent: nothing of this partition is in a window
+                self.consumer.seek(tp, self._ends[tp])
+            else:
+                self.consumer.seek(tp, hit.offset)
+        self.health.up("broker")
+        log.info("monitor reading %s from the start of its windows", sorted(self._topics()))
+        return True
+
+    def _loop(self) -> None:
+        last_probe = 0.0
+        while not self.stop_event.is_set():
+            self.heartbeat = time.monotonic()
+            records = self.consumer.poll(timeout_ms=200, max_records=self.cfg.poll_max_records)
+            for messages in records.values():
+                for msg in messages:
+                    self.handle(msg.topic, msg.value, msg.timestamp)
+            if not records and not self.caught_up.is_set() and self._at_end():
+                self.caught_up.set()
+                self.metrics.caught_up.set(1)
+                log.info("windows rebuilt: %d videos held", len(self.store.videos))
+            if time.monotonic() - last_probe > self.cfg.kafka.probe_interval_s:
+                self._probe()
+                self.store.expire()
+                last_probe = time.monotonic()
+
+    # -- messages --------------------------------------------------------------------------------------------
+    def handle(self, topic: str, value: bytes | None, timestamp_ms: int | None) -> None:
+        """One message of the score or labels topic; an unreadable one is counted and skipped, never fatal."""
+        fallback = timestamp_ms / 1000 if timestamp_ms is not None and timestamp_ms >= 0 else self.clock()
+        try:
+            if topic == self.cfg.kafka.output_topic:
+                self.store.add_score(ScoreEvent.model_validate_json(value or b""), fallback)
+            else:
+                event = LabelEvent.model_validate_json(value or b"")
+                self.store.add_label(event.video_id, event.label, fallback)
+        except ValueError:
+            self.metrics.invalid.labels(topic).inc()
+
+    def _at_end(self) -> bool:
+        try:
+            return all(self.consumer.position(tp) >= end for tp, end in self._ends.items())
+        except Exception:
+            return False
+
+    def _probe(self) -> None:
+        """The topics' end offsets: the lag, and proof that the broker answers."""
+        from kafka import TopicPartition
+
+        try:
+            tps = [tp for tp in self.consumer.assignment() if isinstance(tp, TopicPartition)]
+            ends = self.consumer.end_offsets(tps, timeout_ms=self.cfg.kafka.probe_timeout_ms)
+        except Exception as exc:
+            self.health.down("broker", f"no answer to an offsets request: {exc or type(exc).__name__}")
+            return
+        for topic in self._topics():
+            lag = sum(max(0, e - self.consumer.position(tp)) for tp, e in ends.items() if tp.topic == topic)
+            self.metrics.lag.labels(topic).set(lag)
+        self.health.up("broker")
+
+    # -- health ----------------------------------------------------------------------------------------------
+    def healthy(self) -> bool:
+        return time.monotonic() - self.heartbeat < 60
+
+    def is_ready(self) -> bool:
+        return self.caught_up.is_set() and self.health.ok and not self.stop_event.is_set()
+
+    def start_http(self) -> int:
+        cfg = self.cfg
+        self.http = Endpoints(cfg.http_host, cfg.http_port, self.metrics.registry, self.healthy, self.is_ready)
+        self.port = self.http.port
+        log.info("monitor metrics and health on :%d", self.port)
+        return self.port

@@ -1,0 +1,211 @@
+"""The monitor's windows and signals, without a broker: exact against scikit-learn, numpy and scipy on the
+same rows; event-time expiry whatever order labels arrive in; stale series leave; duplicates count once."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.stats import ks_2samp
+from sklearn.metrics import recall_score, roc_auc_score
+
+from gateway.core.messages import ScoreEvent, idempotency_key
+from gateway.monitor.config import WindowSettings
+from gateway.monitor.signals import compute
+from gateway.monitor.store import Store
+
+NOW = 1_800_000_000.0
+
+
+class Clock:
+    def __init__(self, t: float = NOW) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def event(vid: str, cond: str, score: float, t: float, det: str = "npr", label=None, canary=False, thr=0.0):
+    return ScoreEvent(
+        video_id=vid,
+        condition=cond,
+        detector=det,
+        detector_version="1",
+        runtime="embedded",
+        score=score,
+        decision=score > thr,
+        threshold=thr,
+        label=label,
+        event_time=t,
+        canary=canary,
+        idempotency_key=idempotency_key(vid, cond, det, "1"),
+    )
+
+
+def values(samples, name, **labels) -> dict:
+    out = {}
+    for s in samples:
+        if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
+            out[(s.labels["detector"], s.labels["condition"])] = s.value
+    return out
+
+
+def stream(rng, n=300, dets=("npr", "d3")):
+    """Rows of n videos x 2 conditions x dets, with labels, in a random order, some redelivered."""
+    truth, rows = {}, []
+    for i in range(n):
+        vid, y = f"v{i}", bool(rng.random() < 0.4)
+        truth[vid] = "generated" if y else "real"
+        t = NOW - 5 * n + i * 5
+        for det in dets:
+            base = rng.normal(1.0 if y else -0.5)
+            rows.append(event(vid, "original", round(base, 2), t, det))
+            rows.append(event(vid, "full", round(base * 0.4 + rng.normal(0, 0.8), 2), t, det))
+    order = rng.permutation(len(rows))
+    return truth, [rows[i] for i in order] + [rows[i] for i in order[:100]]  # 100 redeliveries
+
+
+def test_windowed_metrics_equal_sklearn_on_deduplicated_rows_whatever_the_label_order():
+    rng = np.random.default_rng(3)
+    truth, rows = stream(rng)
+    store = Store(WindowSettings(count=100), Clock())
+    labels = list(truth.items())
+    for i, row in enumerate(rows):  # labels interleaved: some before their scores, some after
+        assert store.add_score(row, 0.0) in ("added", "duplicate")
+        if i % 3 == 0 and labels:
+            vid, label = labels.pop(rng.integers(len(labels)))
+            store.add_label(vid, label, NOW)
+    for vid, label in labels:
+        store.add_label(vid, label, NOW)
+    assert store.events["duplicate"] == 100 and not store.waiting
+    samples = compute(store.snapshot(), store.settings, NOW)
+    unique = {r.idempotency_key: r for r in rows}.values()
+    for det in ("npr", "d3"):
+        for cond in ("original", "full"):
+            sel = sorted((r for r in unique if r.detector == det and r.condition == cond), key=lambda r: r.event_time)
+            for window, part in (("time", sel), ("count", sel[-100:])):
+                y = np.array([truth[r.video_id] == "generated" for r in part])
+                s, d = np.array([r.score for r in part]), np.array([r.decision for r in part])
+                want = {
+                    "lastmile_auc": roc_auc_score(y, s),
+                    "lastmile_fake_recall": recall_score(y, d),
+                    "lastmile_real_recall": recall_score(~y, ~d),
+                }
+                for name, value in want.items():
+                    got = values(samples, name, window=window, population="labelled")[(det, cond)]
+                    assert got == pytest.approx(value, abs=1e-9), (name, det, cond, window)
+            if cond == "full":
+                orig = {r.video_id: r for r in unique if r.detector == det and r.condition == "original"}
+                y = np.array([truth[r.video_id] == "generated" for r in sel])
+                a, b = np.array([r.score for r in sel]), np.array([orig[r.video_id].score for r in sel])
+                drift = values(samples, "lastmile_auc_drift", window="time", population="labelled")[(det, cond)]
+                assert drift == pytest.approx(roc_auc_score(y, a) - roc_auc_score(y, b), abs=1e-9)
+
+
+def test_label_free_signals_equal_numpy_and_scipy():
+    rng = np.random.default_rng(4)
+    _truth, rows = stream(rng, n=200, dets=("npr",))
+    store = Store(WindowSettings(count=50), Clock())
+    for row in rows:
+        store.add_score(row, 0.0)
+    samples = compute(store.snapshot(), store.settings, NOW)
+    unique = list({r.idempotency_key: r for r in rows}.values())
+    orig = {r.video_id: r for r in unique if r.condition == "original"}
+    full = sorted((r for r in unique if r.condition == "full"), key=lambda r: r.event_time)
+    for window, part in (("time", full), ("count", full[-50:])):
+        a = np.array([r.score for r in part])
+        b = np.array([orig[r.video_id].score for r in part])
+        da = np.array([r.decision for r in part])
+        db = np.array([orig[r.video_id].decision for r in part])
+        lab = {"window": window, "population": "traffic"}
+        assert values(samples, "lastmile_score_shift_mean", **lab)[("npr", "full")] == pytest.approx(np.mean(a - b))
+        ks = values(samples, "lastmile_score_ks_statistic", **lab)[("npr", "full")]
+        assert ks == pytest.approx(ks_2samp(a, b).statistic, abs=1e-12)
+        r2g = values(samples, "lastmile_flip_rate", direction="real_to_generated", **lab)[("npr", "full")]
+        g2r = values(samples, "lastmile_flip_rate", direction="generated_to_real", **lab)[("npr", "full")]
+        assert r2g == pytest.approx(np.mean(da[~db])) and g2r == pytest.approx(np.mean(~da[db]))
+        assert values(samples, "lastmile_paired_videos", **lab)[("npr", "full")] == len(part)
+    assert not values(samples, "lastmile_auc")  # no label anywhere: no labelled series at all
+
+
+def test_expiry_is_by_the_scores_event_time_even_for_late_labels():
+    clock = Clock()
+    store = Store(WindowSettings(seconds=600, stale_after_s=3600, label_ttl_s=7200), clock)
+    for i in range(10):  # video i scored at NOW - 100 * i
+        for cond, s in (("original", float(i)), ("full", float(-i))):
+            store.add_score(event(f"v{i}", cond, s, NOW - 100 * i), 0.0)
+    for i in reversed(range(10)):  # labels arrive late and out of order, all now
+        store.add_label(f"v{i}", "generated" if i % 2 else "real", NOW)
+    clock.t = NOW + 250  # the window now holds videos with event time >= NOW - 350: v0..v3
+    snap = store.snapshot()
+    assert [vid for vid, _ in snap] == ["v3", "v2", "v1", "v0"]
+    samples = compute(snap, store.settings, clock.t)
+    n = values(samples, "lastmile_window_samples", window="time", population="labelled", label="generated")
+    assert n[("npr", "original")] == 2  # v1, v3
+    # v7-v9 were scored before the window (NOW - 600) began: their scores were refused, their labels wait
+    assert store.events["expired"] == 6 and set(store.waiting) == {"v7", "v8", "v9"}
+    clock.t = NOW + 7201  # ... until their TTL, counted from the label's own time
+    store.expire()
+    assert not store.waiting and store.labels["expired"] == 3 and not store.videos
+
+
+def test_a_series_without_a_new_sample_for_stale_after_s_leaves_and_a_redelivery_counts_once():
+    clock = Clock()
+    settings = WindowSettings(seconds=3600, stale_after_s=300, count=10)
+    store = Store(settings, clock)
+    for i in range(6):
+        for det in ("npr", "d3"):
+            store.add_score(event(f"v{i}", "original", float(i), NOW - 10, det, label=("real", "generated")[i % 2]), 0)
+    store.add_score(event("v6", "original", 5.0, NOW + 200, "npr", label="generated"), 0)  # npr keeps going
+    assert store.add_score(event("v6", "original", 9.0, NOW + 200, "npr", label="generated"), 0) == "duplicate"
+    clock.t = NOW + 400  # d3's latest sample is 410 s old, npr's 200 s
+    samples = compute(store.snapshot(), settings, clock.t)
+    stamps = values(samples, "lastmile_window_last_sample_timestamp_seconds", population="labelled")
+    assert stamps == {("npr", "original"): NOW + 200}
+    assert set(values(samples, "lastmile_auc")) == {("npr", "original")}
+    n = values(samples, "lastmile_window_samples", window="count", population="labelled", label="generated")
+    assert n == {("npr", "original"): 4}  # v1, v3, v5 and v6 once, with its first score
+
+
+def test_canaries_are_their_own_population():
+    store = Store(WindowSettings(), Clock())
+    for i in range(8):
+        label = ("real", "generated")[i % 2]
+        store.add_score(event(f"c{i}", "original", float(i % 2), NOW, label=label, canary=True), 0)
+        store.add_score(event(f"t{i}", "original", float(i), NOW), 0)
+    samples = compute(store.snapshot(), store.settings, NOW)
+    assert values(samples, "lastmile_auc", population="canary", window="time") == {("npr", "original"): 1.0}
+    assert not values(samples, "lastmile_auc", population="labelled")
+    assert values(samples, "lastmile_window_videos", population="traffic", window="time")[("npr", "original")] == 8
+
+
+def test_canary_messages_carry_a_fresh_id_the_label_and_the_flag(tmp_path):
+    from gateway.core.config import KafkaSettings
+    from gateway.core.messages import VideoEvent, parse_video_message
+    from gateway.monitor.canary import CanaryError, CanaryFeed, parse_rate
+
+    assert parse_rate("6/min") == pytest.approx(0.1) and parse_rate("2/s") == 2.0 and parse_rate("36/h") == 0.01
+    for bad in ("6", "0/min", "fast", "-1/s"):
+        with pytest.raises(CanaryError):
+            parse_rate(bad)
+    (tmp_path / "v").mkdir()
+    (tmp_path / "v" / "a.mp4").write_bytes(b"\x00" * 2000)
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text('{"video_id": "a", "uri": "v/a.mp4", "label": "real", "source": "cam", "anchor_id": "a"}\n')
+    feed = CanaryFeed(KafkaSettings(), manifest, 1.0)
+    one, two = feed.message(feed.rows()[0]), feed.message(feed.rows()[0])
+    event, inline = parse_video_message(one.value, one.headers)
+    assert inline == b"\x00" * 2000 and event.canary and event.label == "real" and event.source == "cam"
+    assert one.key != two.key and event.video_id.startswith("canary-a-")
+    by_ref = CanaryFeed(KafkaSettings(), manifest, 1.0, inline=False).message(feed.rows()[0])
+    ref = VideoEvent.model_validate_json(by_ref.value)
+    assert ref.canary and ref.uri == (tmp_path / "v" / "a.mp4").resolve().as_uri() and by_ref.headers is None
+    with pytest.raises(CanaryError, match="by reference"):
+        CanaryFeed(KafkaSettings(max_message_bytes=1024), manifest, 1.0).message(feed.rows()[0])
+
+
+def test_the_monitor_benchmark_fills_its_windows_and_scrapes_them():
+    from gateway.ops.bench_monitor import bench_monitor
+
+    out = bench_monitor(window=300, extra_videos=60)
+    assert out["videos_held"] == 360 and out["fill_events"] == 300 * 24
+    assert out["scrape_bytes"] > 10_000 and out["ingest_events_per_s"] > 0 and out["peak_rss_mb"] > 0
