@@ -28,7 +28,9 @@ class WindowSettings(BaseModel):
     count: int = Field(500, ge=2, description="the count window: the latest N videos of a series, by event time")
     stale_after_s: float = Field(900.0, gt=0, description="a series with no sample this recent leaves /metrics")
     label_ttl_s: float = Field(86_400.0, gt=0, description="how long a label waits for its video's scores")
-    max_videos: int = Field(500_000, ge=10, description="bound on videos held; past it the oldest go (counted)")
+    max_videos: int = Field(
+        100_000, ge=10, description="bound on videos held (about 1 KB per score event); past it the oldest go"
+    )
     max_waiting_labels: int = Field(1_000_000, ge=10, description="bound on labels waiting for their video")
     confidence: float = Field(0.95, gt=0, lt=1, description="of every exported interval")
 
