@@ -475,6 +475,130 @@ def gateway_run(config_path, log_level) -> None:
     gw.run()
 
 
+UP_DIR = Path("lastmile-up")
+
+
+@main.command()
+@click.option("--prometheus", is_flag=True, help="also run the Prometheus server with the project's rules")
+@click.option("--detectors", default="all", show_default=True)
+@click.option("--conditions", default="all", show_default=True)
+@click.option("--profile", type=click.Choice(sorted(PROFILES)), default="throughput", show_default=True)
+@click.option("--workers", default=2, show_default=True, type=int)
+@click.option("--root", "roots", multiple=True, type=click.Path(file_okay=False, path_type=Path),
+              help="folder the gateway may read file:// videos from (default: the current folder)")  # fmt: skip
+@click.option("--dir", "folder", default=UP_DIR, show_default=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--kafka-port", default=9092, show_default=True, type=int, help="0: any free port (as the others)")
+@click.option("--gateway-port", default=9308, show_default=True, type=int)
+@click.option("--monitor-port", default=9309, show_default=True, type=int)
+@click.option("--prometheus-port", default=9090, show_default=True, type=int)
+def up(prometheus, detectors, conditions, profile, workers, roots, folder, **ports) -> None:
+    """The local stack: broker, gateway, monitor (and Prometheus); Ctrl-C or SIGTERM stops all of it."""
+    import signal
+    import threading
+
+    from gateway.ops.stack import Stack, StackError, StackOptions
+
+    opts = StackOptions(folder, detectors, conditions, profile, workers, list(roots) or [Path.cwd()],
+                        prometheus=prometheus, **ports)  # fmt: skip
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
+    stack = Stack(opts)
+    try:
+        stack.start()
+    except StackError as exc:
+        raise click.ClickException(str(exc)) from exc
+    for name, address in stack.addresses.items():
+        click.echo(f"{name:<11}{address}")
+    click.echo(f"{'configs':<11}{stack.folder}/gateway.yaml, monitor.yaml (logs: {stack.folder}/*.log)")
+    shown: dict[str, str] = {}
+    try:
+        while not stop.is_set() and not stack.exited():
+            now = stack.status()
+            for name, state in now.items():
+                if shown.get(name) != state:
+                    click.echo(f"{name:<11}{state}")
+            if now != shown and all(v == "ready" for v in now.values()):
+                click.echo("ready: lastmile send VIDEO... ; lastmile scores --follow")
+            shown = now
+            stop.wait(1.0)
+        for name in stack.exited():
+            click.echo(f"{name:<11}exited ({stack.processes[name].returncode}); see {stack.folder}/{name}.log")
+    finally:
+        for sig in previous:
+            signal.signal(sig, signal.SIG_IGN)  # a second Ctrl-C must not interrupt the clean-up
+        click.echo("stopping")
+        stack.stop()
+        click.echo("stopped")
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _tap_config(config_path: str | None, bootstrap: str | None):
+    """The gateway config `lastmile up` wrote (or --config), with --bootstrap over its broker."""
+    from gateway.core.config import GatewayConfig
+
+    path = config_path or (UP_DIR / "gateway.yaml" if (UP_DIR / "gateway.yaml").exists() else None)
+    cfg = GatewayConfig.load(path)
+    if bootstrap:
+        cfg = cfg.model_copy(update={"kafka": cfg.kafka.model_copy(update={"bootstrap": bootstrap})})
+    return cfg
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option("--inline", is_flag=True, help="send the bytes in the message instead of a file:// reference")
+@click.option("--label", type=click.Choice(["real", "generated"]), default=None, help="for files and folders")
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False),
+              help="gateway.yaml (default: lastmile-up/gateway.yaml, written by lastmile up)")  # fmt: skip
+@click.option("--bootstrap", default=None, help="overrides the config's kafka.bootstrap")
+def send(paths, inline, label, config_path, bootstrap) -> None:
+    """Put videos (files, folders, JSONL manifests) on the input topic."""
+    from gateway.stream.send import Sender, SendError, expand
+
+    cfg = _tap_config(config_path, bootstrap)
+    try:
+        n = Sender(cfg, inline=inline).send(expand(paths, label), progress=sys.stderr.isatty())
+    except SendError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"{n} videos sent to {cfg.kafka.input_topic} at {cfg.kafka.bootstrap}")
+
+
+@main.command()
+@click.option("--follow", "keep_following", is_flag=True, help="keep reading new events until Ctrl-C")
+@click.option("--json", "as_json", is_flag=True, help="JSON lines: one per score event or dead letter")
+@click.option("--video-id", "video_ids", multiple=True, help="only these videos")
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False),
+              help="gateway.yaml (default: lastmile-up/gateway.yaml, written by lastmile up)")  # fmt: skip
+@click.option("--bootstrap", default=None, help="overrides the config's kafka.bootstrap")
+def scores(keep_following, as_json, video_ids, config_path, bootstrap) -> None:
+    """Show the score events and dead letters: per video, one line per condition and detector's verdict."""
+    import json as jsonlib
+    import signal
+    import threading
+
+    from gateway.stream.follow import follow
+
+    cfg = _tap_config(config_path, bootstrap)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    live = sys.stdout.isatty() and not as_json
+    news = []
+
+    def emit(record, table) -> None:
+        if as_json and record is not None:
+            click.echo(jsonlib.dumps(record))
+        elif record is not None:
+            news.append(1)
+        elif live and news:
+            click.echo("\x1b[H\x1b[2J" + table.render())  # redraw the table in place, when it changed
+            news.clear()
+
+    table = follow(cfg.kafka, emit, set(video_ids) or None, keep_following, stop)
+    if not as_json and not live:
+        click.echo(table.render(last=10**9))
+
+
 @main.group()
 def monitor() -> None:
     """Windowed robustness metrics over every gateway replica's score events (A/B monitoring)."""

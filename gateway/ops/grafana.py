@@ -267,6 +267,9 @@ def write(folder: Path = DASHBOARD_DIR, chart_files: Path | None = CHART_FILES) 
     if chart_files:
         (chart_files / RULES.name).write_text(RULES.read_text())
         out.append(chart_files / RULES.name)
+        packaged = Path(__file__).resolve().parent / "data" / RULES.name  # for `lastmile up --prometheus`
+        packaged.write_text(RULES.read_text())
+        out.append(packaged)
     return out
 
 

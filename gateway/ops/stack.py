@@ -1,0 +1,187 @@
+"""``lastmile up``: the local stack in one process tree: the broker, one gateway, the monitor and (with
+``--prometheus``) the real Prometheus server with the project's rules, each in its own process group.
+
+It writes the configs it used into its folder (``gateway.yaml`` and ``monitor.yaml``, which ``lastmile send``
+and ``lastmile scores`` read from there, and ``prometheus.yml``), logs each component to ``<name>.log``, records
+what it started in ``stack.json``, and :meth:`Stack.stop` stops every process group it started.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from detectors.serving.processes import free_port, stop_group
+from gateway.core.config import GatewayConfig, KafkaSettings
+from gateway.core.settings_file import commented_yaml
+from gateway.monitor.config import MonitorConfig, MonitorKafka
+from gateway.stream import kafka_io
+
+RULES = Path(__file__).resolve().parent / "data" / "lastmile-rules.yaml"  # a copy of dashboards/prometheus's
+HEADER = """Written by `lastmile up`: the configuration its {what} ran with. Start from it:
+`lastmile {command} --config {name}`. Every field is documented in examples/{name}."""
+
+
+class StackError(RuntimeError):
+    """The local stack cannot start as asked (a port taken, Prometheus missing, a component that exited)."""
+
+
+@dataclass
+class StackOptions:
+    folder: Path
+    detectors: str = "all"
+    conditions: str = "all"
+    profile: str = "throughput"
+    workers: int = 2
+    roots: list[Path] = field(default_factory=lambda: [Path.cwd()])
+    kafka_port: int = 9092
+    gateway_port: int = 9308
+    monitor_port: int = 9309
+    prometheus: bool = False
+    prometheus_port: int = 9090
+
+
+def _port(port: int) -> int:
+    """``port``, or a free one for 0; a taken port is a clear error, not a crash later."""
+    if port == 0:
+        return free_port()
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError as exc:
+            raise StackError(f"port {port} is taken ({exc.strerror}); pass another, or 0 for any free port") from exc
+    return port
+
+
+class Stack:
+    def __init__(self, opts: StackOptions) -> None:
+        self.opts = opts
+        self.folder = opts.folder.resolve()
+        self.processes: dict[str, subprocess.Popen] = {}
+        self.addresses: dict[str, str] = {}
+
+    # -- start -----------------------------------------------------------------------------------------------
+    def start(self) -> None:
+        o = self.opts
+        prometheus = shutil.which("prometheus") if o.prometheus else None
+        if o.prometheus and not prometheus:
+            raise StackError(
+                "--prometheus needs the prometheus server binary on PATH (Debian: apt-get install prometheus)"
+            )
+        self.folder.mkdir(parents=True, exist_ok=True)
+        ports = {k: _port(getattr(o, f"{k}_port")) for k in ("kafka", "gateway", "monitor")}
+        try:
+            broker = kafka_io.start_broker(ports["kafka"], log=self.folder / "broker.log")
+            self.processes["broker"] = broker.process
+            self.addresses["bootstrap"] = broker.bootstrap
+            gateway, monitor = self._configs(broker.bootstrap, ports)
+            kafka_io.ensure_topics(gateway.kafka, partitions=2, extra=(monitor.kafka.labels_topic,))
+            self._spawn("gateway", ["gateway", "run", "--config", str(self.folder / "gateway.yaml")])
+            self._spawn("monitor", ["monitor", "run", "--config", str(self.folder / "monitor.yaml")])
+            self.addresses["gateway"] = f"http://127.0.0.1:{ports['gateway']}/metrics"
+            self.addresses["monitor"] = f"http://127.0.0.1:{ports['monitor']}/metrics"
+            if prometheus:
+                self._start_prometheus(prometheus, _port(o.prometheus_port), ports)
+        except BaseException:
+            self.stop()
+            raise
+        (self.folder / "stack.json").write_text(
+            json.dumps({"addresses": self.addresses, "pids": {k: p.pid for k, p in self.processes.items()}}, indent=2)
+        )
+
+    def _configs(self, bootstrap: str, ports: dict[str, int]) -> tuple[GatewayConfig, MonitorConfig]:
+        o = self.opts
+        gateway = GatewayConfig(
+            kafka=KafkaSettings(bootstrap=bootstrap),
+            sources={"file_roots": [str(r.resolve()) for r in o.roots]},
+            detectors=o.detectors,
+            conditions=o.conditions,
+            profile=o.profile,
+            workers=o.workers,
+            http_port=ports["gateway"],
+        )
+        monitor = MonitorConfig(kafka=MonitorKafka(bootstrap=bootstrap), http_port=ports["monitor"])
+        for cfg, name, what, command in ((gateway, "gateway.yaml", "gateway", "gateway run"),
+                                         (monitor, "monitor.yaml", "monitor", "monitor run")):  # fmt: skip
+            header = HEADER.format(what=what, command=command, name=name)
+            (self.folder / name).write_text(commented_yaml(cfg, header))
+        return gateway, monitor
+
+    def _spawn(self, name: str, args: list[str]) -> None:
+        log = open(self.folder / f"{name}.log", "ab")  # noqa: SIM115 - the child keeps it
+        self.processes[name] = subprocess.Popen(
+            [sys.executable, "-m", "gateway.cli", *args], stdout=log, stderr=log, start_new_session=True
+        )
+        log.close()
+
+    def _start_prometheus(self, binary: str, port: int, ports: dict[str, int]) -> None:
+        shutil.copyfile(RULES, self.folder / RULES.name)
+        config = {
+            "global": {"scrape_interval": "5s", "evaluation_interval": "5s"},
+            "rule_files": [str(self.folder / RULES.name)],
+            "scrape_configs": [
+                {"job_name": name, "static_configs": [{"targets": [f"127.0.0.1:{ports[name]}"]}]}
+                for name in ("gateway", "monitor")
+            ],
+        }
+        (self.folder / "prometheus.yml").write_text(yaml.safe_dump(config, sort_keys=False))
+        log = open(self.folder / "prometheus.log", "ab")  # noqa: SIM115 - the child keeps it
+        self.processes["prometheus"] = subprocess.Popen(
+            [
+                binary,
+                f"--config.file={self.folder / 'prometheus.yml'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+                f"--storage.tsdb.path={self.folder / 'prometheus-data'}",
+            ],
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
+        log.close()
+        self.addresses["prometheus"] = f"http://127.0.0.1:{port}"
+
+    # -- status and stop -------------------------------------------------------------------------------------
+    def status(self) -> dict[str, str]:
+        """One word per component: starting, ready, not ready, or exited (code)."""
+        probes = {
+            "gateway": self.addresses.get("gateway", "").replace("/metrics", "/readyz"),
+            "monitor": self.addresses.get("monitor", "").replace("/metrics", "/readyz"),
+            "prometheus": self.addresses.get("prometheus", "") + "/-/ready",
+        }
+        out = {}
+        for name, proc in self.processes.items():
+            if proc.poll() is not None:
+                out[name] = f"exited ({proc.returncode})"
+            elif name == "broker":
+                out[name] = "ready"  # start_broker returned: it accepts Kafka clients
+            else:
+                out[name] = _probe(probes[name])
+        return out
+
+    def exited(self) -> list[str]:
+        return [name for name, proc in self.processes.items() if proc.poll() is not None]
+
+    def stop(self) -> None:
+        """Stop every process group started, the gateway first (it finishes and commits what it holds)."""
+        for name in ("gateway", "monitor", "prometheus", "broker"):
+            proc = self.processes.get(name)
+            if proc is not None:
+                stop_group(proc, timeout_s=70 if name == "gateway" else 15)
+
+
+def _probe(url: str) -> str:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as r:
+            return "ready" if r.status == 200 else "not ready"
+    except urllib.error.HTTPError:
+        return "not ready"
+    except OSError:
+        return "starting"

