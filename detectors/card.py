@@ -11,7 +11,7 @@ from typing import Literal
 
 import numpy as np
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from detectors.errors import CardError
 from transforms.sampling import SamplingPolicy
@@ -19,20 +19,91 @@ from transforms.sampling import SamplingPolicy
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 
 
+Layout = Literal["NTHWC", "NCTHW", "NTCHW", "NCHW"]
+Channels = tuple[float, float, float]
+
+
 class InputSpec(BaseModel):
+    """The graph's input as it is: layout (``NCHW`` is one frame, scored per frame then aggregated), dtype, and
+    the preprocessing a float input expects: x = (pixel [0, 255] * scale - mean) / std per channel, in
+    ``channel_order``. The gateway composes a front that turns its uint8 ``[N, T, H, W, 3]`` RGB frames into
+    exactly that (:mod:`detectors.compose`)."""
+
     model_config = _STRICT
     name: str = Field(min_length=1)
-    layout: Literal["NTHWC"] = "NTHWC"
+    layout: Layout = "NTHWC"
     dtype: Literal["uint8", "float32"] = "uint8"
+    scale: float | None = Field(None, gt=0, description="float inputs: multiplies pixels 0..255 (e.g. 1/255)")
+    mean: Channels | None = Field(None, description="float inputs: subtracted per channel after scaling")
+    std: Channels | None = Field(None, description="float inputs: divides per channel after the mean")
+    channel_order: Literal["RGB", "BGR"] = "RGB"
+    aggregation: Literal["mean", "max", "topk_mean"] | None = Field(
+        None, description="NCHW only: how the per-frame scores of a video become one"
+    )
+    top_k: int | None = Field(None, ge=1, description="topk_mean: how many of the highest frame scores")
+
+    @field_validator("scale", mode="before")
+    @classmethod
+    def _fraction(cls, v: object) -> object:
+        if isinstance(v, str) and "/" in v:  # "1/255"
+            num, den = v.split("/", 1)
+            return float(num) / float(den)
+        return v
+
+    def problems(self, frames: int) -> list[str]:
+        """Everything in this contract that cannot work (the card is refused with all of them)."""
+        out = []
+        if self.layout == "NCHW" and self.aggregation is None:
+            out.append("input.aggregation: a per-frame (NCHW) input needs an aggregation (mean, max or topk_mean)")
+        if self.layout != "NCHW" and self.aggregation is not None:
+            out.append(f"input.aggregation: only a per-frame (NCHW) input is aggregated, not {self.layout}")
+        if (self.aggregation == "topk_mean") != (self.top_k is not None):
+            out.append("input.top_k: set it with aggregation topk_mean, and only then")
+        elif self.top_k is not None and self.top_k > frames:
+            out.append(f"input.top_k: {self.top_k} is more than the {frames} frames sampled")
+        if self.dtype == "float32" and (self.mean is None or self.std is None):
+            out.append("input.mean/std: a float32 input needs both (e.g. [0, 0, 0] and [1, 1, 1] for none)")
+        if self.dtype == "uint8" and (self.scale or self.mean or self.std):
+            out.append("input.scale/mean/std: a uint8 input takes raw pixels; normalisation needs float32")
+        if self.std is not None and any(v <= 0 for v in self.std):
+            out.append("input.std: every value must be positive")
+        return out
+
+    @property
+    def is_native(self) -> bool:
+        """The gateway's own contract: uint8 ``[N, T, H, W, 3]`` RGB, nothing to compose."""
+        return self.layout == "NTHWC" and self.dtype == "uint8" and self.channel_order == "RGB"
 
 
 class OutputSpec(BaseModel):
+    """What the graph returns: one score per video (or per frame with NCHW), or two classes."""
+
     model_config = _STRICT
     name: str = Field(min_length=1)
     direction: Literal["higher_is_generated", "higher_is_real"] = Field(
         description="what a higher native score means; higher_is_real scores are negated by the runtime"
     )
     native_score: str = Field("", description="what the graph computes, in words (e.g. 'std of d2')")
+    kind: Literal["score", "logit", "probability", "two_class_logits", "two_class_probabilities"] = "score"
+    generated_index: int | None = Field(None, description="two-class outputs: the index of the generated class")
+
+    def problems(self) -> list[str]:
+        two = self.kind.startswith("two_class")
+        if two and self.generated_index not in (0, 1):
+            return [f"output.generated_index: {self.kind} needs the generated class's index, 0 or 1"]
+        if not two and self.generated_index is not None:
+            return [f"output.generated_index: only two-class outputs have one, not {self.kind}"]
+        return []
+
+
+class SourceContract(BaseModel):
+    """The user's graph as added: its own contract and sha256, and the sha256 of the composed graph served."""
+
+    model_config = _STRICT
+    input: InputSpec
+    output: OutputSpec
+    sha256: str
+    composed_sha256: str
 
 
 class Threshold(BaseModel):
@@ -58,6 +129,19 @@ class ModelCard(BaseModel):
     license: str = Field(min_length=1)
     reference: str = ""
     notes: str = ""
+    source: SourceContract | None = Field(None, description="set when the served graph was composed")
+
+    @model_validator(mode="after")
+    def _contract(self) -> ModelCard:
+        problems = self.input.problems(self.sampling.frames) + self.output.problems()
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    @property
+    def needs_composition(self) -> bool:
+        """Whether the graph must be composed with a front and tail before the gateway can serve it."""
+        return not self.input.is_native or self.output.kind.startswith("two_class")
 
     @field_validator("version")
     @classmethod
@@ -97,7 +181,7 @@ def dump_card(card: ModelCard, path: str | Path) -> None:
 _ORT_TYPES = {"uint8": "tensor(uint8)", "float32": "tensor(float)"}
 
 
-def check_card_against_model(card: ModelCard, model_path: str | Path) -> None:
+def check_card_against_model(card: ModelCard, model_path: str | Path | bytes) -> None:
     """Check the card's input and output against the ONNX graph and run one dummy batch.
 
     Raises :class:`CardError` naming the mismatch (wrong input name, shape, dtype, missing output).
@@ -105,9 +189,11 @@ def check_card_against_model(card: ModelCard, model_path: str | Path) -> None:
     import onnxruntime as ort
 
     try:
-        session = ort.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
+        source = model_path if isinstance(model_path, bytes) else str(model_path)
+        session = ort.InferenceSession(source, providers=["CPUExecutionProvider"])
     except Exception as exc:  # onnxruntime raises its own untyped errors for unreadable graphs
-        raise CardError(f"{model_path} is not a loadable ONNX model: {exc}") from exc
+        what = "the composed graph" if isinstance(model_path, bytes) else model_path
+        raise CardError(f"{what} is not a loadable ONNX model: {exc}") from exc
     inputs = {i.name: i for i in session.get_inputs()}
     if card.input.name not in inputs:
         raise CardError(f"card input {card.input.name!r} is not in the graph (graph inputs: {sorted(inputs)})")

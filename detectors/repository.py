@@ -1,14 +1,15 @@
 """The model repository: one folder per detector, Triton's layout (``NAME/1/model.onnx``, ``NAME/card.yaml``).
 
-The reference detectors are committed in ``triton_models/`` so inference never needs torch; ``lastmile
-detectors build`` rebuilds them, and ``lastmile detectors add`` installs a user's ONNX model after checking
-its card against the graph. Triton's configs beside a model are written by :mod:`detectors.serving.config`.
+Two roots: the reference detectors shipped read-only in the package (``triton_models/``, so inference never
+needs torch; ``lastmile detectors build`` rebuilds them), and the user repository (``--repo``,
+``$LASTMILE_REPO``, or the per-user data directory), where ``lastmile detectors add`` installs a user's ONNX
+model after checking its card against the graph and composing it to the gateway's contract where needed.
+Triton's configs beside a model are written by :mod:`detectors.serving.config`.
 """
 
 from __future__ import annotations
 
 import hashlib
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,20 +17,30 @@ from detectors.card import ModelCard, check_card_against_model, dump_card, load_
 from detectors.errors import CardError
 
 
-def _default_repo() -> Path:
-    """``$LASTMILE_REPO``, else the installed ``triton_models`` package, else the source tree's folder."""
+def _shipped_repo() -> Path:
+    """The reference detectors shipped with the package (read-only: inside site-packages once installed)."""
     import importlib.util
-    import os
 
-    if os.environ.get("LASTMILE_REPO"):
-        return Path(os.environ["LASTMILE_REPO"])
     spec = importlib.util.find_spec("triton_models")
     if spec is not None and spec.submodule_search_locations:
         return Path(next(iter(spec.submodule_search_locations)))
     return Path(__file__).resolve().parent.parent / "triton_models"
 
 
-DEFAULT_REPO = _default_repo()
+def user_repo(repo: str | Path | None = None) -> Path:
+    """Where added detectors go: ``repo``, else ``$LASTMILE_REPO``, else the per-user data directory
+    (``$XDG_DATA_HOME/lastmile/models``, by default ``~/.local/share/lastmile/models``): never the package."""
+    import os
+
+    if repo:
+        return Path(repo)
+    if os.environ.get("LASTMILE_REPO"):
+        return Path(os.environ["LASTMILE_REPO"])
+    data = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(data) / "lastmile" / "models"
+
+
+SHIPPED_REPO = _shipped_repo()
 CARD_FILE = "card.yaml"
 MODEL_FILE = "model.onnx"
 
@@ -38,6 +49,11 @@ MODEL_FILE = "model.onnx"
 class Installed:
     card: ModelCard
     model_path: Path
+    origin: str = "user"  # "shipped" (read-only, in the package) or "user" (the user repository)
+
+    @property
+    def folder(self) -> Path:
+        return self.model_path.parent.parent
 
     @property
     def model_sha256(self) -> str:
@@ -45,19 +61,26 @@ class Installed:
 
 
 def repository_path(repo: str | Path | None = None) -> Path:
-    return Path(repo) if repo else DEFAULT_REPO
+    """The user repository (where adding, building into and staging write); see :func:`user_repo`."""
+    return user_repo(repo)
 
 
-def list_detectors(repo: str | Path | None = None) -> dict[str, Installed]:
-    """Every detector in the repository that has a card and a version-1 model."""
-    root = repository_path(repo)
+def _scan(root: Path, origin: str) -> dict[str, Installed]:
     found = {}
     for card_path in sorted(root.glob(f"*/{CARD_FILE}")):
         model = card_path.parent / "1" / MODEL_FILE
         if model.exists():
             card = load_card(card_path)
-            found[card.name] = Installed(card, model)
+            found[card.name] = Installed(card, model, origin)
     return found
+
+
+def list_detectors(repo: str | Path | None = None) -> dict[str, Installed]:
+    """The shipped detectors and the user repository's (a user detector of the same name wins)."""
+    shipped = _scan(SHIPPED_REPO, "shipped")
+    root = user_repo(repo)
+    user = _scan(root, "user") if root.resolve() != SHIPPED_REPO.resolve() else {}
+    return {**shipped, **user}
 
 
 def get_detectors(names: str | list[str], repo: str | Path | None = None) -> list[Installed]:
@@ -73,20 +96,38 @@ def get_detectors(names: str | list[str], repo: str | Path | None = None) -> lis
     return [have[n] for n in wanted]
 
 
+def prepare(model_path: str | Path, card: ModelCard) -> tuple[bytes, ModelCard]:
+    """What installing would write: the served graph's bytes (composed when the card's contract is not the
+    gateway's own) and its card, both checked (a dummy batch included). Raises :class:`CardError`."""
+    import onnx
+
+    from detectors.compose import compose_model
+
+    try:
+        model = onnx.load(str(model_path))
+    except Exception as exc:  # onnx raises DecodeError and friends for files that are not ONNX
+        raise CardError(f"{model_path} is not a loadable ONNX model: {exc}") from exc
+    if card.needs_composition:
+        model, card = compose_model(model, card)
+    data = model.SerializeToString()
+    check_card_against_model(card, data)
+    return data, card
+
+
 def install(
     model_path: str | Path, card: ModelCard, repo: str | Path | None = None, overwrite: bool = False
 ) -> Installed:
-    """Check ``card`` against ``model_path`` (names, shapes, dtypes, a dummy batch), then copy both in."""
-    check_card_against_model(card, model_path)
-    folder = repository_path(repo) / card.name
+    """Check ``card`` against ``model_path``, compose where needed, then write both into the user repository."""
+    data, card = prepare(model_path, card)
+    folder = user_repo(repo) / card.name
     if folder.exists() and not overwrite:
         raise CardError(f"{folder} exists; pass overwrite=True (--force) to replace it")
     (folder / "1").mkdir(parents=True, exist_ok=True)
     target = folder / "1" / MODEL_FILE
     if Path(model_path).resolve() != target.resolve():
-        shutil.copyfile(model_path, target)
+        target.write_bytes(data)
     dump_card(card, folder / CARD_FILE)
-    return Installed(card, target)
+    return Installed(card, target, "user")
 
 
 def install_from_files(

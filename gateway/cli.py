@@ -209,18 +209,26 @@ def detectors() -> None:
     """Reference and user detectors in the model repository."""
 
 
+USER_REPO_HELP = "user model repository (default: $LASTMILE_REPO, else ~/.local/share/lastmile/models)"
+
+
 @detectors.command("list")
-@click.option("--repo", type=click.Path(file_okay=False), help="model repository (default: triton_models/)")
+@click.option("--repo", type=click.Path(file_okay=False), help=USER_REPO_HELP)
 def detectors_list(repo) -> None:
+    """The shipped reference detectors and the user repository's (a user detector of the same name wins)."""
     from detectors.repository import list_detectors
 
     for name, inst in list_detectors(repo).items():
         c = inst.card
-        click.echo(f"{name:12s} {c.version:18s} {c.family:45s} threshold {c.threshold.value:+.4f}  {inst.model_path}")
+        click.echo(
+            f"{name:12s} {inst.origin:8s} {c.version:18s} {c.family:45s} threshold {c.threshold.value:+.4f}  "
+            f"{inst.model_path}"
+        )
 
 
 @detectors.command("build")
-@click.option("--out", default=None, type=click.Path(file_okay=False, path_type=Path), help="default: triton_models/")
+@click.option("--out", default=None, type=click.Path(file_okay=False, path_type=Path),
+              help="default: the package's triton_models/ (in a source checkout: the committed detectors)")  # fmt: skip
 @click.option("--seed", default=1000, show_default=True, type=int)
 @click.option("--anchors", default=64, show_default=True, type=int)
 @click.option("--epochs", default=12, show_default=True, type=int, help="NPR training epochs")
@@ -231,11 +239,11 @@ def detectors_build(out, seed, anchors, epochs) -> None:
     except ImportError as exc:
         raise click.ClickException("building needs torch: pip install '.[train]'") from exc
     from detectors.reference.build import BuildConfig, build
-    from detectors.repository import repository_path
+    from detectors.repository import SHIPPED_REPO
 
     summary = build(
         BuildConfig(seed=seed, anchors=anchors, npr_epochs=epochs),
-        repository_path(out),
+        out or SHIPPED_REPO,
         log=lambda m: click.echo(m, err=True),
     )
     click.echo(json.dumps(summary, indent=2, default=float))
@@ -244,20 +252,50 @@ def detectors_build(out, seed, anchors, epochs) -> None:
 @detectors.command("add")
 @click.argument("model", type=click.Path(exists=True, dir_okay=False))
 @click.option("--card", "card_path", required=True, type=click.Path(exists=True, dir_okay=False))
-@click.option("--repo", type=click.Path(file_okay=False), help="model repository (default: triton_models/)")
+@click.option("--repo", type=click.Path(file_okay=False), help=USER_REPO_HELP)
 @click.option("--force", is_flag=True, help="replace an installed detector of the same name")
-def detectors_add(model, card_path, repo, force) -> None:
-    """Check a user's ONNX detector against its model card, then install it."""
+@click.option("--dry-run", is_flag=True, help="print what would be composed and the checks; install nothing")
+def detectors_add(model, card_path, repo, force, dry_run) -> None:
+    """Check a user's ONNX detector against its model card, compose it to the gateway's contract where its
+    card says it takes another (layout, dtype, normalisation, channel order, per-frame, two classes), install."""
+    from detectors.card import load_card
     from detectors.errors import CardError
-    from detectors.repository import install_from_files
+    from detectors.repository import install, prepare, user_repo
     from detectors.serving.config import write_configs
 
     try:
-        inst = install_from_files(model, card_path, repo, overwrite=force)
+        card = load_card(card_path)
+        if dry_run:
+            _, served = prepare(model, card)
+            click.echo(_dry_run_report(card, served, user_repo(repo)))
+            return
+        inst = install(model, card, repo, overwrite=force)
     except CardError as exc:
         raise click.ClickException(str(exc)) from exc
     write_configs(inst)  # Triton's configs for this model; the others stay as they are
     click.echo(f"installed {inst.card.name} {inst.card.version} at {inst.model_path}")
+
+
+def _dry_run_report(card, served, repo: Path) -> str:
+    i, o = card.input, card.output
+    lines = [f"{card.name} {card.version}: checks passed (card against graph, a dummy batch of 2 videos)"]
+    if served.source is None:
+        lines.append("no composition: the graph takes uint8 [N, T, H, W, 3] RGB frames and gives one score each")
+    else:
+        s = card.sampling
+        steps = [f"uint8 [N, {s.frames}, {s.height}, {s.width}, 3] RGB"]
+        steps += ["float32"] if i.dtype == "float32" else []
+        steps += ["BGR"] if i.channel_order == "BGR" else []
+        steps += [f"x * {i.scale:g}"] if i.scale else []
+        steps += [f"(x - {list(i.mean)}) / {list(i.std)}"] if i.mean else []
+        steps += [i.layout + (" (every frame as an image)" if i.layout == "NCHW" else "")]
+        lines.append("front: " + " -> ".join(steps))
+        lines.append(f"graph: {i.name} -> {o.name} ({o.kind}), unchanged; sha256 {served.source.sha256}")
+        lines.append(f"tail:  {served.output.native_score} -> score [N]")
+        lines.append(f"composed sha256 {served.source.composed_sha256}")
+    lines.append(f"direction {o.direction}; threshold {card.threshold.value:+.4f} on the composed score")
+    lines.append(f"would install into {repo / card.name} (nothing written: --dry-run)")
+    return "\n".join(lines)
 
 
 @main.command()
@@ -265,9 +303,7 @@ def detectors_add(model, card_path, repo, force) -> None:
 @click.option("--conditions", default="all", show_default=True)
 @click.option("--conditions-file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--detectors", "detector_names", default="all", show_default=True)
-@click.option(
-    "--repo", type=click.Path(file_okay=False, path_type=Path), help="model repository (default: triton_models/)"
-)
+@click.option("--repo", type=click.Path(file_okay=False, path_type=Path), help=USER_REPO_HELP)
 @click.option("--runtime", type=click.Choice(["embedded", "triton"]), default="embedded", show_default=True)
 @click.option("--triton-url", default="127.0.0.1:8001", show_default=True)
 @click.option("--profile", type=click.Choice(sorted(PROFILES)), default="fidelity", show_default=True)
@@ -384,21 +420,20 @@ def triton() -> None:
 
 
 @triton.command("repo")
-@click.option(
-    "--repo", type=click.Path(file_okay=False, path_type=Path), help="model repository (default: triton_models/)"
-)
-def triton_repo(repo) -> None:
-    """Write config.pbtxt (production), configs/cpu.pbtxt and configs/local.pbtxt per detector."""
+@click.option("--repo", type=click.Path(file_okay=False, path_type=Path), help=USER_REPO_HELP)
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              help="stage a complete model repository here: the shipped detectors and the user's")  # fmt: skip
+def triton_repo(repo, out) -> None:
+    """Write config.pbtxt (production), configs/cpu.pbtxt and configs/local.pbtxt per detector: beside each
+    user detector, or with --out into a staged repository of every detector, ready to mount in Triton."""
     from detectors.serving.config import write_repository
 
-    for path in write_repository(repo):
+    for path in write_repository(repo, out):
         click.echo(path)
 
 
 @triton.command("serve")
-@click.option(
-    "--repo", type=click.Path(file_okay=False, path_type=Path), help="model repository (default: triton_models/)"
-)
+@click.option("--repo", type=click.Path(file_okay=False, path_type=Path), help=USER_REPO_HELP)
 @click.option("--grpc-port", default=8001, show_default=True, type=int)
 @click.option("--http-port", default=8000, show_default=True, type=int)
 @click.option("--metrics-port", default=8002, show_default=True, type=int)
@@ -417,9 +452,7 @@ def triton_serve(repo, grpc_port, http_port, metrics_port) -> None:
 
 @triton.command("tensorrt")
 @click.argument("detector")
-@click.option(
-    "--repo", type=click.Path(file_okay=False, path_type=Path), help="model repository (default: triton_models/)"
-)
+@click.option("--repo", type=click.Path(file_okay=False, path_type=Path), help=USER_REPO_HELP)
 def triton_tensorrt(detector, repo) -> None:
     """Build a TensorRT plan (FP16) for DETECTOR with trtexec, where TensorRT is present."""
     from detectors.errors import TritonNotInstalled

@@ -43,7 +43,9 @@ def _card(**changes) -> ModelCard:
 def test_a_correct_card_passes_and_installs(tmp_path, model_file):
     inst = install(model_file, _card(), tmp_path / "repo")
     assert inst.model_path.exists() and (tmp_path / "repo" / "d3-user" / "card.yaml").exists()
-    assert list(list_detectors(tmp_path / "repo")) == ["d3-user"]
+    listed = {name: inst.origin for name, inst in list_detectors(tmp_path / "repo").items()}
+    assert listed == {"d3_px": "shipped", "npr": "shipped", "restrav_px": "shipped", "spectral": "shipped",
+                      "d3-user": "user"}  # fmt: skip
     assert get_detectors("d3-user", tmp_path / "repo")[0].card.output.direction == "higher_is_real"
     with pytest.raises(CardError, match="exists"):
         install(model_file, _card(), tmp_path / "repo")
@@ -56,7 +58,10 @@ def test_a_correct_card_passes_and_installs(tmp_path, model_file):
             {"input": {"name": "video", "dtype": "uint8"}},
             r"card input 'video' is not in the graph \(graph inputs: \['frames'\]\)",
         ),
-        ({"input": {"name": "frames", "dtype": "float32"}}, "card says float32, graph has tensor\\(uint8\\)"),
+        (
+            {"input": {"name": "frames", "dtype": "float32", "mean": [0, 0, 0], "std": [1, 1, 1]}},
+            "card says float32, graph has tensor\\(uint8\\)",
+        ),
         ({"sampling": {**d3.SAMPLING.model_dump(), "frames": 8}}, "axis 1: card says 8, graph has 16"),
         ({"sampling": {**d3.SAMPLING.model_dump(), "height": 32}}, "axis 2: card says 32, graph has 64"),
         ({"output": {"name": "logit", "direction": "higher_is_generated"}}, "card output 'logit' is not in the graph"),

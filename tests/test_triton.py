@@ -15,7 +15,7 @@ import pytest
 
 from detectors.card import ModelCard
 from detectors.errors import CardError, RuntimeUnavailable
-from detectors.repository import DEFAULT_REPO, list_detectors
+from detectors.repository import SHIPPED_REPO, list_detectors
 from detectors.runtimes.embedded import EmbeddedRuntime
 from tests.conftest import IN_CI
 from transforms.spec import LASTMILE
@@ -47,7 +47,7 @@ def test_every_config_parses_with_tritons_protobuf():
     from tritonclient.grpc import model_config_pb2
 
     for name, inst in list_detectors().items():
-        folder = DEFAULT_REPO / name
+        folder = SHIPPED_REPO / name
         for path in (folder / "config.pbtxt", folder / "configs" / "cpu.pbtxt", folder / "configs" / "local.pbtxt"):
             config = text_format.Parse(path.read_text(), model_config_pb2.ModelConfig())
             assert config.name == name and config.max_batch_size == 16

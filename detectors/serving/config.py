@@ -8,11 +8,12 @@ queue policy, TensorRT FP16 with an engine cache), ``configs/cpu.pbtxt`` (onnxru
 
 from __future__ import annotations
 
+import shutil
 from importlib import resources
 from pathlib import Path
 
 from detectors.card import ModelCard
-from detectors.repository import Installed, list_detectors, repository_path
+from detectors.repository import Installed, list_detectors
 
 MAX_BATCH = 16
 PREFERRED_BATCHES = (4, 8, 16)
@@ -88,6 +89,18 @@ def write_configs(inst: Installed) -> list[Path]:
     return written
 
 
-def write_repository(repo: str | Path | None = None) -> list[Path]:
-    """Write the Triton configs for every detector in ``repo``."""
-    return [path for inst in list_detectors(repository_path(repo)).values() for path in write_configs(inst)]
+def write_repository(repo: str | Path | None = None, out: str | Path | None = None) -> list[Path]:
+    """Without ``out``: write the Triton configs of every user detector beside its model (the shipped ones keep
+    their committed configs). With ``out``: stage a complete Triton model repository there, the shipped
+    detectors and the user's (a user detector of the same name wins), ready to mount in a Triton server."""
+    if out is None:
+        return [p for inst in list_detectors(repo).values() if inst.origin == "user" for p in write_configs(inst)]
+    written = []
+    for name, inst in list_detectors(repo).items():
+        target = Path(out) / name
+        if target.exists():
+            shutil.rmtree(target)
+        shutil.copytree(inst.folder, target, ignore=shutil.ignore_patterns("__pycache__", "*.py"))
+        staged = Installed(inst.card, target / "1" / inst.model_path.name, inst.origin)
+        written += [target / "1" / inst.model_path.name, *write_configs(staged)]
+    return written

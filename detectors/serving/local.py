@@ -105,8 +105,8 @@ class LocalTriton:
         """
         stage = self._work / "repo"
         source = python_model_source()
-        for name, inst in list_detectors(self.repo).items():
-            folder, target = self.repo / name, stage / name
+        for name, inst in list_detectors(self.repo).items():  # the shipped detectors and the user's
+            folder, target = inst.folder, stage / name
             (target / "1").mkdir(parents=True, exist_ok=True)
             (target / "configs").mkdir(exist_ok=True)
             for rel, variant in (
