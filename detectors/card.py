@@ -96,6 +96,19 @@ class OutputSpec(BaseModel):
         return []
 
 
+class RemoteSpec(BaseModel):
+    """A model served elsewhere by any Open Inference Protocol (KServe v2) server: Triton, KServe, Seldon
+    MLServer. The served model takes the gateway's contract (the composed graph, for a model exported in
+    another one)."""
+
+    model_config = _STRICT
+    endpoint: str = Field(pattern=r"^(http|https|grpc)://[^/\s]+$", description="e.g. http://kserve:8080")
+    model: str = Field(min_length=1, description="the served model's name")
+    version: str = Field("", description="the served version; empty: the server's default")
+    max_batch: int = Field(8, ge=1, description="most videos in one request")
+    timeout_s: float = Field(30.0, gt=0, description="of one request")
+
+
 class SourceContract(BaseModel):
     """The user's graph as added: its own contract and sha256, and the sha256 of the composed graph served."""
 
@@ -130,10 +143,16 @@ class ModelCard(BaseModel):
     reference: str = ""
     notes: str = ""
     source: SourceContract | None = Field(None, description="set when the served graph was composed")
+    remote: RemoteSpec | None = Field(None, description="scored by a remote inference server, not a local graph")
 
     @model_validator(mode="after")
     def _contract(self) -> ModelCard:
         problems = self.input.problems(self.sampling.frames) + self.output.problems()
+        if self.remote is not None and self.source is None and self.needs_composition:
+            problems.append(
+                "remote: a served model must take uint8 [N, T, H, W, 3] RGB frames and give one score per video; "
+                "serve the composed graph that `lastmile detectors add` writes, with its card"
+            )
         if problems:
             raise ValueError("; ".join(problems))
         return self

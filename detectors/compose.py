@@ -93,10 +93,11 @@ def tail(card: ModelCard, like: onnx.ModelProto, out_type: int) -> onnx.ModelPro
     if o.kind.startswith("two_class"):
         g = o.generated_index
         nodes += [_const("t_pair", np.array([-1, 2], np.int64)), helper.make_node("Reshape", [x, "t_pair"], ["t_two"]),
-                  _const("t_gen", np.array(g, np.int64)), _const("t_other", np.array(1 - g, np.int64)),
+                  _const("t_gen", np.array(g, np.int64)),
                   helper.make_node("Gather", ["t_two", "t_gen"], ["t_g"], axis=1)]  # fmt: skip
         if o.kind == "two_class_logits":
-            nodes += [helper.make_node("Gather", ["t_two", "t_other"], ["t_o"], axis=1),
+            nodes += [_const("t_other", np.array(1 - g, np.int64)),
+                      helper.make_node("Gather", ["t_two", "t_other"], ["t_o"], axis=1),
                       helper.make_node("Sub", ["t_g", "t_o"], ["t_one"])]  # fmt: skip
             x = "t_one"
         else:

@@ -56,7 +56,10 @@ class Installed:
         return self.model_path.parent.parent
 
     @property
-    def model_sha256(self) -> str:
+    def model_sha256(self) -> str | None:
+        """The served graph's sha256 (None for a remote detector: the server holds the graph)."""
+        if self.card.remote is not None and not self.model_path.exists():
+            return None
         return hashlib.sha256(self.model_path.read_bytes()).hexdigest()
 
 
@@ -71,6 +74,8 @@ def _scan(root: Path, origin: str) -> dict[str, Installed]:
         model = card_path.parent / "1" / MODEL_FILE
         if model.exists():
             card = load_card(card_path)
+            found[card.name] = Installed(card, model, origin)
+        elif (card := load_card(card_path)).remote is not None:  # served elsewhere: the card is all there is
             found[card.name] = Installed(card, model, origin)
     return found
 
@@ -128,6 +133,18 @@ def install(
         target.write_bytes(data)
     dump_card(card, folder / CARD_FILE)
     return Installed(card, target, "user")
+
+
+def install_remote(card: ModelCard, repo: str | Path | None = None, overwrite: bool = False) -> Installed:
+    """Record a remote detector (a card with ``remote``): nothing to check locally until a runtime starts."""
+    if card.remote is None:
+        raise CardError(f"{card.name}: without a model file the card must name a remote server (remote:)")
+    folder = user_repo(repo) / card.name
+    if folder.exists() and not overwrite:
+        raise CardError(f"{folder} exists; pass overwrite=True (--force) to replace it")
+    folder.mkdir(parents=True, exist_ok=True)
+    dump_card(card, folder / CARD_FILE)
+    return Installed(card, folder / "1" / MODEL_FILE, "user")
 
 
 def install_from_files(

@@ -250,21 +250,29 @@ def detectors_build(out, seed, anchors, epochs) -> None:
 
 
 @detectors.command("add")
-@click.argument("model", type=click.Path(exists=True, dir_okay=False))
+@click.argument("model", required=False, type=click.Path(exists=True, dir_okay=False))
 @click.option("--card", "card_path", required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option("--repo", type=click.Path(file_okay=False), help=USER_REPO_HELP)
 @click.option("--force", is_flag=True, help="replace an installed detector of the same name")
 @click.option("--dry-run", is_flag=True, help="print what would be composed and the checks; install nothing")
 def detectors_add(model, card_path, repo, force, dry_run) -> None:
     """Check a user's ONNX detector against its model card, compose it to the gateway's contract where its
-    card says it takes another (layout, dtype, normalisation, channel order, per-frame, two classes), install."""
+    card says it takes another (layout, dtype, normalisation, channel order, per-frame, two classes), install.
+    Without MODEL, the card must name a remote Open Inference Protocol server (remote:)."""
     from detectors.card import load_card
     from detectors.errors import CardError
-    from detectors.repository import install, prepare, user_repo
+    from detectors.repository import install, install_remote, prepare, user_repo
     from detectors.serving.config import write_configs
 
     try:
         card = load_card(card_path)
+        if model is None:  # a detector served elsewhere: its card names the server
+            if dry_run:
+                click.echo(f"{card.name}: remote, {card.remote and card.remote.endpoint}; metadata checked at start")
+                return
+            inst = install_remote(card, repo, overwrite=force)
+            click.echo(f"installed remote {inst.card.name} {inst.card.version} ({card.remote.endpoint})")
+            return
         if dry_run:
             _, served = prepare(model, card)
             click.echo(_dry_run_report(card, served, user_repo(repo)))

@@ -1,5 +1,6 @@
 """Runtimes that score sampled frames, one interface (:class:`~detectors.runtimes.base.Runtime`): embedded
-onnxruntime in the calling process, or a Triton server over gRPC. :func:`make_runtime` picks one by name."""
+onnxruntime in the calling process, a Triton server over gRPC, or (for a card with ``remote:``) any Open
+Inference Protocol server. :func:`make_runtime` picks one."""
 
 from __future__ import annotations
 
@@ -9,13 +10,18 @@ if TYPE_CHECKING:
     from detectors.repository import Installed
     from detectors.runtimes.base import Runtime
 
-RuntimeName = Literal["embedded", "triton"]
+RuntimeName = Literal["embedded", "triton", "remote"]
 
 
 def make_runtime(
     inst: Installed, runtime: RuntimeName, triton_url: str = "127.0.0.1:8001", startup_timeout_s: float = 30.0
 ) -> Runtime:
-    """The runtime ``runtime`` for one installed detector (the embedded one runs single-threaded)."""
+    """The runtime ``runtime`` for one installed detector (the embedded one runs single-threaded); a remote
+    detector (its card names a server) always uses the remote runtime."""
+    if inst.card.remote is not None:
+        from detectors.runtimes.remote import RemoteRuntime
+
+        return RemoteRuntime(inst.card, startup_timeout_s=startup_timeout_s)
     if runtime == "embedded":
         from detectors.runtimes.embedded import EmbeddedRuntime
 

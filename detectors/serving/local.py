@@ -106,6 +106,8 @@ class LocalTriton:
         stage = self._work / "repo"
         source = python_model_source()
         for name, inst in list_detectors(self.repo).items():  # the shipped detectors and the user's
+            if inst.card.remote is not None:  # served elsewhere
+                continue
             folder, target = inst.folder, stage / name
             (target / "1").mkdir(parents=True, exist_ok=True)
             (target / "configs").mkdir(exist_ok=True)

@@ -23,7 +23,7 @@ def build_pipeline(cfg: PipelineSettings, runtimes: bool = True) -> Pipeline:
     conditions, profile = cfg.resolve_conditions()
     engine = Engine(profile.with_determinism(cfg.deterministic), cfg.limits)
     detectors = [
-        Detector(inst, _runtime(inst, cfg) if runtimes else None, cfg.runtime)
+        Detector(inst, _runtime(inst, cfg) if runtimes else None, "remote" if inst.card.remote else cfg.runtime)
         for inst in get_detectors(cfg.detectors, cfg.repo)
     ]
     return Pipeline(engine, conditions, detectors)

@@ -36,6 +36,7 @@ class ScoreRow(BaseModel):
     detector: str
     detector_version: str
     runtime: str
+    runtime_endpoint: str | None = None  # the server of a remote detector (runtime "remote")
     label: str | None = None
     source: str | None = None
     anchor_id: str | None = None

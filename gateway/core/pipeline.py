@@ -218,6 +218,7 @@ class Pipeline:
             detector=det.card.name,
             detector_version=det.card.version,
             runtime=det.runtime_name,
+            runtime_endpoint=det.card.remote.endpoint if det.card.remote else None,
             label=item.label,
             source=item.source,
             anchor_id=item.anchor_id,
