@@ -9,8 +9,9 @@ from pathlib import Path
 import click
 from tqdm import tqdm
 
+from transforms.catalog import resolve_conditions
 from transforms.errors import SpecError, VideoError
-from transforms.spec import PROFILES, resolve_conditions
+from transforms.spec import PROFILES
 
 
 def _serve_until_signalled(process, stop) -> None:
@@ -398,11 +399,12 @@ def report(run_dir, replicates, seed) -> None:
 @click.option("--anchors", default=12, show_default=True, type=int)
 @click.option("--profile", type=click.Choice(sorted(PROFILES)), default="fidelity", show_default=True)
 @click.option("--workers", type=int, default=None, help="parallel videos (default: cores)")
-def demo(out, anchors, profile, workers) -> None:
+@click.option("--sweeps", is_flag=True, help="also a scale-factor sweep of spatial and a two-hop repost of full")
+def demo(out, anchors, profile, workers, sweeps) -> None:
     """Proxy corpus -> six LastMile conditions -> four reference detectors -> report, in one go."""
     from gateway.ops.demo import run_demo
 
-    run_demo(out, anchors=anchors, profile=profile, workers=workers, echo=click.echo)
+    run_demo(out, anchors=anchors, profile=profile, workers=workers, echo=click.echo, sweeps=sweeps)
 
 
 @main.group()

@@ -22,6 +22,7 @@ from transforms.limits import Limits
 from transforms.nodes import BadgeNode, FpsNode, H264Sink, Node, NormalizeNode, ScaleNode, Vp9Node
 from transforms.probe import ProbeInfo, open_input, probe
 from transforms.spec import PROFILES, Condition, Profile, Step, canonical_json, spec_hash
+from transforms.temporal import ReorderNode, SpeedNode, TrimNode
 
 _NO_LIMITS = Limits(max_bytes=1 << 62, max_pixels=1 << 62, max_duration_s=1e12, max_frames=1 << 62)
 
@@ -70,6 +71,15 @@ class EngineResult:
     decode_seconds: float = 0.0
 
 
+def _rate_after(step: Step, rate: Fraction) -> Fraction:
+    """The frame rate after ``step``: an fps step sets it, a speed change scales it."""
+    if step.kind == "fps":
+        return Fraction(step.fps).limit_denominator(1001)
+    if step.kind == "speed":
+        return rate * Fraction(step.factor).limit_denominator(1000)
+    return rate
+
+
 class Engine:
     """Produces condition variants of videos under one profile and one set of limits."""
 
@@ -113,7 +123,7 @@ class Engine:
                     node.children.append(index[key])
                 node = index[key]
                 path.append(node)
-                rate = Fraction(step.fps).limit_denominator(1001) if step.kind == "fps" else rate
+                rate = _rate_after(step, rate)
             if isinstance(node, H264Sink):
                 node.conditions.append(condition.name)
                 sinks[id(node)] = (path, node)
@@ -131,6 +141,12 @@ class Engine:
                 return BadgeNode(step)
             case "h264":
                 return H264Sink(step, self.profile, rate, sessions)
+            case "trim":
+                return TrimNode(step)
+            case "speed":
+                return SpeedNode(step)
+            case "reorder":
+                return ReorderNode(step)
         raise AssertionError(step.kind)  # pragma: no cover - the Step union is closed
 
     # -- decoding -------------------------------------------------------------------------------------
@@ -193,8 +209,8 @@ class Engine:
 
     def _variant(self, condition: Condition, sink: H264Sink, path: list[Node], info: ProbeInfo, digest: str) -> Variant:
         out = probe(sink.data, _NO_LIMITS)
-        chain = [info.codec] + [("libvpx-vp9" if n.kind == "vp9" else n.kind) for n in path[1:-1]]
-        chain = [c for c in chain if c in (info.codec, "libvpx-vp9")] + [sink.encoder_name]
+        encodes = {"vp9": lambda n: "libvpx-vp9", "h264": lambda n: n.encoder_name}
+        chain = [info.codec] + [encodes[n.kind](n) for n in path[1:] if n.kind in encodes]
         meta = VariantMeta(
             condition=condition.name,
             spec_hash=spec_hash(condition, self.profile),

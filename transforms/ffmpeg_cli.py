@@ -18,8 +18,10 @@ import imageio_ffmpeg
 from PIL import Image
 
 from transforms import badge, codecs, nodes
-from transforms.errors import InvalidVideo
+from transforms.errors import InvalidVideo, SpecError
 from transforms.spec import BadgeStep, Condition, FpsStep, H264Step, Profile, ScaleStep, Step, Vp9Step
+
+CLI_KINDS = frozenset({"vp9", "scale", "fps", "badge", "h264"})
 
 
 def ffmpeg_exe() -> str:
@@ -46,6 +48,12 @@ def run_condition(data: bytes, condition: Condition, profile: Profile) -> bytes:
 
 def commands(src: Path, condition: Condition, profile: Profile, work: Path) -> list[list[str]]:
     """The argument lists of the processes for ``condition`` (piped into each other in order)."""
+    kinds = [s.kind for s in condition.steps]
+    if set(kinds) - CLI_KINDS or "h264" in kinds[:-1]:
+        raise SpecError(
+            f"condition {condition.name!r}: the ffmpeg CLI cross-check covers {sorted(CLI_KINDS)} with H.264 last "
+            "(the LastMile conditions and their sweeps); temporal edits and repost chains run in the engine only"
+        )
     size, rotation = _source_geometry(src)
     steps = list(condition.steps)
     cmds, stream, first = [], _normalized_input(str(src), size, rotation), True

@@ -179,6 +179,30 @@ class BadgeNode(Node):
         return [badge.composite(frame, badge.badge_patch(self.step, frame.width, frame.height))]
 
 
+class Redecoder:
+    """Decodes an encoder's packets back to frames, with the source frames' time base and durations (the codec
+    carries neither): what a viewer of the platform sees, fed on down the tree."""
+
+    def __init__(self, codec: str) -> None:
+        self.decoder = av.CodecContext.create(codec, "r")
+        self.time_base: Fraction | None = None
+        self.durations: dict[int, int] = {}  # pts -> the source frame's duration
+
+    def remember(self, frame: av.VideoFrame) -> None:
+        self.time_base = self.time_base or frame.time_base
+        self.durations[frame.pts] = frame.duration
+
+    def decode(self, packets: list[av.Packet | None]) -> list[av.VideoFrame]:
+        out = []
+        for packet in packets:
+            for frame in self.decoder.decode(packet):
+                frame.time_base = self.time_base
+                frame.duration = self.durations.pop(frame.pts, 0)  # the fps filter ends the last frame with it
+                frame.pict_type = _NO_PICT_TYPE
+                out.append(frame)
+        return out
+
+
 class Vp9Node(Node):
     """Storage encode to VP9 and decode again, in memory; children see what a viewer of the platform sees."""
 
@@ -188,15 +212,12 @@ class Vp9Node(Node):
         super().__init__()
         self.step, self.profile, self.rate, self.sessions = step, profile, rate, sessions
         self.encoder: av.video.codeccontext.VideoCodecContext | None = None
-        self.decoder = av.CodecContext.create("vp9", "r")
-        self.time_base: Fraction | None = None
+        self.redecoder = Redecoder("vp9")
         self.bytes = 0
-        self.durations: dict[int, int] = {}  # pts -> the source frame's duration: the codec does not carry it
 
     def process(self, frame: av.VideoFrame) -> list[av.VideoFrame]:
-        self.durations[frame.pts] = frame.duration
+        self.redecoder.remember(frame)
         if self.encoder is None:
-            self.time_base = frame.time_base
             self.encoder = codecs.vp9_encoder(
                 self.step, self.profile, frame.width, frame.height, frame.time_base, self.rate
             )
@@ -207,20 +228,13 @@ class Vp9Node(Node):
         return [] if self.encoder is None else self._decode(self.encoder.encode(None)) + self._decode([None])
 
     def _decode(self, packets: list[av.Packet | None]) -> list[av.VideoFrame]:
-        out = []
-        for packet in packets:
-            if packet is not None:
-                self.bytes += packet.size
-            for frame in self.decoder.decode(packet):
-                frame.time_base = self.time_base
-                frame.duration = self.durations.pop(frame.pts, 0)  # the fps filter ends the last frame with it
-                frame.pict_type = _NO_PICT_TYPE
-                out.append(frame)
-        return out
+        self.bytes += sum(p.size for p in packets if p is not None)
+        return self.redecoder.decode(packets)
 
 
 class H264Sink(Node):
-    """The final encode: H.264 in an in-memory MP4. A leaf; ``data`` holds the bytes after ``finish``."""
+    """An H.264 encode into an in-memory MP4 (``data`` after ``finish``): the output of the conditions that end
+    here, and, inside a repost chain, decoded again for its children (one encode serves both)."""
 
     kind = "h264"
 
@@ -233,12 +247,26 @@ class H264Sink(Node):
         self.stream: av.video.stream.VideoStream | None = None
         self.data = b""
         self.conditions: list[str] = []
+        self.redecoder = Redecoder("h264")
 
     def process(self, frame: av.VideoFrame) -> list[av.VideoFrame]:
         if self.stream is None:
             self._open(frame)
-        self.container.mux(self.stream.encode(frame))
-        return []
+        if self.children:
+            self.redecoder.remember(frame)
+        packets = self.stream.encode(frame)
+        out = self._redecode(packets) if self.children else []
+        self.container.mux(packets)
+        return out
+
+    def _redecode(self, packets: list[av.Packet | None]) -> list[av.VideoFrame]:
+        decoder = self.redecoder.decoder
+        if decoder.extradata is None and self.stream.codec_context.extradata:  # MP4 packets: avcC, not Annex B
+            decoder.extradata = self.stream.codec_context.extradata
+        return self.redecoder.decode(packets)
+
+    def leaves(self) -> int:
+        return (1 if self.conditions else 0) + sum(c.leaves() for c in self.children)
 
     def _open(self, frame: av.VideoFrame) -> None:
         self.container = av.open(self.buffer, mode="w", format="mp4", options={"fflags": "+bitexact"})
@@ -254,10 +282,12 @@ class H264Sink(Node):
     def drain(self) -> list[av.VideoFrame]:
         if self.stream is None:
             raise InvalidVideo("no frame reached the H.264 encoder")
-        self.container.mux(self.stream.encode(None))
+        packets = self.stream.encode(None)
+        out = self._redecode(packets) + self._redecode([None]) if self.children else []
+        self.container.mux(packets)
         self.container.close()
         self.data = self.buffer.getvalue()
-        return []
+        return out
 
     def sha256(self) -> str:
         return hashlib.sha256(self.data).hexdigest()

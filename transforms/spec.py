@@ -10,13 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from pathlib import Path
 from typing import Annotated, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
-
-from transforms.errors import SpecError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 _FROZEN = ConfigDict(extra="forbid", frozen=True)
 
@@ -79,14 +75,43 @@ class H264Step(BaseModel):
     profile: Literal["baseline", "main", "high"] = "high"
 
 
-Step = Annotated[Vp9Step | ScaleStep | FpsStep | BadgeStep | H264Step, Field(discriminator="kind")]
+class TrimStep(BaseModel):
+    """Keep a window of the video: frames from ``start_s`` for ``duration_s`` seconds, re-timed to start at 0."""
+
+    model_config = _FROZEN
+    kind: Literal["trim"] = "trim"
+    start_s: float = Field(0.0, ge=0)
+    duration_s: float = Field(5.0, gt=0)
+
+
+class SpeedStep(BaseModel):
+    """Play ``factor`` times as fast (0.75: slowed down; 1.25: sped up): timestamps rewritten, no frame dropped."""
+
+    model_config = _FROZEN
+    kind: Literal["speed"] = "speed"
+    factor: float = Field(1.25, ge=0.25, le=4)
+
+
+class ReorderStep(BaseModel):
+    """Shuffle fixed-length segments with a seeded permutation (re-timed to play back to back)."""
+
+    model_config = _FROZEN
+    kind: Literal["reorder"] = "reorder"
+    segment_s: float = Field(1.0, gt=0)
+    seed: int = 0
+
+
+Step = Annotated[
+    Vp9Step | ScaleStep | FpsStep | BadgeStep | H264Step | TrimStep | SpeedStep | ReorderStep,
+    Field(discriminator="kind"),
+]
 
 
 class Condition(BaseModel):
     """A named, ordered list of steps. No steps means the source bytes as they are."""
 
     model_config = _FROZEN
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_\-]{0,63}$")
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_\-@.=^]{0,127}$")  # sweeps and reposts: full@scale.factor=0.5, full^2
     steps: tuple[Step, ...] = ()
     description: str = ""
 
@@ -95,9 +120,7 @@ class Condition(BaseModel):
         kinds = [s.kind for s in self.steps]
         if kinds and kinds[-1] != "h264":
             raise ValueError(f"condition {self.name!r}: a perturbed condition must end with an 'h264' step")
-        if "h264" in kinds[:-1]:
-            raise ValueError(f"condition {self.name!r}: 'h264' may only be the last step")
-        return self
+        return self  # an 'h264' inside a chain (a repost) encodes and decodes; the last one is the output
 
 
 class Profile(BaseModel):
@@ -168,70 +191,6 @@ def spec_hash(condition: Condition, profile: Profile) -> str:
     if condition.steps:  # `original` does not depend on the profile: same bytes, same hash
         payload["profile"] = profile.model_dump(mode="json")
     return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
-
-
-class ConditionFile(BaseModel):
-    """The schema of a ``--conditions-file``: conditions, and optionally a profile."""
-
-    model_config = ConfigDict(extra="forbid")
-    conditions: list[Condition]
-    profile: Profile | None = None
-
-
-def load_conditions_file(path: str | Path) -> ConditionFile:
-    """Read conditions (and optionally a profile) from YAML or JSON; raise :class:`SpecError` if malformed."""
-    path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise SpecError(f"cannot read conditions file {path}: {exc}") from exc
-    if isinstance(raw, list):
-        raw = {"conditions": raw}
-    try:
-        parsed = ConditionFile.model_validate(raw)
-    except ValidationError as exc:
-        raise SpecError(f"invalid conditions file {path}:\n{exc}") from exc
-    _check_unique([c.name for c in parsed.conditions])
-    return parsed
-
-
-def select_conditions(names: str | list[str], extra: list[Condition] | None = None) -> tuple[Condition, ...]:
-    """Resolve ``"all"`` or a comma-separated list of names against LASTMILE plus ``extra``.
-
-    ``all`` is the six LastMile conditions, then ``extra``'s new ones in their order; a condition of ``extra``
-    with a LastMile name replaces it in place; a named list keeps its order.
-    """
-    pool = {c.name: c for c in LASTMILE}
-    pool.update({c.name: c for c in extra or []})
-    wanted = names.split(",") if isinstance(names, str) else list(names)
-    wanted = [n.strip() for n in wanted if n.strip()]
-    if wanted == ["all"]:
-        return tuple(pool.values())
-    unknown = [n for n in wanted if n not in pool]
-    if unknown:
-        raise SpecError(f"unknown condition(s) {unknown}; known: {sorted(pool)}")
-    _check_unique(wanted)
-    return tuple(pool[n] for n in wanted)
-
-
-def resolve_conditions(
-    names: str | list[str] = "all", conditions_file: str | Path | None = None
-) -> tuple[tuple[Condition, ...], Profile | None]:
-    """The one condition resolver of every command and service: ``(conditions, the file's profile or None)``.
-
-    Reads ``conditions_file`` if given and resolves ``names`` against LASTMILE plus its conditions as
-    :func:`select_conditions` defines.
-    """
-    if conditions_file is None:
-        return select_conditions(names), None
-    parsed = load_conditions_file(conditions_file)
-    return select_conditions(names, parsed.conditions), parsed.profile
-
-
-def _check_unique(names: list[str]) -> None:
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise SpecError(f"duplicate condition name(s): {dupes}")
 
 
 STEP_ADAPTER: TypeAdapter[Step] = TypeAdapter(Step)

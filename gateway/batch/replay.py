@@ -156,6 +156,7 @@ def prepare_run(cfg: ReplayConfig, run_dir: Path, resume: bool, n_videos: int) -
     info = {
         "identity": cfg.identity(),
         "config": json.loads(cfg.model_dump_json()),
+        "conditions": [c.name for c in cfg.resolve_conditions()[0]],  # resolved, in order (sweeps as listed)
         "videos": n_videos,
         "manifest_sha256": hashlib.sha256(cfg.manifest.read_bytes()).hexdigest(),
         "corpus": json.loads(corpus_json.read_text()) if corpus_json.exists() else None,

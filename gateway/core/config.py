@@ -10,8 +10,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from transforms.catalog import resolve_conditions
 from transforms.limits import Limits
-from transforms.spec import PROFILES, Condition, Profile, resolve_conditions
+from transforms.spec import PROFILES, Condition, Profile
 
 
 class KafkaSettings(BaseModel):

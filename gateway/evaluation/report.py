@@ -18,6 +18,7 @@ from gateway.batch.results import RESULTS, read_results
 from gateway.core.messages import ScoreRow
 from gateway.evaluation.paired import Evaluation, evaluate
 from gateway.evaluation.plots import Figure, make_plots
+from gateway.evaluation.sweeps import sweep_figures, sweep_json, sweep_tables
 from gateway.evaluation.tables import means, report_tables
 
 PROXY_WARNING = (
@@ -32,7 +33,9 @@ def build_report(run_dir: Path, replicates: int = 2000, seed: int | None = None)
     rows = read_results(run_dir / RESULTS)
     info = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").exists() else {}
     ev = evaluate(rows, replicates=replicates, **({"seed": seed} if seed is not None else {}))
-    figures = make_plots(ev, rows, run_dir / "plots")
+    order = info.get("conditions") or []  # the run's own order: a sweep's values as listed, mildest first
+    ev.conditions = [c for c in order if c in ev.conditions] + [c for c in ev.conditions if c not in order]
+    figures = make_plots(ev, rows, run_dir / "plots") + sweep_figures(ev, run_dir / "plots")
     ctx = _context(ev, rows, info)
     out = {"json": run_dir / "report.json", "md": run_dir / "report.md", "html": run_dir / "report.html"}
     out["json"].write_text(json.dumps(_as_json(ev, ctx), indent=2, default=_json_default))
@@ -53,7 +56,7 @@ def render(template: str, ev: Evaluation, ctx: dict, figures: list[Figure]) -> s
     return env.get_template(template).render(
         ev=ev,
         ctx=ctx,
-        tables=report_tables(ev),
+        tables=report_tables(ev) + sweep_tables(ev),
         figures=figures,
         notice=PROXY_WARNING if ctx["proxy"] else None,
         generators=(ctx["corpus"].get("generators") or {}) if ctx["proxy"] else {},
@@ -101,4 +104,5 @@ def _as_json(ev: Evaluation, ctx: dict) -> dict:
         "cells": [dataclasses.asdict(c) for c in ev.cells],
         "rank_correlation": ev.rank_correlation,
         "mean_over_detectors": means(ev),
+        "sweeps": sweep_json(ev),
     }

@@ -8,12 +8,18 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import yaml
+
 from detectors.proxy.corpus import CorpusConfig, synthesize
 from gateway.batch.replay import ReplayConfig, replay
 from gateway.evaluation.report import PROXY_WARNING, build_report
 from gateway.evaluation.tables import main_table
 
 DEMO_SEED = 4242  # held out: the reference detectors were trained and calibrated on seed 1000
+DEMO_SWEEPS = {  # `lastmile demo --sweeps`: a severity sweep and a repost chain, as a conditions file holds them
+    "sweeps": [{"base": "spatial", "step": "scale", "param": "factor", "values": [0.75, 0.5, 0.33, 0.25]}],
+    "reposts": [{"base": "full", "hops": 2}],
+}
 
 
 def run_demo(
@@ -22,6 +28,7 @@ def run_demo(
     profile: str = "fidelity",
     workers: int | None = None,
     echo: Callable[[str], None] = print,
+    sweeps: bool = False,
 ) -> dict:
     t0 = time.perf_counter()
     if out.exists():
@@ -30,8 +37,13 @@ def run_demo(
     echo(f"1/3 synthesising a proxy corpus: {anchors} anchors x (1 real + 5 pseudo-generated), seed {DEMO_SEED}")
     manifest = synthesize(CorpusConfig(anchors=anchors, seed=DEMO_SEED), corpus_dir)
     t1 = time.perf_counter()
-    echo(f"2/3 replaying {anchors * 6} videos through 6 conditions x 4 detectors (profile {profile}, deterministic)")
-    replay(ReplayConfig(manifest=manifest, profile=profile), run_dir, workers=workers)
+    cfg = ReplayConfig(manifest=manifest, profile=profile)
+    if sweeps:
+        (out / "sweeps.yaml").write_text(yaml.safe_dump(DEMO_SWEEPS, sort_keys=False))
+        cfg = cfg.model_copy(update={"conditions_file": out / "sweeps.yaml"})
+    n = len(cfg.resolve_conditions()[0])
+    echo(f"2/3 replaying {anchors * 6} videos through {n} conditions x 4 detectors (profile {profile}, deterministic)")
+    replay(cfg, run_dir, workers=workers)
     t2 = time.perf_counter()
     echo("3/3 evaluating (2,000 bootstrap replicates) and writing the report")
     paths = build_report(run_dir)
