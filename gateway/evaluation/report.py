@@ -28,13 +28,20 @@ PROXY_WARNING = (
 )
 
 
-def build_report(run_dir: Path, replicates: int = 2000, seed: int | None = None) -> dict[str, Path]:
-    """Evaluate ``run_dir/results.parquet`` and write the three report files and the plots; return their paths."""
+def evaluate_run(run_dir: Path, replicates: int = 2000, seed: int | None = None) -> tuple[list, dict, Evaluation]:
+    """A run's rows, its ``run.json`` and their evaluation, conditions in the run's own order (a sweep's values
+    as listed, mildest first)."""
     rows = read_results(run_dir / RESULTS)
     info = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").exists() else {}
     ev = evaluate(rows, replicates=replicates, **({"seed": seed} if seed is not None else {}))
-    order = info.get("conditions") or []  # the run's own order: a sweep's values as listed, mildest first
+    order = info.get("conditions") or []
     ev.conditions = [c for c in order if c in ev.conditions] + [c for c in ev.conditions if c not in order]
+    return rows, info, ev
+
+
+def build_report(run_dir: Path, replicates: int = 2000, seed: int | None = None) -> dict[str, Path]:
+    """Evaluate ``run_dir/results.parquet`` and write the three report files and the plots; return their paths."""
+    rows, info, ev = evaluate_run(run_dir, replicates, seed)
     figures = make_plots(ev, rows, run_dir / "plots") + sweep_figures(ev, run_dir / "plots")
     ctx = _context(ev, rows, info)
     out = {"json": run_dir / "report.json", "md": run_dir / "report.md", "html": run_dir / "report.html"}

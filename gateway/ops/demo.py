@@ -12,7 +12,7 @@ import yaml
 
 from detectors.proxy.corpus import CorpusConfig, synthesize
 from gateway.batch.replay import ReplayConfig, replay
-from gateway.evaluation.report import PROXY_WARNING, build_report
+from gateway.evaluation.report import PROXY_WARNING, build_report, evaluate_run
 from gateway.evaluation.tables import main_table
 
 DEMO_SEED = 4242  # held out: the reference detectors were trained and calibrated on seed 1000
@@ -47,10 +47,7 @@ def run_demo(
     t2 = time.perf_counter()
     echo("3/3 evaluating (2,000 bootstrap replicates) and writing the report")
     paths = build_report(run_dir)
-    from gateway.batch.results import RESULTS, read_results
-    from gateway.evaluation.paired import evaluate
-
-    ev = evaluate(read_results(run_dir / RESULTS))
+    _rows, _info, ev = evaluate_run(run_dir)
     t3 = time.perf_counter()
     echo("")
     echo(PROXY_WARNING)
