@@ -93,8 +93,9 @@ def bench() -> None:
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), help="write JSON here")
 @click.option("--profiles", default="fidelity,throughput", show_default=True)
 @click.option("--quick", is_flag=True, help="short clips only (a smoke run, not the reported figures)")
-def bench_transforms_cmd(json_out, profiles, quick) -> None:
-    """Our six-condition fan-out vs one ffmpeg CLI run per condition; `full` alone both ways."""
+@click.option("--long", "with_long", is_flag=True, help="also 60 s inputs (1080p30, 1080p60; a rendered 10 s x6)")
+def bench_transforms_cmd(json_out, profiles, quick, with_long) -> None:
+    """Our six-condition fan-out against its floor and one ffmpeg CLI run per condition; `full` alone both ways."""
     from gateway.ops import bench, footage
 
     if quick:
@@ -108,7 +109,13 @@ def bench_transforms_cmd(json_out, profiles, quick) -> None:
             "generated_720p30_10s": footage.generated_clip(1280, 720, 30, 10.0),
             "generated_1080p30_10s": footage.generated_clip(1920, 1080, 30, 10.0),
         }
-    report = bench.bench_transforms(inputs, [p.strip() for p in profiles.split(",") if p.strip()])
+    long = None
+    if with_long:
+        long = {
+            "looped_1080p30_60s": footage.looped_clip(footage.generated_clip(1920, 1080, 30, 10.0), 6),
+            "looped_1080p60_60s": footage.looped_clip(footage.generated_clip(1920, 1080, 60, 10.0), 6),
+        }
+    report = bench.bench_transforms(inputs, [p.strip() for p in profiles.split(",") if p.strip()], long)
     _emit_json(report, json_out)
 
 

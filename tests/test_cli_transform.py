@@ -76,6 +76,12 @@ def test_bench_transforms_writes_the_ratios(tmp_path):
     )
     assert res.returncode == 0, res.stderr
     report = json.loads(out.read_text())
-    assert report["fanout_vs_naive_ffmpeg"] > 0 and report["full_vs_ffmpeg_cli"] > 0
+    assert set(report["targets"]) >= {"fanout_cpu_vs_floor <= 1.15", "full_vs_ffmpeg_cli <= 1.15"}  # per row
     for row in report["results"]:
         assert row["fanout"]["wall_s"] > 0 and row["naive_ffmpeg"]["cpu_s"] > 0 and row["fanout"]["peak_rss_mb"] > 0
+        assert row["fanout_vs_naive_ffmpeg"] > 0 and row["full_vs_ffmpeg_cli"] > 0
+        floor = row["floor"]["steps"]
+        assert {"decode source", "vp9 encode", "vp9 decode"} <= set(floor) and len(floor) == 13  # the whole tree
+        assert row["floor"]["cpu_s"] == pytest.approx(sum(floor.values()), abs=0.01)
+        assert row["fanout_cpu_vs_floor"] == pytest.approx(row["fanout"]["cpu_s"] / row["floor"]["cpu_s"], rel=1e-2)
+        assert 0 < row["fanout_core_utilisation"] <= 1.05 and row["realtime_factor"] > 0

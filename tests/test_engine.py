@@ -163,3 +163,32 @@ def test_variable_frame_rate_keeps_timestamps(media):
     assert result.variants["transcode"].meta.frames == src.frames
     for v in result.variants.values():
         assert abs(v.meta.duration_s - src.duration_s) <= 1 / v.meta.fps + 1e-6
+
+
+_HASHES = """
+import json, sys
+from transforms.engine import Engine
+from transforms.spec import LASTMILE, PROFILES
+data = open(sys.argv[1], "rb").read()
+engine = Engine(PROFILES[sys.argv[2]].with_determinism(True), concurrent=sys.argv[3] == "concurrent")
+print(json.dumps({k: v.meta.sha256 for k, v in engine.run(data, LASTMILE).variants.items()}))
+"""
+
+
+@pytest.mark.parametrize("profile", ["fidelity", "throughput"])
+def test_deterministic_variants_are_byte_identical_across_processes_threaded_or_not(tmp_path, media, profile):
+    import json
+    import subprocess
+    import sys
+
+    clip = tmp_path / "clip.mp4"
+    clip.write_bytes(media["scene"])
+    runs = [
+        json.loads(
+            subprocess.run(
+                [sys.executable, "-c", _HASHES, str(clip), profile, mode], capture_output=True, text=True, check=True
+            ).stdout
+        )
+        for mode in ("concurrent", "concurrent", "serial")
+    ]
+    assert runs[0] == runs[1] == runs[2] and len(runs[0]) == 6

@@ -17,6 +17,7 @@ from fractions import Fraction
 import av
 from pydantic import BaseModel, ConfigDict
 
+from transforms.branches import Branch
 from transforms.errors import InvalidVideo, LimitExceeded
 from transforms.limits import Limits
 from transforms.nodes import BadgeNode, FpsNode, H264Sink, Node, NormalizeNode, ScaleNode, Vp9Node
@@ -83,9 +84,10 @@ def _rate_after(step: Step, rate: Fraction) -> Fraction:
 class Engine:
     """Produces condition variants of videos under one profile and one set of limits."""
 
-    def __init__(self, profile: Profile | None = None, limits: Limits | None = None) -> None:
+    def __init__(self, profile: Profile | None = None, limits: Limits | None = None, concurrent: bool = True) -> None:
         self.profile = profile or PROFILES["fidelity"]
         self.limits = limits or Limits()
+        self.concurrent = concurrent  # each encoder's branch on its own thread (transforms.branches)
 
     def run(self, data: bytes, conditions: Sequence[Condition]) -> EngineResult:
         """Decode ``data`` once and produce every condition in ``conditions``.
@@ -96,8 +98,13 @@ class Engine:
         info = probe(data, self.limits)
         digest = hashlib.sha256(data).hexdigest()
         sessions: Counter[str] = Counter()
+        self._branches: list[Branch] = []
         root, sinks = self._plan(conditions, info, sessions)
-        decode_s = self._stream(data, info, root) if sinks else 0.0
+        try:
+            decode_s = self._stream(data, info, root) if sinks else 0.0
+        finally:
+            for branch in self._branches:  # after a failure, no thread is left waiting for frames
+                branch.close()
         variants = {c.name: self._original(c, data, info, digest) for c in conditions if not c.steps}
         for path, sink in sinks:
             for name in sink.conditions:
@@ -120,7 +127,7 @@ class Engine:
                 key = (id(node), canonical_json(step))
                 if key not in index:
                     index[key] = self._node(step, rate, sessions)
-                    node.children.append(index[key])
+                    node.children.append(self._branch(index[key]))
                 node = index[key]
                 path.append(node)
                 rate = _rate_after(step, rate)
@@ -128,6 +135,14 @@ class Engine:
                 node.conditions.append(condition.name)
                 sinks[id(node)] = (path, node)
         return root, list(sinks.values())
+
+    def _branch(self, node: Node) -> Node:
+        """An encoder (and everything below it) runs on its own thread when the engine is concurrent."""
+        if not self.concurrent or node.kind not in ("vp9", "h264"):
+            return node
+        branch = Branch(node)
+        self._branches.append(branch)
+        return branch
 
     def _node(self, step: Step, rate: Fraction, sessions: Counter[str]) -> Node:
         match step.kind:

@@ -27,33 +27,68 @@ def _cli_job(data: bytes, conditions: tuple[Condition, ...], profile: Profile) -
     return measure(lambda: [ffmpeg_cli.run_condition(data, c, profile) for c in conditions])
 
 
-def bench_transforms(inputs: dict[str, Path], profiles: list[str]) -> dict[str, Any]:
-    """(a) our six-condition fan-out, (b) each condition as its own ffmpeg CLI run, (c) `full` alone both ways."""
-    perturbed = tuple(c for c in LASTMILE if c.steps)
-    full = tuple(c for c in LASTMILE if c.name == "full")
-    results = []
-    for name, path in inputs.items():
-        data = path.read_bytes()
-        for pname in profiles:
-            profile = PROFILES[pname]
-            row = {
-                "input": name,
-                "profile": pname,
-                "fanout": isolated(_engine_job, data, LASTMILE, profile),
-                "naive_ffmpeg": isolated(_cli_job, data, perturbed, profile),
-                "full": isolated(_engine_job, data, full, profile),
-                "full_ffmpeg_cli": isolated(_cli_job, data, full, profile),
-            }
-            row["fanout_vs_naive_ffmpeg"] = round(row["fanout"]["wall_s"] / row["naive_ffmpeg"]["wall_s"], 3)
-            row["full_vs_ffmpeg_cli"] = round(row["full"]["wall_s"] / row["full_ffmpeg_cli"]["wall_s"], 3)
-            results.append(row)
+def _floor_job(path: str, conditions: tuple[Condition, ...], profile: Profile) -> dict:
+    import tempfile
+
+    from transforms.floor import measure_floor
+
+    with tempfile.TemporaryDirectory(prefix="lastmile-floor-") as work:
+        return measure_floor(Path(path), conditions, profile, Path(work))
+
+
+def _cores() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else mp.cpu_count()
+
+
+def transforms_row(name: str, path: Path, pname: str, baselines: bool = True) -> dict[str, Any]:
+    """One input under one profile: the fan-out, its floor, and (with ``baselines``) the naive ffmpeg runs
+    and `full` alone both ways; every ratio from measurements of this one run."""
+    from transforms.limits import Limits
+    from transforms.probe import probe
+
+    data, profile = path.read_bytes(), PROFILES[pname]
+    duration = probe(data, Limits(max_duration_s=1e9, max_frames=1 << 40, max_bytes=1 << 40)).duration_s
+    row: dict[str, Any] = {"input": name, "profile": pname, "duration_s": round(duration, 2)}
+    row["fanout"] = fan = isolated(_engine_job, data, LASTMILE, profile)
+    row["floor"] = isolated(_floor_job, str(path), LASTMILE, profile)
+    row["fanout_cpu_vs_floor"] = round(fan["cpu_s"] / row["floor"]["cpu_s"], 3)
+    row["fanout_core_utilisation"] = round(fan["cpu_s"] / (fan["wall_s"] * _cores()), 3)
+    row["realtime_factor"] = round(fan["wall_s"] / duration, 3)
+    row["peak_rss_mb"] = fan["peak_rss_mb"]
+    if baselines:
+        perturbed = tuple(c for c in LASTMILE if c.steps)
+        full = tuple(c for c in LASTMILE if c.name == "full")
+        row["naive_ffmpeg"] = isolated(_cli_job, data, perturbed, profile)
+        row["full"] = isolated(_engine_job, data, full, profile)
+        row["full_ffmpeg_cli"] = isolated(_cli_job, data, full, profile)
+        row["fanout_vs_naive_ffmpeg"] = round(fan["wall_s"] / row["naive_ffmpeg"]["wall_s"], 3)
+        row["full_vs_ffmpeg_cli"] = round(row["full"]["wall_s"] / row["full_ffmpeg_cli"]["wall_s"], 3)
+    return row
+
+
+def bench_transforms(inputs: dict[str, Path], profiles: list[str], long: dict[str, Path] | None = None) -> dict:
+    """Per input and profile: the six-condition fan-out against its floor (CPU), the cores it used, real time,
+    peak RSS, the naive one-ffmpeg-per-condition baseline and `full` alone both ways. ``long`` inputs get the
+    throughput fan-out and floor, and the fidelity fan-out's RSS only."""
+    results = [transforms_row(name, path, pname) for name, path in inputs.items() for pname in profiles]
+    for name, path in (long or {}).items():
+        results.append(transforms_row(name, path, "throughput", baselines=False))
+        rss = isolated(_engine_job, path.read_bytes(), LASTMILE, PROFILES["fidelity"])
+        results.append({"input": name, "profile": "fidelity", "fanout": rss, "peak_rss_mb": rss["peak_rss_mb"]})
+    checked = [r for r in results if "fanout_cpu_vs_floor" in r]
     return {
         "benchmark": "transforms",
-        "machine": {"cpus": mp.cpu_count(), "python": platform.python_version()},
+        "machine": {"cpus": _cores(), "python": platform.python_version()},
         "results": results,
-        "fanout_vs_naive_ffmpeg": _geomean([r["fanout_vs_naive_ffmpeg"] for r in results]),
-        "full_vs_ffmpeg_cli": _geomean([r["full_vs_ffmpeg_cli"] for r in results]),
-        "note": "ratios are wall-time ratios measured in this run; the headline ratios are geometric means",
+        "targets": {
+            "fanout_cpu_vs_floor <= 1.15": all(r["fanout_cpu_vs_floor"] <= 1.15 for r in checked),
+            "fanout_core_utilisation >= 0.8": all(r["fanout_core_utilisation"] >= 0.8 for r in checked),
+            "full_vs_ffmpeg_cli <= 1.15": all(r["full_vs_ffmpeg_cli"] <= 1.15 for r in results if "full" in r),
+            "peak_rss_mb <= 1024": all(r["peak_rss_mb"] <= 1024 for r in results),
+        },
+        "note": "every ratio is per input and profile, from measurements of this one run; targets hold per row",
     }
 
 

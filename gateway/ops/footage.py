@@ -36,3 +36,19 @@ def generated_clip(width: int, height: int, fps: int, seconds: float, seed: int 
         tmp.write_bytes(render_video(spec))
         tmp.replace(path)
     return path
+
+
+def looped_clip(base: Path, times: int) -> Path:
+    """``base`` played ``times`` times in a row, stream-copied (cached): a long input without rendering one."""
+    import subprocess
+
+    from transforms.ffmpeg_cli import ffmpeg_exe
+
+    path = cache_dir() / f"{base.stem}_x{times}.mp4"
+    if not path.exists():
+        tmp = path.with_suffix(".part.mp4")
+        cmd = [ffmpeg_exe(), "-nostdin", "-v", "error", "-y", "-stream_loop", str(times - 1), "-i", str(base),
+               "-c", "copy", str(tmp)]  # fmt: skip
+        subprocess.run(cmd, check=True)
+        tmp.replace(path)
+    return path
