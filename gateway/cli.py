@@ -35,6 +35,16 @@ def _serve_until_signalled(process, stop) -> None:
             signal.signal(sig, handler)
 
 
+def _serve(make, log_level: str) -> None:
+    """Run a long-lived service (gateway, monitor) until SIGTERM or SIGINT, logging at ``log_level``."""
+    import logging
+
+    logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    service = make()
+    service.install_signal_handlers()
+    service.run()
+
+
 def _emit_json(report: dict, json_out: Path | None) -> None:
     """Print a benchmark's JSON, and write it to ``--json`` when given."""
     text = json.dumps(report, indent=2)
@@ -514,15 +524,10 @@ def gateway() -> None:
 @click.option("--log-level", default="INFO", show_default=True)
 def gateway_run(config_path, log_level) -> None:
     """Consume videos, score every condition with every detector, publish score events, serve /metrics."""
-    import logging
-
     from gateway.core.config import GatewayConfig
     from gateway.stream.service import Gateway
 
-    logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    gw = Gateway(GatewayConfig.load(config_path))
-    gw.install_signal_handlers()
-    gw.run()
+    _serve(lambda: Gateway(GatewayConfig.load(config_path)), log_level)
 
 
 UP_DIR = Path("lastmile-up")
@@ -659,15 +664,10 @@ def monitor() -> None:
 @click.option("--log-level", default="INFO", show_default=True)
 def monitor_run(config_path, log_level) -> None:
     """Read the score and labels topics, serve windowed AUC, FakeR, RealR, drift and flip rates on /metrics."""
-    import logging
-
     from gateway.monitor.config import MonitorConfig
     from gateway.monitor.service import Monitor
 
-    logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    mon = Monitor(MonitorConfig.load(config_path))
-    mon.install_signal_handlers()
-    mon.run()
+    _serve(lambda: Monitor(MonitorConfig.load(config_path)), log_level)
 
 
 @main.group()

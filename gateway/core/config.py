@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Self
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
@@ -124,7 +124,22 @@ class PipelineSettings(BaseModel):
         return conditions, file_profile or PROFILES[self.profile]
 
 
-class GatewayConfig(BaseSettings, PipelineSettings):
+class YamlSettings(BaseSettings):
+    """Settings read from a YAML file, each overridable by an environment variable (env wins)."""
+
+    @classmethod
+    def settings_customise_sources(
+        cls, settings_cls, init_settings, env_settings, dotenv_settings, file_secret_settings
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (env_settings, init_settings, file_secret_settings)  # env overrides the file
+
+    @classmethod
+    def load(cls, path: str | Path | None) -> Self:
+        raw = yaml.safe_load(Path(path).read_text()) if path else {}
+        return cls(**(raw or {}))
+
+
+class GatewayConfig(YamlSettings, PipelineSettings):
     model_config = SettingsConfigDict(env_prefix="LASTMILE_", env_nested_delimiter="__", extra="forbid")
     kafka: KafkaSettings = Field(default_factory=KafkaSettings)
     sources: SourceSettings = Field(default_factory=SourceSettings)
@@ -136,14 +151,3 @@ class GatewayConfig(BaseSettings, PipelineSettings):
     retry_backoff_s: float = Field(1.0, gt=0, description="first wait before retrying an unavailable scorer or broker")
     retry_backoff_max_s: float = Field(30.0, gt=0, description="the cap of that exponential backoff")
     shutdown_timeout_s: float = Field(60.0, gt=0, description="on SIGTERM, how long in-flight videos may finish")
-
-    @classmethod
-    def settings_customise_sources(
-        cls, settings_cls, init_settings, env_settings, dotenv_settings, file_secret_settings
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (env_settings, init_settings, file_secret_settings)  # env overrides the file
-
-    @classmethod
-    def load(cls, path: str | Path | None) -> GatewayConfig:
-        raw = yaml.safe_load(Path(path).read_text()) if path else {}
-        return cls(**(raw or {}))

@@ -3,13 +3,10 @@ overridable by ``LASTMILE_MONITOR_*`` variables (nested with ``__``)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
-from gateway.core.config import KafkaSettings
+from gateway.core.config import KafkaSettings, YamlSettings
 
 
 class MonitorKafka(KafkaSettings):
@@ -45,7 +42,7 @@ class WindowSettings(BaseModel):
         return self.seconds + self.label_ttl_s
 
 
-class MonitorConfig(BaseSettings):
+class MonitorConfig(YamlSettings):
     model_config = SettingsConfigDict(env_prefix="LASTMILE_MONITOR_", env_nested_delimiter="__", extra="forbid")
     kafka: MonitorKafka = Field(default_factory=MonitorKafka)
     windows: WindowSettings = Field(default_factory=WindowSettings)
@@ -58,14 +55,3 @@ class MonitorConfig(BaseSettings):
         if self.windows.count > self.windows.max_videos:
             raise ValueError("windows.count cannot exceed windows.max_videos")
         return self
-
-    @classmethod
-    def settings_customise_sources(
-        cls, settings_cls, init_settings, env_settings, dotenv_settings, file_secret_settings
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (env_settings, init_settings, file_secret_settings)  # env overrides the file
-
-    @classmethod
-    def load(cls, path: str | Path | None) -> MonitorConfig:
-        raw = yaml.safe_load(Path(path).read_text()) if path else {}
-        return cls(**(raw or {}))
