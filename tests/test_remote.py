@@ -22,28 +22,32 @@ def _remote(card: ModelCard, endpoint: str, **spec) -> ModelCard:
 
 @pytest.fixture(scope="module")
 def composed(tmp_path_factory):
-    """A user repository holding one detector exported from torch as NCHW float with two logits."""
-    from tests.test_compose import CASES, Frame, _card, _export, torch
+    """A user repository holding the five torch contracts of test_compose, each exported and composed."""
+    from tests.test_compose import CASES, _card, _export, torch
 
     repo = tmp_path_factory.mktemp("repo")
-    torch.manual_seed(0)
-    _export(Frame(2).eval(), "NCHW", repo / "model.onnx")
-    _build, inp, out = CASES["nchw_mean_imagenet_logits"]
-    install(repo / "model.onnx", _card("user_nchw", inp, out), repo / "models")
-    return repo / "models"
+    models = {}
+    for case, (build, inp, out) in CASES.items():
+        torch.manual_seed(0)
+        model = build().eval()
+        _export(model, inp["layout"], repo / f"{case}.onnx")
+        card = _card(case, inp, out)
+        install(repo / f"{case}.onnx", card, repo / "models")
+        models[card.name] = (model, card)
+    return repo / "models", models
 
 
 @pytest.fixture(scope="module")
 def server(composed):
     triton = _triton()
-    with triton.LocalTriton(repo=composed) as srv:
+    with triton.LocalTriton(repo=composed[0]) as srv:
         yield srv
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
 def test_remote_scores_equal_the_embedded_runtime_over_both_protocols(server, composed, protocol):
     port = server.http_port if protocol == "http" else server.grpc_port
-    for name, inst in list_detectors(composed).items():
+    for name, inst in list_detectors(composed[0]).items():
         frames = np.random.default_rng(3).integers(0, 256, inst.card.input_shape(5), dtype=np.uint8)
         runtime = RemoteRuntime(_remote(inst.card, f"{protocol}://127.0.0.1:{port}", max_batch=2))
         got = runtime.score(frames)
@@ -52,12 +56,18 @@ def test_remote_scores_equal_the_embedded_runtime_over_both_protocols(server, co
         np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-6, err_msg=f"{name} over {protocol}")  # float32 sums
 
 
-def test_triton_serves_the_composed_detector_as_the_embedded_runtime_scores_it(server, composed):
+def test_triton_serves_each_composed_contract_as_the_torch_model_scores_it_by_hand(server, composed, media):
+    from tests.test_compose import H, T, W, _by_hand
+    from transforms.sampling import SamplingPolicy, sample_frames
+
     triton = _triton()
-    inst = list_detectors(composed)["user-nchw"]
-    frames = np.random.default_rng(4).integers(0, 256, inst.card.input_shape(3), dtype=np.uint8)
-    got = triton.TritonRuntime(inst.card, server.url).score(frames)
-    np.testing.assert_allclose(got, EmbeddedRuntime(inst.model_path, inst.card).score(frames), atol=1e-5, rtol=0)
+    policy = SamplingPolicy(mode="uniform", frames=T, height=H, width=W)
+    frames = np.stack([sample_frames(media[name], policy) for name in ("basic", "scene", "odd")])
+    repo, models = composed
+    for name, (model, card) in models.items():
+        inst = list_detectors(repo)[name]
+        got = triton.TritonRuntime(inst.card, server.url).score(frames)
+        np.testing.assert_allclose(got, _by_hand(model, card, frames), atol=1e-5, rtol=1e-5, err_msg=name)
 
 
 def test_a_served_model_that_disagrees_with_its_card_is_refused_naming_each_difference(server):
