@@ -192,3 +192,14 @@ def test_deterministic_variants_are_byte_identical_across_processes_threaded_or_
         for mode in ("concurrent", "concurrent", "serial")
     ]
     assert runs[0] == runs[1] == runs[2] and len(runs[0]) == 6
+
+
+def test_a_failure_mid_stream_raises_its_typed_error_and_leaves_no_branch_thread(media):
+    import threading
+
+    from transforms.errors import InvalidVideo
+
+    truncated = media["long"][: len(media["long"]) * 2 // 3]
+    with pytest.raises(InvalidVideo):
+        Engine(PROFILES["throughput"]).run(truncated, LASTMILE)
+    assert not [t for t in threading.enumerate() if t.name.startswith("lastmile-")]

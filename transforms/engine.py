@@ -98,12 +98,12 @@ class Engine:
         info = probe(data, self.limits)
         digest = hashlib.sha256(data).hexdigest()
         sessions: Counter[str] = Counter()
-        self._branches: list[Branch] = []
-        root, sinks = self._plan(conditions, info, sessions)
+        branches: list[Branch] = []  # this run's threads (an Engine may serve several runs at once)
+        root, sinks = self._plan(conditions, info, sessions, branches)
         try:
             decode_s = self._stream(data, info, root) if sinks else 0.0
         finally:
-            for branch in self._branches:  # after a failure, no thread is left waiting for frames
+            for branch in branches:  # after a failure, no thread is left waiting for frames
                 branch.close()
         variants = {c.name: self._original(c, data, info, digest) for c in conditions if not c.steps}
         for path, sink in sinks:
@@ -115,7 +115,7 @@ class Engine:
 
     # -- planning -------------------------------------------------------------------------------------
     def _plan(
-        self, conditions: Sequence[Condition], info: ProbeInfo, sessions: Counter[str]
+        self, conditions: Sequence[Condition], info: ProbeInfo, sessions: Counter[str], branches: list[Branch]
     ) -> tuple[Node, list[tuple[list[Node], H264Sink]]]:
         """Build the prefix tree of steps; return its root and, per leaf, the path of nodes to it."""
         root = NormalizeNode()
@@ -127,7 +127,7 @@ class Engine:
                 key = (id(node), canonical_json(step))
                 if key not in index:
                     index[key] = self._node(step, rate, sessions)
-                    node.children.append(self._branch(index[key]))
+                    node.children.append(self._branch(index[key], branches))
                 node = index[key]
                 path.append(node)
                 rate = _rate_after(step, rate)
@@ -136,12 +136,12 @@ class Engine:
                 sinks[id(node)] = (path, node)
         return root, list(sinks.values())
 
-    def _branch(self, node: Node) -> Node:
+    def _branch(self, node: Node, branches: list[Branch]) -> Node:
         """An encoder (and everything below it) runs on its own thread when the engine is concurrent."""
         if not self.concurrent or node.kind not in ("vp9", "h264"):
             return node
         branch = Branch(node)
-        self._branches.append(branch)
+        branches.append(branch)
         return branch
 
     def _node(self, step: Step, rate: Fraction, sessions: Counter[str]) -> Node:
