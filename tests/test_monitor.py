@@ -209,3 +209,19 @@ def test_the_monitor_benchmark_fills_its_windows_and_scrapes_them():
     out = bench_monitor(window=300, extra_videos=60)
     assert out["videos_held"] == 360 and out["fill_events"] == 300 * 24
     assert out["scrape_bytes"] > 10_000 and out["ingest_events_per_s"] > 0 and out["peak_rss_mb"] > 0
+
+
+def test_windowed_series_are_withheld_until_the_windows_are_rebuilt():
+    from prometheus_client import generate_latest
+
+    from gateway.monitor.exporter import MonitorMetrics
+
+    store = Store(WindowSettings(), Clock())
+    for i in range(6):
+        store.add_score(event(f"v{i}", "original", float(i), NOW, label=("real", "generated")[i % 2]), 0)
+    ready = {"now": False}
+    metrics = MonitorMetrics(store, store.settings, Clock(), lambda: ready["now"])
+    page = generate_latest(metrics.registry).decode()
+    assert "\nlastmile_auc{" not in page and "lastmile_monitor_events_total{" in page  # operational series stay
+    ready["now"] = True
+    assert "\nlastmile_auc{" in generate_latest(metrics.registry).decode()
