@@ -225,3 +225,10 @@ def test_windowed_series_are_withheld_until_the_windows_are_rebuilt():
     assert "\nlastmile_auc{" not in page and "lastmile_monitor_events_total{" in page  # operational series stay
     ready["now"] = True
     assert "\nlastmile_auc{" in generate_latest(metrics.registry).decode()
+
+
+def test_the_bound_on_videos_held_evicts_the_oldest_and_counts_them():
+    store = Store(WindowSettings(max_videos=10, count=2), Clock())
+    for i in range(12):
+        store.add_score(event(f"v{i}", "original", float(i), NOW - 100 + i), 0)
+    assert len(store.videos) == 10 and store.events["video_evicted"] == 2 and "v0" not in store.videos

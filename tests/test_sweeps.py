@@ -133,3 +133,11 @@ def test_a_sweep_and_a_repost_chain_in_one_replay_give_curves_and_breaking_point
     assert "Breaking points of the sweep spatial@scale.factor" in md and "sweep_spatial_scale_factor.png" in md
     html = (run / "report.html").read_text()
     assert "as scale.factor of spatial grows harsher" in html and html.count("data:image/png;base64,") == 6
+
+
+def test_the_ffmpeg_cli_cross_check_refuses_what_only_the_engine_does(tmp_path):
+    from transforms import ffmpeg_cli
+
+    conditions, _ = resolve_conditions("full^2", _file(tmp_path, SWEEP_FILE))
+    with pytest.raises(SpecError, match="engine only"):
+        ffmpeg_cli.commands(tmp_path / "unused.mp4", conditions[0], PROFILES["throughput"], tmp_path)

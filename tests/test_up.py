@@ -170,8 +170,10 @@ def test_send_inline_and_scores_show_verdicts_and_dead_letters(tmp_path):
         why = [("lastmile-error-class", b"InvalidVideo"), ("lastmile-error-message", b"not a video")]
         producer.send(cfg.kafka.dlq, key=b"bad", value=b"x", headers=why)
         producer.flush()
-        records = []
+        records, only = [], []
         table = follow(cfg.kafka, lambda r, _t: r is not None and records.append(r), keep_following=False)
+        follow(cfg.kafka, lambda r, _t: r is not None and only.append(r), video_ids={"v1"}, keep_following=False)
+    assert [r["video_id"] for r in only] == ["v1"]  # --video-id
     assert len(records) == 2 and records[1]["dead_letter"] and records[1]["error_class"] == "InvalidVideo"
     text = table.render()
     assert "original      npr +2.500 generated" in text and "bad DEAD-LETTERED InvalidVideo: not a video" in text
