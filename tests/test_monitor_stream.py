@@ -22,7 +22,7 @@ from sklearn.metrics import recall_score, roc_auc_score
 
 from detectors.serving.processes import free_port
 from gateway.core.config import GatewayConfig, KafkaSettings
-from gateway.core.messages import LabelEvent, ScoreEvent, VideoEvent, idempotency_key
+from gateway.core.messages import LabelEvent, ScoreEvent, VideoEvent
 from gateway.monitor.canary import CanaryFeed
 from gateway.monitor.config import MonitorConfig, MonitorKafka
 from gateway.monitor.signals import FAMILIES
@@ -39,6 +39,7 @@ from tests.streaming import (
     status,
     wait_for,
 )
+from tests.test_monitor import event
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -74,23 +75,6 @@ def _labelled(scraped, name, det, cond) -> float:
             and f'condition="{cond}"' in k and 'window="time"' in k and 'population="labelled"' in k]  # fmt: skip
     assert len(hits) == 1, (name, det, cond)
     return hits[0]
-
-
-def _event(vid, cond, det, score, t, label=None, canary=False) -> ScoreEvent:
-    return ScoreEvent(
-        video_id=vid,
-        condition=cond,
-        detector=det,
-        detector_version="1",
-        runtime="embedded",
-        score=score,
-        decision=score > 0,
-        threshold=0.0,
-        label=label,
-        event_time=t,
-        canary=canary,
-        idempotency_key=idempotency_key(vid, cond, det, "1"),
-    )
 
 
 def _produce(k: KafkaSettings, topic: str, items: list[tuple[str, bytes]], partition=None) -> None:
@@ -198,7 +182,7 @@ def _synthetic(k: MonitorKafka, n: int, now: float, collapse: str | None = None,
             base = rng.normal(1.5 if y else -1.5)
             for cond, shift in (("original", 0.0), ("spatial", -0.5), ("full", -1.0)):
                 s = -5.0 if (det == collapse and cond == "full") else base + shift + rng.normal(0, 0.5)
-                ev = _event(vid, cond, det, s, now - 60 + i * 0.1, label if canary else None, canary)
+                ev = event(vid, cond, s, now - 60 + i * 0.1, det, label if canary else None, canary)
                 scores.append((vid, ev.model_dump_json().encode()))
         labels.append((vid, LabelEvent(video_id=vid, label=label).model_dump_json().encode()))
     _produce(k, k.output_topic, scores + scores[: len(scores) // 10])
@@ -257,7 +241,7 @@ def test_a_frozen_broker_makes_the_monitor_unready_and_nothing_looks_fresh():
             os.kill(b.process.pid, signal.SIGCONT)
         wait_for(lambda: status(mon.port, "/readyz") == 200, timeout_s=60, what="readyz 200 again")
         added = metric(scrape(mon.port), "lastmile_monitor_events_total", outcome="added")
-        _produce(k, k.output_topic, [("late", _event("late", "original", "npr", 1.0, time.time()).model_dump_json()
+        _produce(k, k.output_topic, [("late", event("late", "original", 1.0, time.time()).model_dump_json()
                                       .encode())])  # fmt: skip
         wait_for(lambda: metric(scrape(mon.port), "lastmile_monitor_events_total", outcome="added") == added + 1)
         mon.stop_event.set()
