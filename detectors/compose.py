@@ -138,7 +138,7 @@ def graph_problems(card: ModelCard, model: onnx.ModelProto) -> list[str]:
             out.append(f"input {spec.name!r}: the card says {spec.dtype}, the graph takes "
                        f"{TensorProto.DataType.Name(t.elem_type).lower()}")  # fmt: skip
         dims = [d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim]
-        want = _expected_dims(spec, s)
+        want = input_dims(spec, s)
         if len(dims) != len(want):
             out.append(f"input {spec.name!r}: layout {spec.layout} is rank {len(want)}, the graph's input is rank "
                        f"{len(dims)} ({_show(dims)})")  # fmt: skip
@@ -157,7 +157,8 @@ def graph_problems(card: ModelCard, model: onnx.ModelProto) -> list[str]:
     return out
 
 
-def _expected_dims(spec: InputSpec, s) -> list[int | None]:
+def input_dims(spec: InputSpec, s) -> list[int | None]:
+    """The graph input's dims a card's layout and sampling imply (None: the batch, any size)."""
     return {
         "NTHWC": [None, s.frames, s.height, s.width, 3],
         "NCTHW": [None, 3, s.frames, s.height, s.width],

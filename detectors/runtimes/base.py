@@ -16,7 +16,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from detectors.card import ModelCard
-from detectors.errors import BadRequest
+from detectors.errors import BadRequest, DetectorError, RuntimeUnavailable
 
 
 @runtime_checkable
@@ -67,3 +67,43 @@ def score_in_batches(
         stats.latencies.append(dt)
         out.append(card.generated_score(native))
     return np.concatenate(out) if out else np.zeros(0)
+
+
+def answers(probe: Callable[[], object]) -> bool:
+    """Whether a readiness probe says yes; a server that cannot say is not ready."""
+    try:
+        return bool(probe())
+    except Exception:  # the client's own errors, whatever they are: not ready
+        return False
+
+
+def infer_with_retries(
+    call: Callable[[], np.ndarray],
+    videos: int,
+    classify: Callable[[Exception], DetectorError],
+    retryable: type[Exception] | tuple[type[Exception], ...],
+    retries: int,
+    backoff_s: float,
+    who: str,
+) -> np.ndarray:
+    """The remote runtimes' one retry rule: ``call()`` for one score per video; a ``retryable`` error that
+    ``classify`` calls a :class:`BadRequest` is this request's fault and raised, any other is retried with a
+    capped exponential backoff; when the tries run out, or the answer has the wrong length, the server is
+    :class:`RuntimeUnavailable` (retry later, never a verdict)."""
+    last: Exception | None = None
+    for attempt in range(retries + 1):
+        try:
+            scores = np.asarray(call()).reshape(-1)
+        except DetectorError:
+            raise
+        except retryable as exc:
+            err = classify(exc)
+            if isinstance(err, BadRequest):
+                raise err from exc
+            last = exc  # unavailable: retry
+        else:
+            if scores.shape != (videos,):
+                raise RuntimeUnavailable(f"{who} returned {scores.shape} scores for {videos} videos")
+            return scores
+        time.sleep(min(backoff_s * 2**attempt, 5.0))
+    raise RuntimeUnavailable(f"{who} did not answer after {retries + 1} attempts: {last}")

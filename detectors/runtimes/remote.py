@@ -20,7 +20,7 @@ import numpy as np
 
 from detectors.card import ModelCard
 from detectors.errors import BadRequest, CardError, RuntimeUnavailable
-from detectors.runtimes.base import RuntimeStats, score_in_batches
+from detectors.runtimes.base import RuntimeStats, answers, infer_with_retries, score_in_batches
 
 DATATYPES = {"uint8": "UINT8", "float32": "FP32"}
 
@@ -58,16 +58,10 @@ class HttpOIP:
     def classify(self, exc: Exception, what: str) -> Exception:
         """400/404-with-a-ready-model/500-with-a-ready-model: this request's fault; anything else: unavailable."""
         code = exc.code if isinstance(exc, urllib.error.HTTPError) else None
-        if code == 400 or (code in (404, 500) and self._is_ready()):
+        if code == 400 or (code in (404, 500) and answers(self.ready)):
             detail = exc.read().decode(errors="replace")[:300] if isinstance(exc, urllib.error.HTTPError) else ""
             return BadRequest(f"{what}: the server rejected the request ({code}): {detail}")
         return RuntimeUnavailable(f"{what}: the server could not answer: {exc}")
-
-    def _is_ready(self) -> bool:
-        try:
-            return self.ready()
-        except Exception:  # a server that cannot say is not ready
-            return False
 
 
 class GrpcOIP:
@@ -97,14 +91,7 @@ class GrpcOIP:
     def classify(self, exc: Exception, what: str) -> Exception:
         from detectors.runtimes.triton import classify_error
 
-        return classify_error(what, exc, lambda: _safe(self.ready))
-
-
-def _safe(fn) -> bool:
-    try:
-        return bool(fn())
-    except Exception:  # a server that cannot say is not ready
-        return False
+        return classify_error(what, exc, lambda: answers(self.ready))
 
 
 class RemoteRuntime:
@@ -124,7 +111,7 @@ class RemoteRuntime:
     def _check(self, timeout_s: float) -> None:
         """Wait for the model; refuse it, naming each difference, if its metadata disagrees with the card."""
         deadline = time.monotonic() + timeout_s
-        while not _safe(self.client.ready):
+        while not answers(self.client.ready):
             if time.monotonic() > deadline:
                 raise RuntimeUnavailable(
                     f"{self.card.name}: model {self.card.remote.model!r} is not ready at {self.endpoint}"
@@ -141,29 +128,20 @@ class RemoteRuntime:
 
     def _infer(self, chunk: np.ndarray) -> np.ndarray:
         i, o = self.card.input, self.card.output
-        last: Exception | None = None
-        for attempt in range(self.retries + 1):
-            try:
-                y = self.client.infer(i.name, chunk, DATATYPES[i.dtype], o.name).reshape(-1)
-                if y.shape != (len(chunk),):
-                    raise RuntimeUnavailable(f"{self.endpoint} returned {y.shape} scores for {len(chunk)} videos")
-                return y
-            except (BadRequest, RuntimeUnavailable):
-                raise
-            except Exception as exc:  # the protocol client's own errors: classified, then retried or raised
-                err = self.client.classify(exc, self.card.name)
-                if isinstance(err, BadRequest):
-                    raise err from exc
-                last = err
-            time.sleep(min(self.backoff_s * 2**attempt, 5.0))
-        raise RuntimeUnavailable(
-            f"{self.card.name}: {self.endpoint} did not answer after {self.retries + 1} tries: {last}"
+        return infer_with_retries(
+            lambda: self.client.infer(i.name, chunk, DATATYPES[i.dtype], o.name),
+            len(chunk),
+            lambda exc: self.client.classify(exc, self.card.name),
+            Exception,  # the protocol client's own errors: classified, then retried or raised
+            self.retries,
+            self.backoff_s,
+            f"{self.card.name}: {self.endpoint}",
         )
 
 
 def metadata_problems(card: ModelCard, meta: dict) -> list[str]:
     """Every difference between the served model's metadata and the card."""
-    from detectors.compose import _expected_dims
+    from detectors.compose import input_dims
 
     i, o = card.input, card.output
     inputs = {x["name"]: x for x in meta.get("inputs", [])}
@@ -173,7 +151,7 @@ def metadata_problems(card: ModelCard, meta: dict) -> list[str]:
     served = inputs[i.name]
     if served["datatype"] != DATATYPES[i.dtype]:
         out.append(f"input {i.name!r}: the card says {i.dtype} ({DATATYPES[i.dtype]}), the server {served['datatype']}")
-    want = _expected_dims(i, card.sampling)
+    want = input_dims(i, card.sampling)
     shape = [int(d) for d in served["shape"]]
     if len(shape) != len(want):
         out.append(f"input {i.name!r}: the card's layout {i.layout} is rank {len(want)}, the server's shape {shape}")

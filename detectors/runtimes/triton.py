@@ -14,7 +14,7 @@ import numpy as np
 
 from detectors.card import ModelCard
 from detectors.errors import BadRequest, CardError, DetectorError, RuntimeUnavailable
-from detectors.runtimes.base import RuntimeStats, score_in_batches
+from detectors.runtimes.base import RuntimeStats, answers, infer_with_retries, score_in_batches
 from detectors.serving.config import DTYPES
 
 
@@ -97,10 +97,7 @@ class TritonRuntime:
         return score_in_batches(self.card, frames, self.max_batch, self._infer, self.stats)
 
     def _model_ready(self) -> bool:
-        try:
-            return bool(self.client.is_model_ready(self.card.name))
-        except Exception:  # a server that cannot say is not ready
-            return False
+        return answers(lambda: self.client.is_model_ready(self.card.name))
 
     def _infer(self, chunk: np.ndarray) -> np.ndarray:
         from tritonclient.utils import InferenceServerException
@@ -109,20 +106,17 @@ class TritonRuntime:
         inp = grpc.InferInput(self.card.input.name, list(chunk.shape), DTYPES[self.card.input.dtype][1])
         inp.set_data_from_numpy(chunk)
         wanted = [grpc.InferRequestedOutput(self.card.output.name)]
-        last: Exception | None = None
-        for attempt in range(self.retries + 1):
-            try:
-                result = self.client.infer(self.card.name, [inp], outputs=wanted, client_timeout=self.timeout_s)
-                scores = np.asarray(result.as_numpy(self.card.output.name)).reshape(-1)
-                if scores.shape != (len(chunk),):
-                    raise RuntimeUnavailable(f"Triton returned {scores.shape} scores for {len(chunk)} videos")
-                return scores
-            except InferenceServerException as exc:
-                err = classify_error(self.card.name, exc, self._model_ready)
-                if isinstance(err, BadRequest):
-                    raise err from exc
-                last = exc  # unavailable: retry
-            time.sleep(min(self.backoff_s * 2**attempt, 5.0))
-        raise RuntimeUnavailable(
-            f"{self.card.name}: Triton at {self.url} did not answer after {self.retries + 1} attempts: {last}"
+
+        def call() -> np.ndarray:
+            result = self.client.infer(self.card.name, [inp], outputs=wanted, client_timeout=self.timeout_s)
+            return result.as_numpy(self.card.output.name)
+
+        return infer_with_retries(
+            call,
+            len(chunk),
+            lambda exc: classify_error(self.card.name, exc, self._model_ready),
+            InferenceServerException,
+            self.retries,
+            self.backoff_s,
+            f"{self.card.name}: Triton at {self.url}",
         )

@@ -21,9 +21,15 @@ from gateway.monitor.store import Store
 class WindowCollector:
     """Yields every family of :data:`~gateway.monitor.signals.FAMILIES` (empty while not ``ready()``)."""
 
-    def __init__(self, store: Store, settings: WindowSettings, clock: Callable[[], float], ready: Callable[[], bool]):
-        self.store, self.settings, self.clock, self.ready = store, settings, clock, ready
-        self.seconds: Histogram | None = None
+    def __init__(
+        self,
+        store: Store,
+        settings: WindowSettings,
+        clock: Callable[[], float],
+        ready: Callable[[], bool],
+        seconds: Histogram,
+    ) -> None:
+        self.store, self.settings, self.clock, self.ready, self.seconds = store, settings, clock, ready, seconds
 
     @staticmethod
     def _families() -> dict[str, GaugeMetricFamily]:
@@ -39,8 +45,7 @@ class WindowCollector:
             for s in compute(self.store.snapshot(), self.settings, self.clock()):
                 _, names = FAMILIES[s.name]
                 fams[s.name].add_metric([s.labels[n] for n in names], s.value)
-            if self.seconds is not None:
-                self.seconds.observe(time.perf_counter() - t0)
+            self.seconds.observe(time.perf_counter() - t0)
         yield from fams.values()
 
 
@@ -93,9 +98,8 @@ class MonitorMetrics:
         self.invalid = Counter(
             "lastmile_monitor_invalid_messages", "Unreadable messages skipped", ["topic"], registry=r
         )
-        windows = WindowCollector(store, settings, clock, ready)
-        windows.seconds = Histogram(
+        seconds = Histogram(
             "lastmile_monitor_compute_seconds", "Time to compute the windowed families at a scrape", registry=r
         )
-        r.register(windows)
+        r.register(WindowCollector(store, settings, clock, ready, seconds))
         r.register(StoreCollector(store))

@@ -131,10 +131,8 @@ class Monitor:
 
     def _probe(self) -> None:
         """The topics' end offsets: the lag, and proof that the broker answers."""
-        from kafka import TopicPartition
-
         try:
-            tps = [tp for tp in self.consumer.assignment() if isinstance(tp, TopicPartition)]
+            tps = list(self.consumer.assignment())
             ends = self.consumer.end_offsets(tps, timeout_ms=self.cfg.kafka.probe_timeout_ms)
         except Exception as exc:
             self.health.down("broker", f"no answer to an offsets request: {exc or type(exc).__name__}")
