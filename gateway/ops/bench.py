@@ -98,14 +98,17 @@ def _geomean(xs: list[float]) -> float:
     return round(math.exp(sum(math.log(x) for x in xs) / len(xs)), 3) if xs else float("nan")
 
 
-def _detector_job(model_path: str, card_json: str, batch: int, repeats: int, threads: int) -> dict[str, float]:
+def _detector_job(
+    model_path: str, card_json: str, batch: int, repeats: int, threads: int, providers: list[str] | None = None
+) -> dict[str, float]:
     import numpy as np
 
     from detectors.card import ModelCard
     from detectors.runtimes.embedded import EmbeddedRuntime
 
     card = ModelCard.model_validate_json(card_json)
-    runtime = EmbeddedRuntime(model_path, card, max_batch=batch, intra_op_threads=threads)
+    providers = providers or ["CPUExecutionProvider"]
+    runtime = EmbeddedRuntime(model_path, card, max_batch=batch, intra_op_threads=threads, providers=providers)
     frames = np.random.default_rng(0).integers(0, 256, card.input_shape(batch), dtype=np.uint8)
     runtime.score(frames)  # warm
     t0 = time.perf_counter()
@@ -114,6 +117,7 @@ def _detector_job(model_path: str, card_json: str, batch: int, repeats: int, thr
     wall = time.perf_counter() - t0
     videos = batch * repeats
     return {
+        "provider": runtime.providers[0],
         "batch": batch,
         "videos_per_s": round(videos / wall, 2),
         "frames_per_s": round(videos * card.sampling.frames / wall, 1),

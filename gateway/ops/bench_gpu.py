@@ -1,0 +1,149 @@
+"""The GPU check (``lastmile bench gpu``, run by ``scripts/gpu-check.sh``): what a machine with an NVIDIA GPU
+does with the six-condition fan-out (NVENC H.264 tails) and with the detectors (onnxruntime's CUDA and
+TensorRT execution providers).
+
+Every part that the machine cannot run is skipped with its reason, never failed; each part writes its JSON as
+soon as it ends, so a part cut off by a time limit loses only itself. The fan-out is measured twice on the
+same machine in the same run, NVENC tails and libx264 tails, with everything else equal, so their ratio is the
+GPU's effect; the floor (:mod:`transforms.floor`) is added where an ffmpeg CLI is present.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from gateway.ops.bench import _cores, _detector_job, _engine_job, _floor_job
+from gateway.ops.measure import isolated
+from transforms.spec import LASTMILE, PROFILES
+
+ORT_PROVIDERS = {
+    "cpu": "CPUExecutionProvider",
+    "cuda": "CUDAExecutionProvider",
+    "tensorrt": "TensorrtExecutionProvider",
+}
+
+
+def machine() -> dict[str, Any]:
+    """The GPU as nvidia-smi names it, onnxruntime's providers, NVENC in PyAV's FFmpeg, the ffmpeg CLI."""
+    from transforms.codecs import nvenc_available
+
+    out: dict[str, Any] = {"cpus": _cores(), "skipped": {}}
+    if shutil.which("nvidia-smi"):
+        query = "name,memory.total,driver_version"
+        answer = subprocess.run(
+            ["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"], capture_output=True, text=True, timeout=60
+        )
+        out["gpu"] = answer.stdout.strip() or answer.stderr.strip()
+    else:
+        out["skipped"]["gpu"] = "nvidia-smi is not on PATH"
+    out["onnxruntime_providers"] = _ort_providers()
+    out["nvenc"] = nvenc_available()
+    if not out["nvenc"]:
+        out["skipped"]["nvenc"] = "h264_nvenc is not in PyAV's FFmpeg or does not open on this machine"
+    out["ffmpeg_cli"] = _ffmpeg_cli()
+    if out["ffmpeg_cli"] is None:
+        out["skipped"]["ffmpeg_cli"] = "no ffmpeg CLI (imageio-ffmpeg's binary or one on PATH): floor rows skipped"
+    return out
+
+
+def _ort_providers() -> list[str]:
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return []
+    return list(ort.get_available_providers())
+
+
+def _ffmpeg_cli() -> str | None:
+    try:
+        from transforms.ffmpeg_cli import ffmpeg_exe
+
+        return ffmpeg_exe()
+    except Exception:  # imageio-ffmpeg raises RuntimeError when it has no binary; ImportError without it
+        return None
+
+
+def transforms(inputs: dict[str, Path], with_floor: bool) -> dict[str, Any]:
+    """Per input: the throughput fan-out with NVENC tails and with libx264 tails (same run), and fidelity."""
+    from transforms.codecs import nvenc_available
+
+    tails = {
+        "nvenc": PROFILES["throughput"].model_copy(update={"h264_encoder": "h264_nvenc"}),
+        "libx264": PROFILES["throughput"].model_copy(update={"h264_encoder": "libx264"}),
+    }
+    rows, skipped = [], {}
+    if not nvenc_available():
+        del tails["nvenc"]
+        skipped["nvenc"] = "NVENC does not open here: the throughput fan-out ran with libx264 tails only"
+    cores = _cores()
+    for name, path in inputs.items():
+        from transforms.limits import Limits
+        from transforms.probe import probe
+
+        data = path.read_bytes()
+        duration = probe(data, Limits(max_duration_s=1e9, max_frames=1 << 40, max_bytes=1 << 40)).duration_s
+        row: dict[str, Any] = {"input": name, "duration_s": round(duration, 2)}
+        for label, profile in {**tails, "fidelity": PROFILES["fidelity"]}.items():
+            fan = isolated(_engine_job, data, LASTMILE, profile)
+            fan["realtime_factor"] = round(fan["wall_s"] / duration, 3)
+            fan["core_utilisation"] = round(fan["cpu_s"] / (fan["wall_s"] * cores), 3)
+            row[f"fanout_{label}"] = fan
+        if "nvenc" in tails:
+            row["nvenc_vs_libx264_wall"] = round(row["fanout_nvenc"]["wall_s"] / row["fanout_libx264"]["wall_s"], 3)
+        if with_floor:
+            floor = isolated(_floor_job, str(path), LASTMILE, tails["libx264"])
+            row["floor_libx264"] = floor
+            row["fanout_libx264_cpu_vs_floor"] = round(row["fanout_libx264"]["cpu_s"] / floor["cpu_s"], 3)
+        rows.append(row)
+    return {"results": rows, "skipped": skipped, "cpus": cores}
+
+
+def detectors(batch: int = 16, repeats: int = 20) -> dict[str, Any]:
+    """Each detector on each onnxruntime execution provider present (TensorRT builds its engine in warm-up)."""
+    from detectors.repository import list_detectors
+
+    have = _ort_providers()
+    out: dict[str, Any] = {"providers": have, "results": {}, "skipped": {}}
+    for label, provider in ORT_PROVIDERS.items():
+        if provider not in have:
+            out["skipped"][label] = f"{provider} is not in this onnxruntime build ({have or 'no onnxruntime'})"
+            continue
+        for name, inst in list_detectors().items():
+            try:
+                run = isolated(
+                    _detector_job, str(inst.model_path), inst.card.model_dump_json(), batch, repeats, 0, [provider]
+                )
+            except Exception as exc:  # a provider that is listed but cannot load this model
+                out["skipped"][f"{label}:{name}"] = repr(exc)[:300]
+                continue
+            out["results"].setdefault(label, {})[name] = run
+    return out
+
+
+def run_check(out_dir: Path, inputs: dict[str, Path]) -> dict[str, Any]:
+    """All three parts; each written to ``out_dir`` as it ends (machine.json, transforms.json, detectors.json)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    found = _part(out_dir / "machine.json", machine)
+    with_floor = bool(found.get("ffmpeg_cli"))
+    parts: dict[str, Callable[[], dict[str, Any]]] = {
+        "transforms": lambda: transforms(inputs, with_floor),
+        "detectors": detectors,
+    }
+    report = {"machine": found}
+    for name, fn in parts.items():
+        report[name] = _part(out_dir / f"{name}.json", fn)
+    return report
+
+
+def _part(path: Path, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    try:
+        result = fn()
+    except Exception as exc:  # one part failing must not lose the others
+        result = {"failed": repr(exc)[:1000]}
+    path.write_text(json.dumps(result, indent=2))
+    return result
