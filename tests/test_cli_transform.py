@@ -85,3 +85,41 @@ def test_bench_transforms_writes_the_ratios(tmp_path):
         assert row["floor"]["cpu_s"] == pytest.approx(sum(floor.values()), abs=0.01)
         assert row["fanout_cpu_vs_floor"] == pytest.approx(row["fanout"]["cpu_s"] / row["floor"]["cpu_s"], rel=1e-2)
         assert 0 < row["fanout_core_utilisation"] <= 1.05 and row["realtime_factor"] > 0
+
+
+@pytest.mark.slow
+def test_the_gpu_check_runs_without_a_gpu_and_says_why_each_part_was_skipped(tmp_path):
+    """scripts/gpu-check.sh on a machine without NVENC or GPU execution providers: every part still writes its
+    JSON, the CPU measurements are there, and each GPU part is skipped with FFmpeg's or onnxruntime's reason."""
+    import onnxruntime as ort
+
+    from transforms.codecs import nvenc_available
+
+    if nvenc_available():
+        pytest.skip("this machine has NVENC: the skip reasons under test do not arise")
+    out = tmp_path / "gpu"
+    res = subprocess.run(
+        ["bash", "scripts/gpu-check.sh", str(out), "--quick"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "LASTMILE_CACHE": str(tmp_path / "cache"), "PYTHON": sys.executable},
+    )
+    assert res.returncode == 0 and "exit 0" in res.stdout, res.stdout + (out / "gpu-check.log").read_text()
+    machine = json.loads((out / "machine.json").read_text())
+    assert machine["nvenc"] is False and "h264_nvenc" in machine["skipped"]["nvenc"]
+    transforms = json.loads((out / "transforms.json").read_text())
+    assert "nvenc" in transforms["skipped"] and len(transforms["results"]) == 2
+    for row in transforms["results"]:
+        assert "fanout_nvenc" not in row
+        for label in ("libx264", "fidelity"):
+            assert row[f"fanout_{label}"]["cpu_s"] > 0 and row[f"fanout_{label}"]["realtime_factor"] > 0
+        assert row["fanout_libx264_cpu_vs_floor"] == pytest.approx(
+            row["fanout_libx264"]["cpu_s"] / row["floor_libx264"]["cpu_s"], rel=1e-2
+        )
+    detectors = json.loads((out / "detectors.json").read_text())
+    assert detectors["results"]["cpu"] and all(
+        r["provider"] == "CPUExecutionProvider" and r["videos_per_s"] > 0 for r in detectors["results"]["cpu"].values()
+    )
+    for label, provider in (("cuda", "CUDAExecutionProvider"), ("tensorrt", "TensorrtExecutionProvider")):
+        if provider not in ort.get_available_providers():
+            assert provider in detectors["skipped"][label]

@@ -86,15 +86,21 @@ def _cpu_has_avx512() -> bool:
         return False
 
 
-@lru_cache(maxsize=1)
 def nvenc_available() -> bool:
-    """True when an NVENC H.264 encoder can actually be opened (a GPU and driver are present)."""
+    """True when an NVENC H.264 encoder can actually be opened (a GPU with an NVENC engine, and its driver)."""
+    return nvenc_unavailable_reason() is None
+
+
+@lru_cache(maxsize=1)
+def nvenc_unavailable_reason() -> str | None:
+    """Why NVENC cannot be used here (FFmpeg's own words), or None when it opens. Hopper data-centre GPUs
+    (H100, H200) have no NVENC engine: FFmpeg answers "OpenEncodeSessionEx failed: unsupported device"."""
     if "h264_nvenc" not in av.codecs_available:
-        return False
+        return "h264_nvenc is not in PyAV's FFmpeg"
     try:
         enc = av.CodecContext.create("h264_nvenc", "w")
         enc.width, enc.height, enc.pix_fmt, enc.time_base = 64, 64, "yuv420p", Fraction(1, 25)
         enc.open()
-    except av.error.FFmpegError:
-        return False
-    return True
+    except av.error.FFmpegError as exc:
+        return f"h264_nvenc does not open: {exc}"
+    return None

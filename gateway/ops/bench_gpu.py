@@ -30,7 +30,7 @@ ORT_PROVIDERS = {
 
 def machine() -> dict[str, Any]:
     """The GPU as nvidia-smi names it, onnxruntime's providers, NVENC in PyAV's FFmpeg, the ffmpeg CLI."""
-    from transforms.codecs import nvenc_available
+    from transforms.codecs import nvenc_unavailable_reason
 
     out: dict[str, Any] = {"cpus": _cores(), "skipped": {}}
     if shutil.which("nvidia-smi"):
@@ -42,9 +42,10 @@ def machine() -> dict[str, Any]:
     else:
         out["skipped"]["gpu"] = "nvidia-smi is not on PATH"
     out["onnxruntime_providers"] = _ort_providers()
-    out["nvenc"] = nvenc_available()
-    if not out["nvenc"]:
-        out["skipped"]["nvenc"] = "h264_nvenc is not in PyAV's FFmpeg or does not open on this machine"
+    reason = nvenc_unavailable_reason()
+    out["nvenc"] = reason is None
+    if reason:
+        out["skipped"]["nvenc"] = reason
     out["ffmpeg_cli"] = _ffmpeg_cli()
     if out["ffmpeg_cli"] is None:
         out["skipped"]["ffmpeg_cli"] = "no ffmpeg CLI (imageio-ffmpeg's binary or one on PATH): floor rows skipped"
@@ -70,16 +71,16 @@ def _ffmpeg_cli() -> str | None:
 
 def transforms(inputs: dict[str, Path], with_floor: bool) -> dict[str, Any]:
     """Per input: the throughput fan-out with NVENC tails and with libx264 tails (same run), and fidelity."""
-    from transforms.codecs import nvenc_available
+    from transforms.codecs import nvenc_unavailable_reason
 
     tails = {
         "nvenc": PROFILES["throughput"].model_copy(update={"h264_encoder": "h264_nvenc"}),
         "libx264": PROFILES["throughput"].model_copy(update={"h264_encoder": "libx264"}),
     }
     rows, skipped = [], {}
-    if not nvenc_available():
+    if reason := nvenc_unavailable_reason():
         del tails["nvenc"]
-        skipped["nvenc"] = "NVENC does not open here: the throughput fan-out ran with libx264 tails only"
+        skipped["nvenc"] = f"{reason}: the throughput fan-out ran with libx264 tails only"
     cores = _cores()
     for name, path in inputs.items():
         from transforms.limits import Limits
