@@ -283,6 +283,7 @@ def test_the_charts_gateway_config_is_a_valid_gateway_config(values_file, monkey
     defaults = yaml.safe_load((CHART / "values.yaml").read_text())["gateway"]
     chart_limits = {**defaults["limits"], **values.get("gateway", {}).get("limits", {})}
     assert cfg.limits.worker_memory_mb == chart_limits["workerMemoryMb"]
+    assert cfg.limits.max_encoder_mb == chart_limits["maxEncoderMb"]
     assert cfg.limits.video_timeout_s == chart_limits["videoTimeoutS"]
     assert cfg.limits.max_attempts == chart_limits["maxAttempts"]
     assert cfg.http_host == "0.0.0.0"  # in a pod the endpoints must be reachable; the code's default is loopback

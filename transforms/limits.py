@@ -14,3 +14,9 @@ class Limits(BaseModel):
     max_pixels: int = Field(3840 * 2160, gt=0, description="largest width x height")
     max_duration_s: float = Field(600.0, gt=0, description="longest accepted duration, seconds")
     max_frames: int = Field(36_000, gt=0, description="most frames decoded from one input")
+    max_encoder_mb: int = Field(
+        850,
+        gt=0,
+        description="memory the encoders of one video may hold at once (estimated, transforms.memory); "
+        "conditions beyond it run in further passes over the same frames, with the same output bytes",
+    )

@@ -9,6 +9,7 @@ import hashlib
 import io
 import time
 from collections import Counter
+from collections.abc import Iterator
 from fractions import Fraction
 
 import av
@@ -30,6 +31,8 @@ class Node:
         self.children: list[Node] = []
         self.seconds = 0.0
         self.frames_in = 0
+        self.pixels = 0  # of the frames this node takes (planned from the header; for the memory estimate)
+        self.passes: list[list[int]] = []  # indices into ``children``, one list per pass (transforms.memory)
 
     def feed(self, frame: av.VideoFrame) -> None:
         t0 = time.perf_counter()
@@ -204,7 +207,9 @@ class Redecoder:
 
 
 class Vp9Node(Node):
-    """Storage encode to VP9 and decode again, in memory; children see what a viewer of the platform sees."""
+    """Storage encode to VP9 and decode again, in memory; children see what a viewer of the platform sees.
+    When its children run in several passes it keeps the VP9 packets (a few MB) and :meth:`replay` decodes
+    them again for each later pass: the same frames, with the same time base and durations."""
 
     kind = "vp9"
 
@@ -214,9 +219,16 @@ class Vp9Node(Node):
         self.encoder: av.video.codeccontext.VideoCodecContext | None = None
         self.redecoder = Redecoder("vp9")
         self.bytes = 0
+        self.kept: list[av.Packet] | None = None  # the packets, when a later pass will replay them
+        self.durations: dict[int, int] = {}
+
+    def keep_packets(self) -> None:
+        self.kept = []
 
     def process(self, frame: av.VideoFrame) -> list[av.VideoFrame]:
         self.redecoder.remember(frame)
+        if self.kept is not None:
+            self.durations[frame.pts] = frame.duration
         if self.encoder is None:
             self.encoder = codecs.vp9_encoder(
                 self.step, self.profile, frame.width, frame.height, frame.time_base, self.rate
@@ -225,11 +237,27 @@ class Vp9Node(Node):
         return self._decode(self.encoder.encode(frame))
 
     def drain(self) -> list[av.VideoFrame]:
-        return [] if self.encoder is None else self._decode(self.encoder.encode(None)) + self._decode([None])
+        if self.encoder is None:
+            return []
+        out = self._decode(self.encoder.encode(None)) + self._decode([None])
+        self.encoder = self.redecoder.decoder = None  # freed now: the next pass needs the room
+        return out
 
     def _decode(self, packets: list[av.Packet | None]) -> list[av.VideoFrame]:
         self.bytes += sum(p.size for p in packets if p is not None)
+        if self.kept is not None:
+            self.kept.extend(p for p in packets if p is not None)
         return self.redecoder.decode(packets)
+
+    def replay(self) -> Iterator[av.VideoFrame]:
+        """The decoded frames once more, from the kept packets (their decode time counts as this node's)."""
+        redecoder = Redecoder("vp9")
+        redecoder.time_base, redecoder.durations = self.redecoder.time_base, dict(self.durations)
+        for packet in [*(self.kept or []), None]:
+            t0 = time.perf_counter()
+            frames = redecoder.decode([packet])
+            self.seconds += time.perf_counter() - t0
+            yield from frames
 
 
 class H264Sink(Node):
@@ -287,6 +315,8 @@ class H264Sink(Node):
         self.container.mux(packets)
         self.container.close()
         self.data = self.buffer.getvalue()
+        self.stream = self.container = None  # the encoder's buffers freed now (the next pass needs the room)
+        self.redecoder.decoder = None
         return out
 
     def sha256(self) -> str:

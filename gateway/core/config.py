@@ -97,7 +97,7 @@ class RunLimits(Limits):
     max_attempts: int = Field(3, ge=1, description="runs of a video whose own worker died, before it is dead-lettered")
 
 
-OPERATIONAL_LIMITS = frozenset({"worker_memory_mb", "video_timeout_s", "max_attempts"})
+OPERATIONAL_LIMITS = frozenset({"max_encoder_mb", "worker_memory_mb", "video_timeout_s", "max_attempts"})
 
 
 class PipelineSettings(BaseModel):
