@@ -85,6 +85,8 @@ def test_bench_transforms_writes_the_ratios(tmp_path):
         assert row["floor"]["cpu_s"] == pytest.approx(sum(floor.values()), abs=0.01)
         assert row["fanout_cpu_vs_floor"] == pytest.approx(row["fanout"]["cpu_s"] / row["floor"]["cpu_s"], rel=1e-2)
         assert 0 < row["fanout_core_utilisation"] <= 1.05 and row["realtime_factor"] > 0
+        assert row["fanout"]["passes"] >= 1 and 0 < row["fanout"]["variants_mb"] < row["peak_rss_mb"]
+        assert row["peak_rss_less_variants_mb"] == pytest.approx(row["peak_rss_mb"] - row["fanout"]["variants_mb"])
 
 
 @pytest.mark.slow
