@@ -122,7 +122,7 @@ def bench() -> None:
 @click.option("--long", "with_long", is_flag=True, help="also 60 s inputs (1080p30, 1080p60; a rendered 10 s x6)")
 def bench_transforms_cmd(json_out, profiles, quick, with_long) -> None:
     """Our six-condition fan-out against its floor and one ffmpeg CLI run per condition; `full` alone both ways."""
-    from gateway.ops import bench, footage
+    from gateway.ops import bench_transforms, footage
 
     inputs = _transform_inputs(quick)
     long = None
@@ -131,7 +131,7 @@ def bench_transforms_cmd(json_out, profiles, quick, with_long) -> None:
             "looped_1080p30_60s": footage.looped_clip(footage.generated_clip(1920, 1080, 30, 10.0), 6),
             "looped_1080p60_60s": footage.looped_clip(footage.generated_clip(1920, 1080, 60, 10.0), 6),
         }
-    report = bench.bench_transforms(inputs, [p.strip() for p in profiles.split(",") if p.strip()], long)
+    report = bench_transforms.bench_transforms(inputs, [p.strip() for p in profiles.split(",") if p.strip()], long)
     _emit_json(report, json_out)
 
 

@@ -11,6 +11,7 @@ from transforms.catalog import ConditionFile
 from transforms.engine import Engine
 from transforms.limits import Limits
 from transforms.memory import encoder_memory, split
+from transforms.passes import schedule
 from transforms.spec import LASTMILE, PROFILES
 
 MB = 2**20
@@ -75,11 +76,11 @@ def test_the_default_budget_splits_a_1080p_fidelity_fan_out_and_plans_within_it(
     info = ProbeInfo("mp4", "h264", 1920, 1080, 30, 10.0, 300, "yuv420p", False, 1)
     engine = Engine(PROFILES["fidelity"])
     root, _ = engine._plan(LASTMILE, info, collections.Counter())
-    planned = engine._schedule(root)
+    planned = schedule(root, engine.profile, Limits().max_encoder_mb * MB)
     assert len(root.children[0].passes) == 3 and planned <= Limits().max_encoder_mb * MB
     unbounded = Engine(PROFILES["fidelity"], Limits(max_encoder_mb=10**6))
     root, _ = unbounded._plan(LASTMILE, info, collections.Counter())
-    assert unbounded._schedule(root) > 1.5 * Limits().max_encoder_mb * MB  # what one pass would hold
+    assert schedule(root, unbounded.profile, 10**6 * MB) > 1.5 * Limits().max_encoder_mb * MB  # one pass's worth
 
 
 def test_a_sweep_over_the_storage_encode_splits_at_the_root_and_decodes_the_input_again(media):

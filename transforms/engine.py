@@ -10,18 +10,18 @@ from __future__ import annotations
 import hashlib
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
 import av
 from pydantic import BaseModel, ConfigDict
 
-from transforms.branches import Branch
+from transforms.encoders import H264Sink, Vp9Node
 from transforms.errors import InvalidVideo, LimitExceeded
 from transforms.limits import Limits
-from transforms.memory import encoder_memory, split
-from transforms.nodes import BadgeNode, FpsNode, H264Sink, Node, NormalizeNode, ScaleNode, Vp9Node
+from transforms.nodes import BadgeNode, FpsNode, Node, NormalizeNode, ScaleNode
+from transforms.passes import PassRunner, count_passes, schedule
 from transforms.probe import ProbeInfo, open_input, probe
 from transforms.spec import PROFILES, Condition, Profile, Step, canonical_json, spec_hash
 from transforms.temporal import ReorderNode, SpeedNode, TrimNode
@@ -102,16 +102,16 @@ class Engine:
         digest = hashlib.sha256(data).hexdigest()
         sessions: Counter[str] = Counter()
         root, sinks = self._plan(conditions, info, sessions)
-        planned = self._schedule(root)
-        decode_s = self._execute(data, info, root) if sinks else 0.0
+        planned = schedule(root, self.profile, self.limits.max_encoder_mb * 2**20)
+        runner = PassRunner(self.concurrent)
+        decode_s = runner.run(root, lambda head: self._stream(data, info, head)) if sinks else 0.0
         variants = {c.name: self._original(c, data, info, digest) for c in conditions if not c.steps}
         for path, sink in sinks:
             for name in sink.conditions:
                 condition = next(c for c in conditions if c.name == name)
                 variants[name] = self._variant(condition, sink, path, info, digest)
         ordered = {c.name: variants[c.name] for c in conditions}
-        passes = len(root.passes) + sum(len(n.passes) - 1 for n in self._walk([root]) if isinstance(n, Vp9Node))
-        return EngineResult(info, digest, ordered, sessions, decode_s, max(passes, 1), round(planned / 2**20, 1))
+        return EngineResult(info, digest, ordered, sessions, decode_s, count_passes(root), round(planned / 2**20, 1))
 
     # -- planning -------------------------------------------------------------------------------------
     def _plan(
@@ -140,85 +140,6 @@ class Engine:
                 node.conditions.append(condition.name)
                 sinks[id(node)] = (path, node)
         return root, list(sinks.values())
-
-    # -- passes (transforms.memory) -------------------------------------------------------------------
-    def _schedule(self, node: Node) -> int:
-        """Split the children of replayable nodes (the root, VP9 storage encodes) into passes whose encoders
-        fit ``limits.max_encoder_mb``; return the estimated peak bytes of ``node``'s subtree."""
-        costs = [self._schedule(child) for child in node.children]
-        own = self._encoder_bytes(node)
-        budget = self.limits.max_encoder_mb * 2**20
-        node.passes = [list(range(len(costs)))]
-        if isinstance(node, NormalizeNode | Vp9Node) and len(costs) > 1 and own + sum(costs) > budget:
-            node.passes = split(own, costs, budget)
-            if isinstance(node, Vp9Node) and len(node.passes) > 1:
-                node.keep_packets()
-        return max((own if k == 0 else 0) + sum(costs[i] for i in p) for k, p in enumerate(node.passes))
-
-    def _encoder_bytes(self, node: Node) -> int:
-        if isinstance(node, Vp9Node):
-            return encoder_memory().encoder_bytes("vp9", self.profile, node.pixels)
-        if isinstance(node, H264Sink):
-            return encoder_memory().encoder_bytes(node.encoder_name, self.profile, node.pixels)
-        return 0
-
-    def _execute(self, data: bytes, info: ProbeInfo, root: Node) -> float:
-        """Decode the input into the tree, once per pass of the root (later passes of a storage encode replay
-        its kept packets); return the seconds spent decoding the input."""
-        decode_s = 0.0
-        for k, group in enumerate(root.passes):
-            head = root if k == 0 else NormalizeNode()  # a filter graph serves one pass
-            decode_s += self._run_pass(head, [root.children[i] for i in group], lambda h: self._stream(data, info, h))
-        return decode_s
-
-    def _run_pass(self, head: Node, group: list[Node], feed: Callable[[Node], float]) -> float:
-        """Arm ``group`` under ``head`` (encoders on their own threads), ``feed(head)`` the frames, restore every
-        node's full list of children, then run the later passes of each storage encode that ran."""
-        branches: list[Branch] = []
-        armed: list[tuple[Node, list[Node]]] = []
-        full = head.children
-        head.children = [self._branch(node, branches) for node in group]
-        for node in group:
-            self._arm(node, branches, armed)
-        try:
-            seconds = feed(head)
-        finally:
-            for branch in branches:  # after a failure, no thread is left waiting for frames
-                branch.close()
-            head.children = full
-            for node, children in armed:
-                node.children = children
-        for node, children in armed:
-            for later in node.passes[1:] if isinstance(node, Vp9Node) else []:
-                self._run_pass(Node(), [children[i] for i in later], lambda h, n=node: self._replay(n, h))
-        return seconds
-
-    def _replay(self, vp9: Vp9Node, head: Node) -> float:
-        for frame in vp9.replay():
-            head.feed(frame)
-        head.finish()
-        return 0.0
-
-    def _arm(self, node: Node, branches: list[Branch], armed: list[tuple[Node, list[Node]]]) -> None:
-        """Give ``node`` (recursively) the children of its first pass, encoders wrapped in threads."""
-        first = [node.children[i] for i in node.passes[0]] if node.passes else node.children
-        armed.append((node, node.children))
-        node.children = [self._branch(child, branches) for child in first]
-        for child in first:
-            self._arm(child, branches, armed)
-
-    def _walk(self, nodes: list[Node]) -> Iterator[Node]:
-        for node in nodes:
-            yield node
-            yield from self._walk(node.children)
-
-    def _branch(self, node: Node, branches: list[Branch]) -> Node:
-        """An encoder (and everything below it) runs on its own thread when the engine is concurrent."""
-        if not self.concurrent or node.kind not in ("vp9", "h264"):
-            return node
-        branch = Branch(node)
-        branches.append(branch)
-        return branch
 
     def _node(self, step: Step, rate: Fraction, sessions: Counter[str]) -> Node:
         match step.kind:

@@ -17,7 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gateway.ops.bench import _cores, _detector_job, _engine_job, _floor_job
+from gateway.ops.bench import _cores, _detector_job
+from gateway.ops.bench_transforms import _engine_job, _floor_job
 from gateway.ops.measure import isolated
 from transforms.spec import LASTMILE, PROFILES
 
