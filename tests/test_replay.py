@@ -133,6 +133,11 @@ def test_resume_refuses_another_configuration(small_corpus, tmp_path):
     other = cfg.model_copy(update={"conditions": "original,spatial"})
     with pytest.raises(ValueError, match="another configuration"):
         replay(other, tmp_path / "run", resume=True, progress=False)
+    for operational in ({"max_encoder_mb": 1}, {"worker_memory_mb": 999}):  # how it runs, not what it yields
+        limits = cfg.limits.model_copy(update=operational)
+        assert cfg.model_copy(update={"limits": limits}).identity() == cfg.identity()
+    fewer_frames = cfg.limits.model_copy(update={"max_frames": 9})  # what it yields: part of the identity
+    assert cfg.model_copy(update={"limits": fewer_frames}).identity() != cfg.identity()
 
 
 def test_a_replay_reads_under_its_manifests_folder_unless_given_more_roots(tmp_path, media):
