@@ -6,6 +6,7 @@ from fractions import Fraction
 from functools import lru_cache
 
 import av
+import av.logging
 
 from transforms.spec import H264Step, Profile, Vp9Step
 
@@ -97,10 +98,16 @@ def nvenc_unavailable_reason() -> str | None:
     (H100, H200) have no NVENC engine: FFmpeg answers "OpenEncodeSessionEx failed: unsupported device"."""
     if "h264_nvenc" not in av.codecs_available:
         return "h264_nvenc is not in PyAV's FFmpeg"
+    level = av.logging.get_level()
+    av.logging.set_level(av.logging.ERROR)  # FFmpeg logs its own reason; PyAV's exception is generic
     try:
-        enc = av.CodecContext.create("h264_nvenc", "w")
-        enc.width, enc.height, enc.pix_fmt, enc.time_base = 64, 64, "yuv420p", Fraction(1, 25)
-        enc.open()
+        with av.logging.Capture() as logs:
+            enc = av.CodecContext.create("h264_nvenc", "w")
+            enc.width, enc.height, enc.pix_fmt, enc.time_base = 64, 64, "yuv420p", Fraction(1, 25)
+            enc.open()
     except av.error.FFmpegError as exc:
-        return f"h264_nvenc does not open: {exc}"
+        said = "; ".join(message.strip() for _, _, message in logs if message.strip())
+        return f"h264_nvenc does not open: {said or exc}"
+    finally:
+        av.logging.set_level(level)
     return None
