@@ -17,13 +17,7 @@ from gateway.ops.measure import isolated
 from transforms.spec import LASTMILE
 
 
-def _cores() -> int:
-    import os
-
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else mp.cpu_count()
-
-
-def _detector_job(
+def detector_job(
     model_path: str, card_json: str, batch: int, repeats: int, threads: int, providers: list[str] | None = None
 ) -> dict[str, float]:
     import numpy as np
@@ -60,10 +54,10 @@ def bench_detectors(
     for name, inst in list_detectors(repo).items():
         rows = []
         for batch in batches:
-            probe = isolated(_detector_job, str(inst.model_path), inst.card.model_dump_json(), batch, 2, threads)
+            probe = isolated(detector_job, str(inst.model_path), inst.card.model_dump_json(), batch, 2, threads)
             repeats = max(3, int(seconds * 1000 / max(probe["latency_ms_per_batch"], 1e-3)))
             rows.append(
-                isolated(_detector_job, str(inst.model_path), inst.card.model_dump_json(), batch, repeats, threads)
+                isolated(detector_job, str(inst.model_path), inst.card.model_dump_json(), batch, repeats, threads)
             )
         results[name] = {"input": list(inst.card.input_shape(1)[1:]), "runs": rows}
     return {

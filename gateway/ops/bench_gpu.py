@@ -17,9 +17,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gateway.ops.bench import _cores, _detector_job
-from gateway.ops.bench_transforms import _engine_job, _floor_job
-from gateway.ops.measure import isolated
+from gateway.ops.bench import detector_job
+from gateway.ops.bench_transforms import clip_seconds, engine_job, floor_job
+from gateway.ops.measure import cores, isolated
 from transforms.spec import LASTMILE, PROFILES
 
 ORT_PROVIDERS = {
@@ -33,7 +33,7 @@ def machine() -> dict[str, Any]:
     """The GPU as nvidia-smi names it, onnxruntime's providers, NVENC in PyAV's FFmpeg, the ffmpeg CLI."""
     from transforms.codecs import nvenc_unavailable_reason
 
-    out: dict[str, Any] = {"cpus": _cores(), "skipped": {}}
+    out: dict[str, Any] = {"cpus": cores(), "skipped": {}}
     if shutil.which("nvidia-smi"):
         query = "name,memory.total,driver_version"
         answer = subprocess.run(
@@ -82,27 +82,24 @@ def transforms(inputs: dict[str, Path], with_floor: bool) -> dict[str, Any]:
     if reason := nvenc_unavailable_reason():
         del tails["nvenc"]
         skipped["nvenc"] = f"{reason}: the throughput fan-out ran with libx264 tails only"
-    cores = _cores()
+    n_cores = cores()
     for name, path in inputs.items():
-        from transforms.limits import Limits
-        from transforms.probe import probe
-
         data = path.read_bytes()
-        duration = probe(data, Limits(max_duration_s=1e9, max_frames=1 << 40, max_bytes=1 << 40)).duration_s
+        duration = clip_seconds(data)
         row: dict[str, Any] = {"input": name, "duration_s": round(duration, 2)}
         for label, profile in {**tails, "fidelity": PROFILES["fidelity"]}.items():
-            fan = isolated(_engine_job, data, LASTMILE, profile)
+            fan = isolated(engine_job, data, LASTMILE, profile)
             fan["realtime_factor"] = round(fan["wall_s"] / duration, 3)
-            fan["core_utilisation"] = round(fan["cpu_s"] / (fan["wall_s"] * cores), 3)
+            fan["core_utilisation"] = round(fan["cpu_s"] / (fan["wall_s"] * n_cores), 3)
             row[f"fanout_{label}"] = fan
         if "nvenc" in tails:
             row["nvenc_vs_libx264_wall"] = round(row["fanout_nvenc"]["wall_s"] / row["fanout_libx264"]["wall_s"], 3)
         if with_floor:
-            floor = isolated(_floor_job, str(path), LASTMILE, tails["libx264"])
+            floor = isolated(floor_job, str(path), LASTMILE, tails["libx264"])
             row["floor_libx264"] = floor
             row["fanout_libx264_cpu_vs_floor"] = round(row["fanout_libx264"]["cpu_s"] / floor["cpu_s"], 3)
         rows.append(row)
-    return {"results": rows, "skipped": skipped, "cpus": cores}
+    return {"results": rows, "skipped": skipped, "cpus": n_cores}
 
 
 def detectors(batch: int = 16, repeats: int = 20) -> dict[str, Any]:
@@ -118,7 +115,7 @@ def detectors(batch: int = 16, repeats: int = 20) -> dict[str, Any]:
         for name, inst in list_detectors().items():
             try:
                 run = isolated(
-                    _detector_job, str(inst.model_path), inst.card.model_dump_json(), batch, repeats, 0, [provider]
+                    detector_job, str(inst.model_path), inst.card.model_dump_json(), batch, repeats, 0, [provider]
                 )
             except Exception as exc:  # a provider that is listed but cannot load this model
                 out["skipped"][f"{label}:{name}"] = repr(exc)[:300]

@@ -10,14 +10,13 @@ import platform
 from pathlib import Path
 from typing import Any
 
-from gateway.ops.bench import _cores
-from gateway.ops.measure import isolated, measure
+from gateway.ops.measure import cores, isolated, measure
 from transforms import ffmpeg_cli
 from transforms.engine import Engine
 from transforms.spec import LASTMILE, PROFILES, Condition, Profile
 
 
-def _engine_job(data: bytes, conditions: tuple[Condition, ...], profile: Profile) -> dict[str, float]:
+def engine_job(data: bytes, conditions: tuple[Condition, ...], profile: Profile) -> dict[str, float]:
     """The fan-out's wall and CPU seconds, its passes over the frames (transforms.memory), and the MB of the
     variants it returns (held in memory: part of the peak that grows with duration by design)."""
     done = {}
@@ -28,11 +27,11 @@ def _engine_job(data: bytes, conditions: tuple[Condition, ...], profile: Profile
     return row
 
 
-def _cli_job(data: bytes, conditions: tuple[Condition, ...], profile: Profile) -> dict[str, float]:
+def cli_job(data: bytes, conditions: tuple[Condition, ...], profile: Profile) -> dict[str, float]:
     return measure(lambda: [ffmpeg_cli.run_condition(data, c, profile) for c in conditions])
 
 
-def _floor_job(path: str, conditions: tuple[Condition, ...], profile: Profile) -> dict:
+def floor_job(path: str, conditions: tuple[Condition, ...], profile: Profile) -> dict:
     import tempfile
 
     from transforms.floor import measure_floor
@@ -41,28 +40,33 @@ def _floor_job(path: str, conditions: tuple[Condition, ...], profile: Profile) -
         return measure_floor(Path(path), conditions, profile, Path(work))
 
 
-def transforms_row(name: str, path: Path, pname: str, baselines: bool = True) -> dict[str, Any]:
-    """One input under one profile: the fan-out, its floor, and (with ``baselines``) the naive ffmpeg runs
-    and `full` alone both ways; every ratio from measurements of this one run."""
+def clip_seconds(data: bytes) -> float:
+    """A benchmark input's duration from its header (the input limits do not apply to the benchmark's own clips)."""
     from transforms.limits import Limits
     from transforms.probe import probe
 
+    return probe(data, Limits(max_duration_s=1e9, max_frames=1 << 40, max_bytes=1 << 40)).duration_s
+
+
+def transforms_row(name: str, path: Path, pname: str, baselines: bool = True) -> dict[str, Any]:
+    """One input under one profile: the fan-out, its floor, and (with ``baselines``) the naive ffmpeg runs
+    and `full` alone both ways; every ratio from measurements of this one run."""
     data, profile = path.read_bytes(), PROFILES[pname]
-    duration = probe(data, Limits(max_duration_s=1e9, max_frames=1 << 40, max_bytes=1 << 40)).duration_s
+    duration = clip_seconds(data)
     row: dict[str, Any] = {"input": name, "profile": pname, "duration_s": round(duration, 2)}
-    row["fanout"] = fan = isolated(_engine_job, data, LASTMILE, profile)
-    row["floor"] = isolated(_floor_job, str(path), LASTMILE, profile)
+    row["fanout"] = fan = isolated(engine_job, data, LASTMILE, profile)
+    row["floor"] = isolated(floor_job, str(path), LASTMILE, profile)
     row["fanout_cpu_vs_floor"] = round(fan["cpu_s"] / row["floor"]["cpu_s"], 3)
-    row["fanout_core_utilisation"] = round(fan["cpu_s"] / (fan["wall_s"] * _cores()), 3)
+    row["fanout_core_utilisation"] = round(fan["cpu_s"] / (fan["wall_s"] * cores()), 3)
     row["realtime_factor"] = round(fan["wall_s"] / duration, 3)
     row["peak_rss_mb"] = fan["peak_rss_mb"]
     row["peak_rss_less_variants_mb"] = round(fan["peak_rss_mb"] - fan["variants_mb"], 1)
     if baselines:
         perturbed = tuple(c for c in LASTMILE if c.steps)
         full = tuple(c for c in LASTMILE if c.name == "full")
-        row["naive_ffmpeg"] = isolated(_cli_job, data, perturbed, profile)
-        row["full"] = isolated(_engine_job, data, full, profile)
-        row["full_ffmpeg_cli"] = isolated(_cli_job, data, full, profile)
+        row["naive_ffmpeg"] = isolated(cli_job, data, perturbed, profile)
+        row["full"] = isolated(engine_job, data, full, profile)
+        row["full_ffmpeg_cli"] = isolated(cli_job, data, full, profile)
         row["fanout_vs_naive_ffmpeg"] = round(fan["wall_s"] / row["naive_ffmpeg"]["wall_s"], 3)
         row["full_vs_ffmpeg_cli"] = round(row["full"]["wall_s"] / row["full_ffmpeg_cli"]["wall_s"], 3)
     return row
@@ -75,13 +79,13 @@ def bench_transforms(inputs: dict[str, Path], profiles: list[str], long: dict[st
     results = [transforms_row(name, path, pname) for name, path in inputs.items() for pname in profiles]
     for name, path in (long or {}).items():
         results.append(transforms_row(name, path, "throughput", baselines=False))
-        rss = isolated(_engine_job, path.read_bytes(), LASTMILE, PROFILES["fidelity"])
+        rss = isolated(engine_job, path.read_bytes(), LASTMILE, PROFILES["fidelity"])
         results.append({"input": name, "profile": "fidelity", "fanout": rss, "peak_rss_mb": rss["peak_rss_mb"],
                         "peak_rss_less_variants_mb": round(rss["peak_rss_mb"] - rss["variants_mb"], 1)})  # fmt: skip
     checked = [r for r in results if "fanout_cpu_vs_floor" in r]
     return {
         "benchmark": "transforms",
-        "machine": {"cpus": _cores(), "python": platform.python_version()},
+        "machine": {"cpus": cores(), "python": platform.python_version()},
         "results": results,
         "targets": {
             "fanout_cpu_vs_floor <= 1.15": all(r["fanout_cpu_vs_floor"] <= 1.15 for r in checked),

@@ -24,6 +24,11 @@ SAMPLE_S = 0.02  # how often the tree's resident memory is read
 RESCAN_S = 0.2  # how often the tree itself is found again (new children: an ffmpeg CLI run lasts seconds)
 
 
+def cores() -> int:
+    """The cores this process may run on (its affinity), which is what a utilisation is measured against."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else mp.cpu_count()
+
+
 def measure(fn: Callable[[], Any]) -> dict[str, float]:
     """Wall and CPU seconds (this process and the children it waited for) of ``fn()``."""
     self0, kids0 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
