@@ -93,3 +93,24 @@ def test_a_sweep_over_the_storage_encode_splits_at_the_root_and_decodes_the_inpu
     many = Engine(prof, Limits(max_encoder_mb=1)).run(media["basic"], conditions)
     assert len(conditions) == 2 and many.passes == 2 and one.passes == 1
     assert {k: v.meta.sha256 for k, v in many.variants.items()} == {k: v.meta.sha256 for k, v in one.variants.items()}
+
+
+def test_the_benchmark_judges_real_time_and_duration_per_row():
+    """The transforms bench's targets (gateway.ops.bench_transforms): each row must meet them, not a mean."""
+    from gateway.ops.bench_transforms import _duration_targets, _realtime_targets
+
+    rows = [
+        {"input": "generated_720p30_10s", "profile": "throughput", "realtime_factor": 0.9},
+        {"input": "bigbuckbunny_720p25", "profile": "fidelity", "realtime_factor": 9.0},  # not 720p30: not judged
+        {"input": "generated_720p30_10s", "profile": "fidelity", "realtime_factor": 3.2},
+        {"input": "generated_1080p30_10s", "profile": "fidelity", "peak_rss_less_variants_mb": 800.0},
+        {"input": "looped_1080p30_60s", "profile": "fidelity", "peak_rss_less_variants_mb": 870.0},
+    ]
+    assert _realtime_targets(rows) == {
+        "realtime_factor <= 1.0 (720p30, throughput)": True,
+        "realtime_factor <= 3.0 (720p30, fidelity)": False,
+    }
+    assert _duration_targets(rows) == {"peak RSS less variants, 60 s <= 1.1 x 10 s (1080p30)": True}
+    rows[-1]["peak_rss_less_variants_mb"] = 900.0  # grew by 12.5% with duration
+    assert _duration_targets(rows) == {"peak RSS less variants, 60 s <= 1.1 x 10 s (1080p30)": False}
+    assert _duration_targets(rows[:2]) == {}  # no 60 s rows: nothing to judge
