@@ -28,6 +28,7 @@ class Redecoder:
         self.decoder = av.CodecContext.create(codec, "r")
         self.time_base: Fraction | None = None
         self.durations: dict[int, int] = {}  # pts -> the source frame's duration
+        self.forget = True  # drop a duration once used; kept when the frames will be decoded again (replay)
 
     def remember(self, frame: av.VideoFrame) -> None:
         self.time_base = self.time_base or frame.time_base
@@ -38,7 +39,8 @@ class Redecoder:
         for packet in packets:
             for frame in self.decoder.decode(packet):
                 frame.time_base = self.time_base
-                frame.duration = self.durations.pop(frame.pts, 0)  # the fps filter ends the last frame with it
+                # the fps filter ends the last frame with its duration
+                frame.duration = (self.durations.pop if self.forget else self.durations.get)(frame.pts, 0)
                 frame.pict_type = NO_PICT_TYPE
                 out.append(frame)
         return out
@@ -58,15 +60,13 @@ class Vp9Node(Node):
         self.redecoder = Redecoder("vp9")
         self.bytes = 0
         self.kept: list[av.Packet] | None = None  # the packets, when a later pass will replay them
-        self.durations: dict[int, int] = {}
 
     def keep_packets(self) -> None:
         self.kept = []
+        self.redecoder.forget = False  # the replay needs each frame's duration again
 
     def process(self, frame: av.VideoFrame) -> list[av.VideoFrame]:
         self.redecoder.remember(frame)
-        if self.kept is not None:
-            self.durations[frame.pts] = frame.duration
         if self.encoder is None:
             self.encoder = codecs.vp9_encoder(
                 self.step, self.profile, frame.width, frame.height, frame.time_base, self.rate
@@ -90,7 +90,7 @@ class Vp9Node(Node):
     def replay(self) -> Iterator[av.VideoFrame]:
         """The decoded frames once more, from the kept packets (their decode time counts as this node's)."""
         redecoder = Redecoder("vp9")
-        redecoder.time_base, redecoder.durations = self.redecoder.time_base, dict(self.durations)
+        redecoder.time_base, redecoder.durations = self.redecoder.time_base, dict(self.redecoder.durations)
         for packet in [*(self.kept or []), None]:
             t0 = time.perf_counter()
             frames = redecoder.decode([packet])

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.ops.bench import detector_job
-from gateway.ops.bench_transforms import clip_seconds, engine_job, floor_job
+from gateway.ops.bench_transforms import clip_seconds, engine_job, floor_job, realtime_and_utilisation
 from gateway.ops.measure import cores, isolated
 from transforms.spec import LASTMILE, PROFILES
 
@@ -82,15 +82,13 @@ def transforms(inputs: dict[str, Path], with_floor: bool) -> dict[str, Any]:
     if reason := nvenc_unavailable_reason():
         del tails["nvenc"]
         skipped["nvenc"] = f"{reason}: the throughput fan-out ran with libx264 tails only"
-    n_cores = cores()
     for name, path in inputs.items():
         data = path.read_bytes()
         duration = clip_seconds(data)
         row: dict[str, Any] = {"input": name, "duration_s": round(duration, 2)}
         for label, profile in {**tails, "fidelity": PROFILES["fidelity"]}.items():
             fan = isolated(engine_job, data, LASTMILE, profile)
-            fan["realtime_factor"] = round(fan["wall_s"] / duration, 3)
-            fan["core_utilisation"] = round(fan["cpu_s"] / (fan["wall_s"] * n_cores), 3)
+            fan["realtime_factor"], fan["core_utilisation"] = realtime_and_utilisation(fan, duration)
             row[f"fanout_{label}"] = fan
         if "nvenc" in tails:
             row["nvenc_vs_libx264_wall"] = round(row["fanout_nvenc"]["wall_s"] / row["fanout_libx264"]["wall_s"], 3)
@@ -99,7 +97,7 @@ def transforms(inputs: dict[str, Path], with_floor: bool) -> dict[str, Any]:
             row["floor_libx264"] = floor
             row["fanout_libx264_cpu_vs_floor"] = round(row["fanout_libx264"]["cpu_s"] / floor["cpu_s"], 3)
         rows.append(row)
-    return {"results": rows, "skipped": skipped, "cpus": n_cores}
+    return {"results": rows, "skipped": skipped, "cpus": cores()}
 
 
 def detectors(batch: int = 16, repeats: int = 20) -> dict[str, Any]:

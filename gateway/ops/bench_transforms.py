@@ -48,6 +48,11 @@ def clip_seconds(data: bytes) -> float:
     return probe(data, Limits(max_duration_s=1e9, max_frames=1 << 40, max_bytes=1 << 40)).duration_s
 
 
+def realtime_and_utilisation(fan: dict[str, float], duration_s: float) -> tuple[float, float]:
+    """A fan-out's wall over the clip's duration, and its CPU seconds over wall x the cores it may use."""
+    return round(fan["wall_s"] / duration_s, 3), round(fan["cpu_s"] / (fan["wall_s"] * cores()), 3)
+
+
 def transforms_row(name: str, path: Path, pname: str, baselines: bool = True) -> dict[str, Any]:
     """One input under one profile: the fan-out, its floor, and (with ``baselines``) the naive ffmpeg runs
     and `full` alone both ways; every ratio from measurements of this one run."""
@@ -57,8 +62,7 @@ def transforms_row(name: str, path: Path, pname: str, baselines: bool = True) ->
     row["fanout"] = fan = isolated(engine_job, data, LASTMILE, profile)
     row["floor"] = isolated(floor_job, str(path), LASTMILE, profile)
     row["fanout_cpu_vs_floor"] = round(fan["cpu_s"] / row["floor"]["cpu_s"], 3)
-    row["fanout_core_utilisation"] = round(fan["cpu_s"] / (fan["wall_s"] * cores()), 3)
-    row["realtime_factor"] = round(fan["wall_s"] / duration, 3)
+    row["realtime_factor"], row["fanout_core_utilisation"] = realtime_and_utilisation(fan, duration)
     row["peak_rss_mb"] = fan["peak_rss_mb"]
     row["peak_rss_less_variants_mb"] = round(fan["peak_rss_mb"] - fan["variants_mb"], 1)
     if baselines:
