@@ -24,6 +24,7 @@ def test_lastmile_defaults_follow_the_protocol():
     assert (vp9.crf, vp9.bitrate, h264.crf, h264.profile) == (32, 0, 23, "high")
     assert by_name["spatial"].steps[1].factor == 0.5 and by_name["temporal"].steps[1].fps == 8
     assert PROFILES["fidelity"].x264_preset == "medium"
+    assert (PROFILES["fidelity"].vp9_deadline, PROFILES["fidelity"].vp9_cpu_used) == ("good", 3)
     assert PROFILES["throughput"].vp9_deadline == "realtime" and PROFILES["throughput"].vp9_cpu_used == 8
 
 
