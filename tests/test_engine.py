@@ -203,3 +203,25 @@ def test_a_failure_mid_stream_raises_its_typed_error_and_leaves_no_branch_thread
     with pytest.raises(InvalidVideo):
         Engine(PROFILES["throughput"]).run(truncated, LASTMILE)
     assert not [t for t in threading.enumerate() if t.name.startswith("lastmile-")]
+
+
+def test_the_storage_encode_is_decoded_beside_its_encoder(media, monkeypatch):
+    """Concurrent: the VP9 decode and the filters below it run on a thread of their own, beside the encoder."""
+    import threading
+
+    from transforms import nodes
+
+    seen: set[str] = set()
+    process = nodes.ScaleNode.process
+
+    def recording(self, frame):
+        seen.add(threading.current_thread().name)
+        return process(self, frame)
+
+    monkeypatch.setattr(nodes.ScaleNode, "process", recording)
+    serial = Engine(FAST, concurrent=False).run(media["scene"], [BY_NAME["spatial"]])
+    assert seen == {threading.current_thread().name}
+    seen.clear()
+    threaded = Engine(FAST).run(media["scene"], [BY_NAME["spatial"]])
+    assert seen == {"lastmile-vp9-decode"}
+    assert threaded.variants["spatial"].meta.sha256 == serial.variants["spatial"].meta.sha256

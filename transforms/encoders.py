@@ -15,6 +15,7 @@ from fractions import Fraction
 import av
 
 from transforms import codecs
+from transforms.branches import Worker
 from transforms.errors import InvalidVideo
 from transforms.nodes import NO_PICT_TYPE, Node
 from transforms.spec import H264Step, Profile, Vp9Step
@@ -49,7 +50,9 @@ class Redecoder:
 class Vp9Node(Node):
     """Storage encode to VP9 and decode again, in memory; children see what a viewer of the platform sees.
     When its children run in several passes it keeps the VP9 packets (a few MB) and :meth:`replay` decodes
-    them again for each later pass: the same frames, with the same time base and durations."""
+    them again for each later pass: the same frames, with the same time base and durations. With
+    :meth:`decode_apart` the decode (and the filters below it) runs on a thread of its own, beside the encoder,
+    as the ffmpeg CLI's decode and filter threads do; the children still see the same frames in the same order."""
 
     kind = "vp9"
 
@@ -60,6 +63,8 @@ class Vp9Node(Node):
         self.redecoder = Redecoder("vp9")
         self.bytes = 0
         self.kept: list[av.Packet] | None = None  # the packets, when a later pass will replay them
+        self.decoder_thread: Worker | None = None
+        self.decode_seconds = 0.0  # on the decoder thread; added to ``seconds`` when it ends
 
     def keep_packets(self) -> None:
         self.kept = []
@@ -74,10 +79,18 @@ class Vp9Node(Node):
             self.sessions["libvpx-vp9"] += 1
         return self._decode(self.encoder.encode(frame))
 
+    def decode_apart(self) -> Worker:
+        """Decode on a thread of its own from now on (until drained); the caller closes it after a failure."""
+        self.decoder_thread = Worker("vp9-decode", self._decode_and_emit, lambda: None)
+        return self.decoder_thread
+
     def drain(self) -> list[av.VideoFrame]:
         if self.encoder is None:
             return []
         out = self._decode(self.encoder.encode(None)) + self._decode([None])
+        if self.decoder_thread is not None:
+            self.decoder_thread.join()  # every frame has reached the children before they finish
+            self.decoder_thread, self.seconds = None, self.seconds + self.decode_seconds
         self.encoder = self.redecoder.decoder = None  # freed now: the next pass needs the room
         return out
 
@@ -85,7 +98,16 @@ class Vp9Node(Node):
         self.bytes += sum(p.size for p in packets if p is not None)
         if self.kept is not None:
             self.kept.extend(p for p in packets if p is not None)
+        if self.decoder_thread is not None:
+            self.decoder_thread.put(packets)
+            return []
         return self.redecoder.decode(packets)
+
+    def _decode_and_emit(self, packets: list[av.Packet | None]) -> None:
+        t0 = time.perf_counter()
+        frames = self.redecoder.decode(packets)
+        self.decode_seconds += time.perf_counter() - t0
+        self._emit(frames)
 
     def replay(self) -> Iterator[av.VideoFrame]:
         """The decoded frames once more, from the kept packets (their decode time counts as this node's)."""

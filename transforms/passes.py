@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from transforms.branches import Branch
+from transforms.branches import Branch, Worker
 from transforms.encoders import H264Sink, Vp9Node
 from transforms.memory import encoder_memory, split
 from transforms.nodes import Node, NormalizeNode
@@ -65,7 +65,7 @@ class PassRunner:
         return seconds
 
     def _run_pass(self, head: Node, group: list[Node], feed: Callable[[Node], float]) -> float:
-        branches: list[Branch] = []
+        branches: list[Branch | Worker] = []
         armed: list[tuple[Node, list[Node]]] = []
         full = head.children
         head.children = [self._branch(node, branches) for node in group]
@@ -84,15 +84,17 @@ class PassRunner:
                 self._run_pass(Node(), [children[i] for i in later], lambda h, n=node: _replay(n, h))
         return seconds
 
-    def _arm(self, node: Node, branches: list[Branch], armed: list[tuple[Node, list[Node]]]) -> None:
+    def _arm(self, node: Node, branches: list[Branch | Worker], armed: list[tuple[Node, list[Node]]]) -> None:
         """Give ``node`` (recursively) the children of its first pass, encoders wrapped in threads."""
         first = [node.children[i] for i in node.passes[0]] if node.passes else node.children
         armed.append((node, node.children))
         node.children = [self._branch(child, branches) for child in first]
+        if self.concurrent and isinstance(node, Vp9Node) and first:
+            branches.append(node.decode_apart())  # its decode and filters beside its encoder
         for child in first:
             self._arm(child, branches, armed)
 
-    def _branch(self, node: Node, branches: list[Branch]) -> Node:
+    def _branch(self, node: Node, branches: list[Branch | Worker]) -> Node:
         if not self.concurrent or node.kind not in ("vp9", "h264"):
             return node
         branch = Branch(node)
