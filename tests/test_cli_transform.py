@@ -77,6 +77,9 @@ def test_bench_transforms_writes_the_ratios(tmp_path):
     assert res.returncode == 0, res.stderr
     report = json.loads(out.read_text())
     assert set(report["targets"]) >= {"fanout_cpu_vs_floor <= 1.15", "full_vs_ffmpeg_cli <= 1.15"}  # per row
+    assert not [t for t in report["targets"] if "45 min" in t]  # judged on the --long run only
+    measured = sum(r["fanout"]["wall_s"] + r["naive_ffmpeg"]["wall_s"] + r["full"]["wall_s"] for r in report["results"])
+    assert report["wall_s"] >= measured  # the whole run, every measurement in it
     for row in report["results"]:
         assert row["fanout"]["wall_s"] > 0 and row["naive_ffmpeg"]["cpu_s"] > 0 and row["fanout"]["peak_rss_mb"] > 0
         assert row["fanout_vs_naive_ffmpeg"] > 0 and row["full_vs_ffmpeg_cli"] > 0
