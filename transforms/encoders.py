@@ -87,11 +87,12 @@ class Vp9Node(Node):
     def drain(self) -> list[av.VideoFrame]:
         if self.encoder is None:
             return []
-        out = self._decode(self.encoder.encode(None)) + self._decode([None])
+        last, self.encoder = self.encoder.encode(None), None  # freed now: the tails and the next pass need the room
+        out = self._decode(last) + self._decode([None])
         if self.decoder_thread is not None:
             self.decoder_thread.join()  # every frame has reached the children before they finish
             self.decoder_thread, self.seconds = None, self.seconds + self.decode_seconds
-        self.encoder = self.redecoder.decoder = None  # freed now: the next pass needs the room
+        self.redecoder.decoder = None
         return out
 
     def _decode(self, packets: list[av.Packet | None]) -> list[av.VideoFrame]:
