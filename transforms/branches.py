@@ -79,8 +79,5 @@ class Branch(Node):
     def finish(self) -> None:
         self.worker.join()
 
-    def close(self) -> None:
-        self.worker.close()
-
     def leaves(self) -> int:
         return self.inner.leaves()

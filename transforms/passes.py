@@ -65,17 +65,17 @@ class PassRunner:
         return seconds
 
     def _run_pass(self, head: Node, group: list[Node], feed: Callable[[Node], float]) -> float:
-        branches: list[Branch | Worker] = []
+        threads: list[Worker] = []
         armed: list[tuple[Node, list[Node]]] = []
         full = head.children
-        head.children = [self._branch(node, branches) for node in group]
+        head.children = [self._branch(node, threads) for node in group]
         for node in group:
-            self._arm(node, branches, armed)
+            self._arm(node, threads, armed)
         try:
             seconds = feed(head)
         finally:
-            for branch in branches:  # after a failure, no thread is left waiting for frames
-                branch.close()
+            for thread in threads:  # after a failure, no thread is left waiting for frames
+                thread.close()
             head.children = full
             for node, children in armed:
                 node.children = children
@@ -84,21 +84,21 @@ class PassRunner:
                 self._run_pass(Node(), [children[i] for i in later], lambda h, n=node: _replay(n, h))
         return seconds
 
-    def _arm(self, node: Node, branches: list[Branch | Worker], armed: list[tuple[Node, list[Node]]]) -> None:
+    def _arm(self, node: Node, threads: list[Worker], armed: list[tuple[Node, list[Node]]]) -> None:
         """Give ``node`` (recursively) the children of its first pass, encoders wrapped in threads."""
         first = [node.children[i] for i in node.passes[0]] if node.passes else node.children
         armed.append((node, node.children))
-        node.children = [self._branch(child, branches) for child in first]
+        node.children = [self._branch(child, threads) for child in first]
         if self.concurrent and isinstance(node, Vp9Node) and first:
-            branches.append(node.decode_apart())  # its decode and filters beside its encoder
+            threads.append(node.decode_apart())  # its decode and filters beside its encoder
         for child in first:
-            self._arm(child, branches, armed)
+            self._arm(child, threads, armed)
 
-    def _branch(self, node: Node, branches: list[Branch | Worker]) -> Node:
+    def _branch(self, node: Node, threads: list[Worker]) -> Node:
         if not self.concurrent or node.kind not in ("vp9", "h264"):
             return node
         branch = Branch(node)
-        branches.append(branch)
+        threads.append(branch.worker)
         return branch
 
 
