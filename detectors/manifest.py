@@ -1,15 +1,23 @@
-"""Manifests of labelled videos (PROTOCOL.md's JSONL: one video a line), shared by the corpus generator, the
-detector build and the replay.
+"""Manifests of labelled videos (JSONL: one video a line), shared by the corpus generator, the detector
+build, the replay, ``lastmile send`` and the canaries. The format is documented in ``docs/replay.md``, with
+``examples/manifest.jsonl`` as a working example.
 
 ``{video_id, uri, label: real|generated, source, anchor_id, category?, sha256?}``; a real anchor has
-``source: "real"`` and ``anchor_id == video_id``; every generated video points at a real anchor.
+``source: "real"`` and ``anchor_id == video_id``; every generated video points at a real anchor of the manifest.
+A row that breaks a rule raises :class:`ManifestError` naming the file, the line and the key.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from transforms.config_errors import ConfigError, describe
+
+
+class ManifestError(ConfigError):
+    """A manifest that cannot be read as written: the message names the file, the line and the key."""
 
 
 class ManifestRow(BaseModel):
@@ -27,12 +35,45 @@ class ManifestRow(BaseModel):
 
 def read_manifest(path: Path) -> list[ManifestRow]:
     """Rows of a JSONL manifest; URIs stay as written (resolve relative ones against the manifest's folder)."""
-    rows = [ManifestRow.model_validate_json(line) for line in path.read_text().splitlines() if line.strip()]
-    ids = [r.video_id for r in rows]
-    if len(set(ids)) != len(ids):
-        raise ValueError(f"{path}: duplicate video_id values")
+    try:
+        lines = Path(path).read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ManifestError(f"{path}: cannot read: {exc}") from exc
+    rows, seen = [], {}
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        row = _row(path, number, line)
+        if row.video_id in seen:
+            raise ManifestError(f"{path}:{number}: video_id: {row.video_id!r} is already on line {seen[row.video_id]}")
+        seen[row.video_id] = number
+        rows.append(row)
+    if not rows:
+        raise ManifestError(f"{path}: no rows (one JSON object a line: {ROW_KEYS})")
     anchors = {r.video_id for r in rows if r.label == "real"}
-    orphans = sorted({r.anchor_id for r in rows if r.label == "generated"} - anchors)
-    if orphans:
-        raise ValueError(f"{path}: generated videos point at missing real anchors {orphans[:5]}")
+    for r in rows:
+        if r.anchor_id not in anchors:
+            raise ManifestError(
+                f"{path}:{seen[r.video_id]}: anchor_id: {r.anchor_id!r} is not the video_id of a real video of this "
+                "manifest (every generated video points at its real anchor)"
+            )
     return rows
+
+
+ROW_KEYS = "video_id, uri, label (real|generated), source, anchor_id; optional category, sha256"
+
+
+def _row(path: Path, number: int, line: str) -> ManifestRow:
+    try:
+        row = ManifestRow.model_validate_json(line)
+    except ValidationError as exc:
+        if exc.errors()[0]["type"] == "json_invalid":
+            raise ManifestError(f"{path}:{number}: not a JSON object ({exc.errors()[0]['msg']})") from exc
+        raise ManifestError(describe(exc, f"{path}:{number}", ManifestRow)) from exc
+    if row.label == "real" and (row.source != "real" or row.anchor_id != row.video_id):
+        key = "source" if row.source != "real" else "anchor_id"
+        raise ManifestError(
+            f"{path}:{number}: {key}: a real video has source 'real' and anchor_id equal to its video_id "
+            f"(got source {row.source!r}, anchor_id {row.anchor_id!r})"
+        )
+    return row

@@ -10,8 +10,33 @@ import click
 from tqdm import tqdm
 
 from transforms.catalog import resolve_conditions
-from transforms.errors import SpecError, VideoError
+from transforms.config_errors import ConfigError
+from transforms.errors import VideoError
 from transforms.spec import PROFILES
+
+
+class BadConfiguration(click.ClickException):
+    """A configuration, conditions file or manifest the user must fix: one line, exit status 2, no traceback."""
+
+    exit_code = 2
+
+
+class LastmileGroup(click.Group):
+    """The ``lastmile`` group: every expected configuration error becomes :class:`BadConfiguration`."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except ConfigError as exc:
+            raise BadConfiguration(str(exc)) from None
+
+
+def _fail_loudly(failures, what: str) -> None:
+    """Print one line per error kind and cell without a score to stderr; exit 1 where the run failed."""
+    for line in failures.lines():
+        click.echo(f"{what}: {line}", err=True)
+    if failures.failed:
+        raise click.ClickException(f"{what} failed: see the lines above (the results and report are kept)")
 
 
 def _serve_until_signalled(process, stop) -> None:
@@ -69,7 +94,7 @@ def _emit_json(report: dict, json_out: Path | None) -> None:
     click.echo(text)
 
 
-@click.group()
+@click.group(cls=LastmileGroup)
 @click.version_option(package_name="lastmile-gateway")
 def main() -> None:
     """lastmile: how detectors of AI-generated video behave once a video has been disseminated."""
@@ -86,10 +111,7 @@ def transform(inputs, conditions, conditions_file, profile, deterministic, out) 
     """Write each INPUT's condition variants (MP4) and a JSON sidecar each to OUT."""
     from transforms.engine import Engine
 
-    try:
-        conds, file_profile = resolve_conditions(conditions, conditions_file)
-    except SpecError as exc:
-        raise click.UsageError(str(exc)) from exc
+    conds, file_profile = resolve_conditions(conditions, conditions_file)
     engine = Engine((file_profile or PROFILES[profile]).with_determinism(deterministic))
     out.mkdir(parents=True, exist_ok=True)
     failed = 0
@@ -374,6 +396,8 @@ def _dry_run_report(card, served, repo: Path) -> str:
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     help="a folder the manifest's videos may be read from (repeatable; default: the manifest's folder)",
 )
+@click.option("--max-infra-errors", default=0, show_default=True, type=click.IntRange(min=0),
+              help="infrastructure-error rows allowed before the run exits non-zero")  # fmt: skip
 @click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path))
 def replay(
     manifest,
@@ -390,9 +414,12 @@ def replay(
     via,
     bootstrap,
     file_roots,
+    max_infra_errors,
     out,
 ) -> None:
-    """Run every video of MANIFEST through the conditions and detectors into OUT/results.parquet."""
+    """Run every video of MANIFEST through the conditions and detectors into OUT/results.parquet; exit 1 where a
+    (detector, condition) has no score or infrastructure errors exceed --max-infra-errors."""
+    from gateway.batch.failures import check_results
     from gateway.batch.replay import ReplayConfig
     from gateway.batch.replay import replay as run_replay
 
@@ -417,9 +444,12 @@ def replay(
             path = replay_via_kafka(cfg, out, bootstrap=bootstrap, workers=workers or 2)
         else:
             path = run_replay(cfg, out, resume=resume, workers=workers)
+    except ConfigError:
+        raise
     except (FileExistsError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(path)
+    _fail_loudly(check_results(path, max_infra_errors), "replay")
 
 
 @main.command()
@@ -440,11 +470,16 @@ def report(run_dir, replicates, seed) -> None:
 @click.option("--profile", type=click.Choice(sorted(PROFILES)), default="fidelity", show_default=True)
 @click.option("--workers", type=int, default=None, help="parallel videos (default: cores)")
 @click.option("--sweeps", is_flag=True, help="also a scale-factor sweep of spatial and a two-hop repost of full")
-def demo(out, anchors, profile, workers, sweeps) -> None:
-    """Proxy corpus -> six LastMile conditions -> four reference detectors -> report, in one go."""
+@click.option("--max-infra-errors", default=0, show_default=True, type=click.IntRange(min=0),
+              help="infrastructure-error rows allowed before the demo exits non-zero")  # fmt: skip
+def demo(out, anchors, profile, workers, sweeps, max_infra_errors) -> None:
+    """Proxy corpus -> six LastMile conditions -> four reference detectors -> report, in one go; exit 1 where a
+    (detector, condition) has no score or infrastructure errors exceed --max-infra-errors."""
+    from gateway.batch.failures import check_results
     from gateway.ops.demo import run_demo
 
-    run_demo(out, anchors=anchors, profile=profile, workers=workers, echo=click.echo, sweeps=sweeps)
+    done = run_demo(out, anchors=anchors, profile=profile, workers=workers, echo=click.echo, sweeps=sweeps)
+    _fail_loudly(check_results(done["results"], max_infra_errors), "demo")
 
 
 @main.group()
@@ -453,14 +488,15 @@ def dashboards() -> None:
 
 
 @dashboards.command("generate")
-@click.option(
-    "--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="default: dashboards/grafana"
-)
-def dashboards_generate(out) -> None:
-    """Write the Grafana dashboards (generated from gateway/grafana.py) and copy them and the rules into the chart."""
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("dashboards"),
+              show_default=True, help="writes OUT/grafana/*.json and OUT/prometheus/lastmile-rules.yaml")  # fmt: skip
+@click.option("--chart", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="also copy them into this Helm chart's files/ (in a checkout: helm/lastmile-gateway)")  # fmt: skip
+def dashboards_generate(out, chart) -> None:
+    """Write the Grafana dashboards (generated by gateway/ops/grafana.py) and the Prometheus rules to OUT."""
     from gateway.ops import grafana
 
-    for path in grafana.write(out or grafana.DASHBOARD_DIR):
+    for path in grafana.write(out, chart):
         click.echo(path)
 
 
@@ -654,26 +690,30 @@ def scores(keep_following, as_json, video_ids, config_path, bootstrap) -> None:
     import signal
     import threading
 
-    from gateway.stream.follow import follow
+    from gateway.stream.follow import follow, row_line
 
     cfg = _tap_config(config_path, bootstrap)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     live = sys.stdout.isatty() and not as_json
+    streaming = keep_following and not live and not as_json  # piped: one flushed line per record as it comes
     news = []
 
     def emit(record, table) -> None:
-        if as_json and record is not None:
-            click.echo(jsonlib.dumps(record))
-        elif record is not None:
+        if record is None:
+            if live and news:
+                click.echo("\x1b[H\x1b[2J" + table.render())  # redraw the table in place, when it changed
+                news.clear()
+        elif as_json:
+            click.echo(jsonlib.dumps(record))  # click.echo flushes
+        elif streaming:
+            click.echo(row_line(record))
+        else:
             news.append(1)
-        elif live and news:
-            click.echo("\x1b[H\x1b[2J" + table.render())  # redraw the table in place, when it changed
-            news.clear()
 
     table = follow(cfg.kafka, emit, set(video_ids) or None, keep_following, stop)
-    if not as_json and not live:
+    if not as_json and not live and not streaming:
         click.echo(table.render(last=10**9))
 
 

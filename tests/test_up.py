@@ -173,7 +173,32 @@ def test_send_inline_and_scores_show_verdicts_and_dead_letters(tmp_path):
         records, only = [], []
         table = follow(cfg.kafka, lambda r, _t: r is not None and records.append(r), keep_following=False)
         follow(cfg.kafka, lambda r, _t: r is not None and only.append(r), video_ids={"v1"}, keep_following=False)
+        piped = _piped_follow_lines(tmp_path, b.bootstrap, want=2)
+    assert piped == ["v1 original       npr +2.500 generated", "bad DEAD-LETTERED InvalidVideo: not a video"]
     assert [r["video_id"] for r in only] == ["v1"]  # --video-id
     assert len(records) == 2 and records[1]["dead_letter"] and records[1]["error_class"] == "InvalidVideo"
     text = table.render()
     assert "original      npr +2.500 generated" in text and "bad DEAD-LETTERED InvalidVideo: not a video" in text
+
+
+def _piped_follow_lines(folder: Path, bootstrap: str, want: int, deadline_s: float = 90.0) -> list[str]:
+    """`lastmile scores --follow` with stdout a pipe: its first ``want`` lines, read while it keeps running (each
+    row must be written and flushed as it arrives, not when the command ends)."""
+    import selectors
+    import time
+
+    cmd = _cli(["lastmile", "scores", "--follow", "--bootstrap", bootstrap])
+    proc = subprocess.Popen(cmd, cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    got = b""
+    try:
+        with selectors.DefaultSelector() as sel:
+            sel.register(proc.stdout, selectors.EVENT_READ)
+            end = time.monotonic() + deadline_s
+            while got.count(b"\n") < want and time.monotonic() < end and proc.poll() is None:
+                if sel.select(timeout=end - time.monotonic()):
+                    got += os.read(proc.stdout.fileno(), 65536)
+        assert proc.poll() is None, "scores --follow must still be following"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(30)
+    return got.decode().splitlines()

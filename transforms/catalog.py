@@ -9,6 +9,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from transforms.config_errors import describe
 from transforms.errors import SpecError
 from transforms.spec import LASTMILE, Condition, Profile
 from transforms.sweeps import Repost, Sweep, expand_repost, expand_sweep
@@ -39,15 +40,16 @@ def load_conditions_file(path: str | Path) -> ConditionFile:
     """Read conditions (and optionally a profile) from YAML or JSON; raise :class:`SpecError` if malformed."""
     path = Path(path)
     try:
-        raw = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise SpecError(f"cannot read conditions file {path}: {exc}") from exc
+        text = path.read_text()
+        raw = yaml.safe_load(text)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise SpecError(f"cannot read conditions file {path}: {' '.join(str(exc).split())}") from exc
     if isinstance(raw, list):
         raw = {"conditions": raw}
     try:
         parsed = ConditionFile.model_validate(raw)
     except ValidationError as exc:
-        raise SpecError(f"invalid conditions file {path}:\n{exc}") from exc
+        raise SpecError(describe(exc, str(path), ConditionFile, text)) from exc
     _check_unique([c.name for c in parsed.expanded()])
     return parsed
 

@@ -6,6 +6,8 @@ as the reason, and keeps going.
 
 from __future__ import annotations
 
+from transforms.config_errors import ConfigError
+
 
 class VideoError(Exception):
     """Base class for every problem with one input video."""
@@ -31,5 +33,5 @@ class LimitExceeded(VideoError):
     reason = "limit_exceeded"
 
 
-class SpecError(ValueError):
+class SpecError(ConfigError):
     """A condition or profile specification is malformed (a configuration error, not a video error)."""

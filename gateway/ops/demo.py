@@ -43,7 +43,7 @@ def run_demo(
         cfg = cfg.model_copy(update={"conditions_file": out / "sweeps.yaml"})
     n = len(cfg.resolve_conditions()[0])
     echo(f"2/3 replaying {anchors * 6} videos through {n} conditions x 4 detectors (profile {profile}, deterministic)")
-    replay(cfg, run_dir, workers=workers)
+    results = replay(cfg, run_dir, workers=workers)
     t2 = time.perf_counter()
     echo("3/3 evaluating (2,000 bootstrap replicates) and writing the report")
     paths = build_report(run_dir)
@@ -61,4 +61,4 @@ def run_demo(
         "total_s": round(t3 - t0, 1),
     }
     echo(f"report: {paths['html']} (also {paths['md'].name}, {paths['json'].name}); took {timings['total_s']} s")
-    return {"paths": paths, "timings": timings, "evaluation": ev}
+    return {"paths": paths, "timings": timings, "evaluation": ev, "results": results}

@@ -16,7 +16,6 @@ from gateway.ops.panels import dashboard, panel, variable
 
 SEL = 'detector=~"$detector", version=~"$version", condition=~"$condition"'
 MON = SEL + ', population=~"$population", window="time"'  # the monitor's series, time window
-DASHBOARD_DIR = Path(__file__).resolve().parents[2] / "dashboards" / "grafana"
 SERIES = "{{detector}} {{version}} {{condition}} {{population}}"
 
 
@@ -249,27 +248,25 @@ def render() -> dict[str, str]:
     return {name: json.dumps(fn(), indent=2, sort_keys=True) + "\n" for name, fn in DASHBOARDS.items()}
 
 
-RULES = Path(__file__).resolve().parents[2] / "dashboards" / "prometheus" / "lastmile-rules.yaml"
-CHART_FILES = Path(__file__).resolve().parents[2] / "helm" / "lastmile-gateway" / "files"
+RULES = Path(__file__).resolve().parent / "data" / "lastmile-rules.yaml"  # the one rules source, shipped in the wheel
 
 
-def write(folder: Path = DASHBOARD_DIR, chart_files: Path | None = CHART_FILES) -> list[Path]:
-    """Write the dashboards; copy them and the rules into the chart (Helm reads only files inside a chart)."""
-    folder.mkdir(parents=True, exist_ok=True)
+def write(folder: Path, chart: Path | None = None) -> list[Path]:
+    """Write ``folder/grafana/*.json`` and ``folder/prometheus/lastmile-rules.yaml``, and nothing elsewhere; with
+    ``chart`` (a Helm chart's folder), also copy both into ``chart/files`` (Helm reads only files inside a chart)."""
+    targets = [folder] + ([chart / "files"] if chart else [])
+    rules = RULES.read_text()
     out = []
-    for name, text in render().items():
-        (folder / name).write_text(text)
-        out.append(folder / name)
-        if chart_files:
-            (chart_files / "grafana").mkdir(parents=True, exist_ok=True)
-            (chart_files / "grafana" / name).write_text(text)
-            out.append(chart_files / "grafana" / name)
-    if chart_files:
-        (chart_files / RULES.name).write_text(RULES.read_text())
-        out.append(chart_files / RULES.name)
-        packaged = Path(__file__).resolve().parent / "data" / RULES.name  # for `lastmile up --prometheus`
-        packaged.write_text(RULES.read_text())
-        out.append(packaged)
+    for base in targets:
+        grafana_dir = base / "grafana"
+        grafana_dir.mkdir(parents=True, exist_ok=True)
+        for name, text in render().items():
+            (grafana_dir / name).write_text(text)
+            out.append(grafana_dir / name)
+        rules_path = (base / "prometheus" if base == folder else base) / RULES.name
+        rules_path.parent.mkdir(parents=True, exist_ok=True)
+        rules_path.write_text(rules)
+        out.append(rules_path)
     return out
 
 

@@ -23,9 +23,9 @@ from detectors.serving.processes import free_port, stop_group
 from gateway.core.config import GatewayConfig, KafkaSettings
 from gateway.core.settings_file import commented_yaml
 from gateway.monitor.config import MonitorConfig, MonitorKafka
+from gateway.ops.grafana import RULES
 from gateway.stream import kafka_io
 
-RULES = Path(__file__).resolve().parent / "data" / "lastmile-rules.yaml"  # a copy of dashboards/prometheus's
 HEADER = """Written by `lastmile up`: the configuration its {what} ran with. Start from it:
 `lastmile {command} --config {name}`. Every field is documented in examples/{name}."""
 

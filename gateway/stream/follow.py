@@ -43,6 +43,14 @@ class Table:
         return "\n".join(lines)
 
 
+def row_line(record: dict) -> str:
+    """One record (a score event's or dead letter's JSON, as :func:`follow` emits it) as one line of text."""
+    if record.get("dead_letter"):
+        return f"{record['video_id']} DEAD-LETTERED {record['error_class']}: {record['error']}"
+    event = ScoreEvent.model_validate(record)
+    return f"{event.video_id} {event.condition:<14} {_cell(event)}"
+
+
 def _cell(e: ScoreEvent) -> str:
     if e.error:
         return f"{e.detector} error ({e.error_class or e.error_kind})"
