@@ -458,9 +458,14 @@ def replay(
 @click.option("--seed", default=None, type=int, help="bootstrap seed (default: the project's fixed seed)")
 def report(run_dir, replicates, seed) -> None:
     """Write RUN_DIR/report.md, report.json and a self-contained report.html with plots."""
+    from gateway.evaluation.errors import EvaluationError
     from gateway.evaluation.report import build_report
 
-    for path in build_report(run_dir, replicates=replicates, seed=seed).values():
+    try:
+        paths = build_report(run_dir, replicates=replicates, seed=seed)
+    except (EvaluationError, FileNotFoundError) as exc:
+        raise click.ClickException(f"{run_dir}: {exc}") from exc
+    for path in paths.values():
         click.echo(path)
 
 

@@ -21,6 +21,7 @@ import numpy as np
 from detectors import metrics
 from gateway.core.messages import ScoreRow
 from gateway.evaluation.bootstrap import anchor_resamples, percentile_interval
+from gateway.evaluation.errors import EvaluationError
 from transforms.spec import LASTMILE
 
 REPLICATES = 2000
@@ -128,6 +129,8 @@ def evaluate(
     conditions = [c.name for c in LASTMILE if c.name in seen] + sorted(seen - {c.name for c in LASTMILE})
     sources = sorted({r.source for r in rows if r.label == "generated" and r.source})
     anchors = sorted({r.anchor_id for r in rows if r.anchor_id})
+    if rows and not (sources and anchors):
+        raise EvaluationError("the run has no generated videos paired with real anchors (label, source, anchor_id)")
     thr = _thresholds(scored, detectors, thresholds, calibrate_on_original)
     w = anchor_resamples(rows, anchors, replicates, seed)
     weights = dict.fromkeys(sources, w)

@@ -15,6 +15,8 @@ from detectors import metrics
 from gateway.core.messages import ScoreRow
 from gateway.evaluation.paired import Evaluation
 
+HEATMAP_WIDTH_IN = 12.0  # heat-map panels per row: as many as fit this width (HTML shows ~11 in at 110 dpi)
+
 
 @dataclass(frozen=True)
 class Figure:
@@ -38,8 +40,9 @@ def make_plots(ev: Evaluation, rows: list[ScoreRow], folder: Path) -> list[Figur
         Figure(
             "recall",
             _plot_recall(ev, folder / "fake_real_recall.png"),
-            "FakeR and RealR at the threshold fixed on original and held for every condition: "
-            "where a curve falls, the detector's operating point drifted.",
+            "FakeR and RealR at the threshold fixed on original and held for every condition, one marker per "
+            "detector with its 95% anchor-clustered bootstrap interval (markers offset sideways to stay apart): "
+            "where a detector's FakeR falls under a condition, its operating point drifted.",
         ),
         Figure(
             "roc",
@@ -68,35 +71,65 @@ def _save(fig: plt.Figure, path: Path) -> Path:
 
 
 def _plot_auc(ev: Evaluation, path: Path) -> Path:
-    fig, ax = plt.subplots(figsize=(8, 4.2))
+    fig, ax = plt.subplots(figsize=(max(8.0, 0.9 * len(ev.conditions) + 3), 4.4), layout="constrained")
     x = np.arange(len(ev.conditions))
     width = 0.8 / max(len(ev.detectors), 1)
     for i, det in enumerate(ev.detectors):
         cells = [ev.cell(det, c) for c in ev.conditions]
         auc = np.array([c.auc for c in cells])
-        lo = auc - np.array([c.auc_ci[0] for c in cells])
-        hi = np.array([c.auc_ci[1] for c in cells]) - auc
+        lo = np.nan_to_num(np.clip(auc - np.array([c.auc_ci[0] for c in cells]), 0, None))
+        hi = np.nan_to_num(np.clip(np.array([c.auc_ci[1] for c in cells]) - auc, 0, None))
         ax.bar(x + i * width - 0.4 + width / 2, auc, width, yerr=[lo, hi], capsize=2, label=det)
     ax.axhline(0.5, color="grey", lw=0.8, ls="--")
-    ax.set_xticks(x, ev.conditions)
+    ax.set_xticks(x, ev.conditions, rotation=30, ha="right", rotation_mode="anchor")
     ax.set_ylim(0, 1)
     ax.set_ylabel("AUC (95% CI)")
     ax.set_title("AUC per condition (Figure 11 shape)")
-    ax.legend(fontsize=8, ncol=2)
-    return _save(fig, path)
+    fig.legend(loc="outside right upper", fontsize=8)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def recall_figure(ev: Evaluation) -> plt.Figure:
+    """FakeR and RealR per condition as points with their 95% bootstrap intervals: one marker per detector,
+    dodged sideways so they do not overlap; conditions are categories, so no line joins them."""
+    stacked = len(ev.conditions) > 6  # many conditions: one panel above the other, each the full width
+    shape, size = ((2, 1), (max(8.0, 0.9 * len(ev.conditions) + 2.5), 7.5)) if stacked else ((1, 2), (10.0, 4.2))
+    fig, axes = plt.subplots(*shape, figsize=size, sharey=True, layout="constrained")
+    axes = axes.ravel()
+    x = np.arange(len(ev.conditions))
+    n = max(len(ev.detectors), 1)
+    step = min(0.7 / n, 0.18)
+    markers = "osD^vP*Xh<>p"
+    for i, det in enumerate(ev.detectors):
+        offset = (i - (n - 1) / 2) * step
+        for ax, key in zip(axes, ("fake_recall", "real_recall"), strict=True):
+            cells = [ev.cell(det, c) for c in ev.conditions]
+            y = np.array([getattr(c, key) for c in cells], dtype=float)
+            lo, hi = (np.array([getattr(c, f"{key}_ci")[k] for c in cells], dtype=float) for k in (0, 1))
+            yerr = np.nan_to_num(np.clip([y - lo, hi - y], 0, None))  # no interval: no bar, not a crash
+            ax.errorbar(x + offset, y, yerr=yerr, fmt=markers[i % len(markers)], ls="none", ms=6, capsize=3,
+                        color=f"C{i}", label=det)  # fmt: skip
+    for ax, title in zip(axes, ("FakeR (fixed threshold)", "RealR (fixed threshold)"), strict=True):
+        ax.set_title(title)
+        ax.set_ylim(-0.03, 1.03)
+        ax.set_xticks(x, ev.conditions, rotation=30, ha="right", rotation_mode="anchor")
+        ax.set_xlim(-0.6, len(ev.conditions) - 0.4)
+        for k in x[1:]:  # faint separators between categories instead of a line through them
+            ax.axvline(k - 0.5, color="0.9", lw=0.8, zorder=0)
+        ax.grid(axis="y", color="0.92")
+    for ax in axes if stacked else axes[:1]:
+        ax.set_ylabel("recall (95% CI)")
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside right upper", fontsize=8)  # off the points
+    return fig
 
 
 def _plot_recall(ev: Evaluation, path: Path) -> Path:
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6), sharey=True)
-    for det in ev.detectors:
-        for ax, key in zip(axes, ("fake_recall", "real_recall"), strict=True):
-            ax.plot(ev.conditions, [getattr(ev.cell(det, c), key) for c in ev.conditions], marker="o", label=det)
-    for ax, title in zip(axes, ("FakeR (fixed threshold)", "RealR (fixed threshold)"), strict=True):
-        ax.set_title(title)
-        ax.set_ylim(-0.02, 1.02)
-        ax.tick_params(axis="x", rotation=30)
-    axes[0].legend(fontsize=8)
-    return _save(fig, path)
+    fig = recall_figure(ev)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def _plot_roc(rows: list[ScoreRow], ev: Evaluation, path: Path) -> Path:
@@ -116,24 +149,42 @@ def _plot_roc(rows: list[ScoreRow], ev: Evaluation, path: Path) -> Path:
     return _save(fig, path)
 
 
-def _plot_heatmap(ev: Evaluation, path: Path) -> Path:
-    fig, axes = plt.subplots(
-        1,
-        len(ev.detectors),
-        figsize=(2.9 * len(ev.detectors) + 1.2, 0.5 * len(ev.sources) + 2),
-        squeeze=False,
-        layout="constrained",
-    )
-    for k, (ax, det) in enumerate(zip(axes[0], ev.detectors, strict=True)):
+def heatmap_figure(ev: Evaluation) -> plt.Figure:
+    """Per-source AUC, sources x conditions, one panel per detector (as many a row as fit HEATMAP_WIDTH_IN): the x
+    labels rotated and anchored, the size grown with the grid, each value written in black or white to
+    contrast with its cell."""
+    n_det, n_cond, n_src = max(len(ev.detectors), 1), max(len(ev.conditions), 1), max(len(ev.sources), 1)
+    label = max((len(c) for c in ev.conditions), default=8)
+    panel_w, panel_h = 0.55 * n_cond + 0.6, 0.42 * n_src + 0.9 + 0.065 * label
+    cols = max(1, min(n_det, int(HEATMAP_WIDTH_IN // panel_w)))
+    rows = -(-n_det // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(panel_w * cols + 2.2, panel_h * rows + 0.4), squeeze=False,
+                             layout="constrained")  # fmt: skip
+    cmap = plt.get_cmap("RdYlGn")
+    im = None
+    for k, ax in enumerate(axes.flat):
+        if k >= len(ev.detectors):
+            ax.set_visible(False)
+            continue
+        det = ev.detectors[k]
         grid = np.array([[ev.cell(det, c).per_source_auc.get(s, np.nan) for c in ev.conditions] for s in ev.sources])
-        im = ax.imshow(grid, vmin=0, vmax=1, cmap="RdYlGn", aspect="auto")
-        ax.set_xticks(range(len(ev.conditions)), ev.conditions, rotation=45, ha="right", fontsize=7)
-        ax.set_yticks(range(len(ev.sources)), ev.sources if k == 0 else [], fontsize=7)
+        im = ax.imshow(grid.reshape(len(ev.sources), len(ev.conditions)), vmin=0, vmax=1, cmap=cmap, aspect="auto")
+        ax.set_xticks(range(len(ev.conditions)), ev.conditions, rotation=40, ha="right", rotation_mode="anchor",
+                      fontsize=9)  # fmt: skip
+        ax.set_yticks(range(len(ev.sources)), ev.sources if k % cols == 0 else [], fontsize=9)
         for (i, j), v in np.ndenumerate(grid):
-            ax.text(j, i, "-" if np.isnan(v) else f"{v:.2f}", ha="center", va="center", fontsize=6)
-        ax.set_title(det, fontsize=9)
-    fig.colorbar(im, ax=axes[0].tolist(), shrink=0.8, label="AUC")
-    fig.savefig(path, dpi=110)
+            r, g, b, _ = cmap(v) if np.isfinite(v) else (1, 1, 1, 1)
+            ink = "black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.5 else "white"
+            ax.text(j, i, "-" if np.isnan(v) else f"{v:.2f}", ha="center", va="center", fontsize=9, color=ink)
+        ax.set_title(det, fontsize=10)
+    if im is not None:
+        fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8, label="AUC")
+    return fig
+
+
+def _plot_heatmap(ev: Evaluation, path: Path) -> Path:
+    fig = heatmap_figure(ev)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return path
 

@@ -16,6 +16,9 @@ import numpy as np
 
 from gateway.batch.results import RESULTS, read_results
 from gateway.core.messages import ScoreRow
+from gateway.evaluation.caveats import failure_banner, sample_warnings, seeds
+from gateway.evaluation.findings import key_findings
+from gateway.evaluation.glossary import glossary
 from gateway.evaluation.paired import Evaluation, evaluate
 from gateway.evaluation.plots import Figure, make_plots
 from gateway.evaluation.sweeps import sweep_figures, sweep_json, sweep_tables
@@ -42,8 +45,10 @@ def evaluate_run(run_dir: Path, replicates: int = 2000, seed: int | None = None)
 def build_report(run_dir: Path, replicates: int = 2000, seed: int | None = None) -> dict[str, Path]:
     """Evaluate ``run_dir/results.parquet`` and write the three report files and the plots; return their paths."""
     rows, info, ev = evaluate_run(run_dir, replicates, seed)
-    figures = make_plots(ev, rows, run_dir / "plots") + sweep_figures(ev, run_dir / "plots")
     ctx = _context(ev, rows, info)
+    figures = []  # a run without a single score has nothing to plot: its banner says so
+    if ctx["failures"]["scored_rows"]:
+        figures = make_plots(ev, rows, run_dir / "plots") + sweep_figures(ev, run_dir / "plots")
     out = {"json": run_dir / "report.json", "md": run_dir / "report.md", "html": run_dir / "report.html"}
     out["json"].write_text(json.dumps(_as_json(ev, ctx), indent=2, default=_json_default))
     out["md"].write_text(render("report.md.j2", ev, ctx, figures))
@@ -66,6 +71,7 @@ def render(template: str, ev: Evaluation, ctx: dict, figures: list[Figure]) -> s
         tables=report_tables(ev) + sweep_tables(ev),
         figures=figures,
         notice=PROXY_WARNING if ctx["proxy"] else None,
+        glossary=glossary(ev),
         generators=(ctx["corpus"].get("generators") or {}) if ctx["proxy"] else {},
     )
 
@@ -84,19 +90,22 @@ def _json_default(o: object) -> object:
 
 def _context(ev: Evaluation, rows: list[ScoreRow], info: dict) -> dict:
     corpus = info.get("corpus") or {}
+    failures = failure_banner(rows, info.get("conditions") or ev.conditions)
     is_proxy = bool(corpus.get("notice", "")) and "PROXY" in corpus.get("notice", "")
     versions = sorted({f"{r.detector} {r.detector_version} ({r.runtime})" for r in rows})
     profiles = sorted({r.profile for r in rows if r.profile})
     return {
         "proxy": is_proxy,
         "corpus": corpus,
-        "corpus_seed": (corpus.get("config") or {}).get("seed"),
-        "manifest": (info.get("config") or {}).get("manifest"),
+        "corpus_seed": seeds(ev, corpus)["corpus_text"],
+        "seeds": seeds(ev, corpus),
+        "manifest": (info.get("config") or {}).get("manifest") or "not recorded",
         "anchors": ev.anchors,
         "videos": ev.videos,
         "rows": len(rows),
-        "failures": sum(r.error_kind == "video" for r in rows),
-        "infra_errors": sum(r.error_kind == "infra" for r in rows),
+        "failures": failures,
+        "findings": key_findings(ev),
+        "warnings": sample_warnings(ev, rows),
         "bootstrap": {"replicates": ev.replicates, "seed": ev.seed, "interval": "95% percentile, anchor-clustered"},
         "detectors": versions,
         "profiles": profiles,
@@ -105,11 +114,17 @@ def _context(ev: Evaluation, rows: list[ScoreRow], info: dict) -> dict:
 
 
 def _as_json(ev: Evaluation, ctx: dict) -> dict:
+    hashes = [{"condition": c, "spec_hash": h} for c, h in ctx["spec_hashes"]]
+    context = {k: v for k, v in ctx.items() if k not in ("failures", "findings", "warnings")}
     return {
-        "context": {**ctx, "spec_hashes": [{"condition": c, "spec_hash": h} for c, h in ctx["spec_hashes"]]},
+        "failures": ctx["failures"],
+        "key_findings": [dataclasses.asdict(f) for f in ctx["findings"]],
+        "warnings": ctx["warnings"],
+        "context": {**context, "spec_hashes": hashes},
         "notice": PROXY_WARNING if ctx["proxy"] else None,
         "cells": [dataclasses.asdict(c) for c in ev.cells],
         "rank_correlation": ev.rank_correlation,
         "mean_over_detectors": means(ev),
         "sweeps": sweep_json(ev),
+        "glossary": {t.term: t.definition for t in glossary(ev)},
     }

@@ -8,14 +8,16 @@ correlation of the detector ranking between ``original`` and each condition.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
-from gateway.evaluation.paired import Evaluation
+from gateway.evaluation.paired import CellMetrics, Evaluation
 
 MEAN_KEYS = ("auc", "fake_recall", "real_recall", "bacc", "tpr_at_5")
 RESOLVES = {0.01: 100, 0.05: 20}  # real videos per source needed to resolve T@x% (one false positive = x)
+ZERO_WIDTH = "†"  # marks an interval every bootstrap replicate agreed on (the glossary and the warnings say why)
 
 
 @dataclass(frozen=True)
@@ -44,9 +46,11 @@ class Table:
 def means(ev: Evaluation) -> dict[str, dict[str, float]]:
     """Per condition, the mean over detectors of AUC, FakeR, RealR, BAcc and T@5%."""
     out = {}
-    for cond in ev.conditions:
-        cells = [ev.cell(d, cond) for d in ev.detectors]
-        out[cond] = {k: float(np.nanmean([getattr(c, k) for c in cells])) for k in MEAN_KEYS}
+    with warnings.catch_warnings():  # a condition where no detector has a value: nan, shown as "-"
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for cond in ev.conditions:
+            cells = [ev.cell(d, cond) for d in ev.detectors]
+            out[cond] = {k: float(np.nanmean([getattr(c, k) for c in cells] or [np.nan])) for k in MEAN_KEYS}
     return out
 
 
@@ -54,8 +58,15 @@ def pct(x: float | None) -> str:
     return "-" if x is None or not np.isfinite(x) else f"{100 * x:.1f}"
 
 
+def zero_width(ci: tuple[float, float] | None) -> bool:
+    """An interval every bootstrap replicate agreed on: no variation in this sample, not certainty."""
+    return ci is not None and bool(np.isfinite(ci[0])) and ci[0] == ci[1]
+
+
 def interval(ci: tuple[float, float] | None) -> str:
-    return "" if ci is None or not np.isfinite(ci[0]) else f" [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
+    if ci is None or not np.isfinite(ci[0]):
+        return ""
+    return f" [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]" + (ZERO_WIDTH if zero_width(ci) else "")
 
 
 def main_table(ev: Evaluation) -> Table:
@@ -65,19 +76,31 @@ def main_table(ev: Evaluation) -> Table:
         cells = []
         for cond in ev.conditions:
             c = ev.cell(det, cond)
-            drift = "" if cond == "original" or c.auc_drift is None else f" ({100 * c.auc_drift:+.1f})"
+            drift = (
+                "" if cond == "original" or not np.isfinite(c.auc_drift or np.nan) else f" ({100 * c.auc_drift:+.1f})"
+            )
             cells.append(f"{pct(c.auc)}{interval(c.auc_ci)}{drift}")
         rows.append(Row((det, *cells)))
     m = means(ev)
     rows.append(Row(("mean", *(pct(m[c]["auc"]) for c in ev.conditions)), emphasis=True))
     rho = [ev.rank_correlation.get(c, np.nan) for c in ev.conditions]
     rows.append(Row(("Spearman vs original", *("-" if not np.isfinite(r) else f"{r:.2f}" for r in rho)), True))
-    return Table("AUC (%) per condition, 95% CI, (drift from original)", ("detector", *ev.conditions), tuple(rows))
+    title = "AUC (%) per condition, 95% CI, (drift from original)"
+    return Table(title, ("detector", *ev.conditions), tuple(rows), _zero_width_note(rows))
 
 
 def operating_table(ev: Evaluation) -> Table:
     """FakeR, RealR (with intervals), BAcc, macro-F1, T@1%, T@5%, F@95% and FakeR drift per cell."""
     header = ("detector", "condition", "FakeR", "RealR", "BAcc", "macro-F1", "T@1%", "T@5%", "F@95%")
+
+    def star(x: float, fpr: float, c: CellMetrics) -> str:  # T@x% that this sample cannot resolve
+        return pct(x) + ("*" if np.isfinite(x) and c.min_real_per_source < RESOLVES[fpr] else "")
+
+    def drift(c: CellMetrics) -> str:
+        if c.condition == "original" or not np.isfinite(c.fake_recall_drift or np.nan):
+            return "-"
+        return f"{100 * c.fake_recall_drift:+.1f}{interval(c.fake_recall_drift_ci)}"
+
     rows = tuple(
         Row(
             (
@@ -86,27 +109,35 @@ def operating_table(ev: Evaluation) -> Table:
                 f"{pct(c.fake_recall)}{interval(c.fake_recall_ci)}",
                 f"{pct(c.real_recall)}{interval(c.real_recall_ci)}",
                 pct(c.bacc),
-                pct(c.macro_f1),
-                pct(c.tpr_at_1) + ("*" if c.min_real_per_source < RESOLVES[0.01] else ""),
-                pct(c.tpr_at_5) + ("*" if c.min_real_per_source < RESOLVES[0.05] else ""),
+                pct(c.macro_f1 if np.isfinite(c.fake_recall) or np.isfinite(c.real_recall) else np.nan),  # no video
+                star(c.tpr_at_1, 0.01, c),
+                star(c.tpr_at_5, 0.05, c),
                 pct(c.fpr_at_95),
-                "-"
-                if c.fake_recall_drift is None
-                else f"{100 * c.fake_recall_drift:+.1f}{interval(c.fake_recall_drift_ci)}",
+                drift(c),
                 str(c.failures),
             )
         )
         for c in ev.cells
     )
-    notes = ()
-    if any(c.min_real_per_source < RESOLVES[0.01] for c in ev.cells):
-        fewest = min(c.min_real_per_source for c in ev.cells)
-        notes = (
+    notes = _zero_width_note(rows)
+    shown = [c for c in ev.cells if np.isfinite(c.tpr_at_1)]
+    if any(c.min_real_per_source < RESOLVES[0.01] for c in shown):
+        fewest = min(c.min_real_per_source for c in shown)
+        notes += (
             f"* Not resolved by this sample: T@1% needs at least {RESOLVES[0.01]} real videos per source and T@5% "
             f"{RESOLVES[0.05]} (here as few as {fewest}); with fewer, the ROC's first step already passes the "
             "FPR, so the value is the TPR at FPR = 0.",
         )
     return Table("Operating points at the fixed threshold", (*header, "FakeR drift", "failures"), rows, notes)
+
+
+def _zero_width_note(rows: list[Row] | tuple[Row, ...]) -> tuple[str, ...]:
+    if not any(ZERO_WIDTH in cell for row in rows for cell in row.cells):
+        return ()
+    return (
+        f"{ZERO_WIDTH} Zero-width interval: every bootstrap replicate gave the same value, which shows no variation "
+        "in this sample (typically a class separated perfectly, or missed entirely, on few anchors), not certainty.",
+    )
 
 
 def source_table(ev: Evaluation) -> Table:

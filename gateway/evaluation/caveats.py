@@ -1,0 +1,121 @@
+"""What a reader must know before trusting the report's numbers: the failure banner (rows that failed, cells
+left without a score, grouped by :func:`gateway.batch.failures.summarize`), the small-sample warnings (too few
+anchors per source for the bootstrap, zero-width intervals) and the seeds, always stated."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections import defaultdict
+
+from gateway.batch.failures import RunFailures, summarize
+from gateway.core.messages import ScoreRow
+from gateway.evaluation.paired import Evaluation
+from gateway.evaluation.tables import interval, pct, zero_width
+
+# Anchors per generation source under which the anchor-clustered bootstrap is too rough to lean on: its unit
+# is the anchor, and percentile intervals on few clusters run narrow (tests/test_metrics.py already allows
+# for slight under-coverage at 40 clusters); 30 is the usual rule of thumb for a bootstrap to settle.
+SMALL_SAMPLE_ANCHORS = 30
+ZERO_WIDTH_EXAMPLES = 3  # zero-width intervals named in the warning (the tables mark them all)
+UNRECORDED_CORPUS_SEED = "not recorded (not a synthesised corpus)"
+
+_INTERVALS = {  # interval field -> (its label, the value it brackets); drifts only off original
+    "auc_ci": ("AUC", "auc"),
+    "fake_recall_ci": ("FakeR", "fake_recall"),
+    "real_recall_ci": ("RealR", "real_recall"),
+    "auc_drift_ci": ("AUC drift", "auc_drift"),
+    "fake_recall_drift_ci": ("FakeR drift", "fake_recall_drift"),
+}
+
+
+def failure_banner(rows: list[ScoreRow], conditions: list[str]) -> dict:
+    """The banner's content: shown when any row failed, a cell has no score, or there are no rows at all.
+    ``conditions`` are the run's own (run.json), so a condition that produced no row is listed too."""
+    detectors = sorted({r.detector for r in rows})
+    failures = summarize(rows, expected=itertools.product(detectors, conditions))
+    scored = sum(r.score is not None and r.error is None for r in rows)
+    return {
+        "shown": bool(failures.groups or failures.empty_cells or not failures.rows),
+        "headline": _headline(failures, scored),
+        "lines": failures.lines(),
+        "groups": [dataclasses.asdict(g) for g in failures.groups],
+        "empty_cells": [list(cell) for cell in failures.empty_cells],
+        "video_rows": failures.video_rows,
+        "infra_rows": failures.infra_rows,
+        "rows": failures.rows,
+        "scored_rows": scored,
+        "failed": failures.failed,
+    }
+
+
+def _headline(failures: RunFailures, scored: int) -> str:
+    if not failures.rows:
+        return "This run has no result rows: nothing could be evaluated, and every table below is empty."
+    counts = (
+        f"{failures.video_rows} video-error rows (kept in the FakeR/RealR denominators as misses) and "
+        f"{failures.infra_rows} infrastructure-error rows (counted apart, in no metric), of {failures.rows} rows"
+    )
+    if not scored:
+        return f"Every row of this run failed: {counts}. No metric could be computed; the tables below are empty."
+    cells = f"; {len(failures.empty_cells)} cells have no score at all" if failures.empty_cells else ""
+    return f"Failures in this run: {counts}{cells}."
+
+
+def anchors_per_source(rows: list[ScoreRow]) -> dict[str, int]:
+    """Real anchors each generation source is paired with (the bootstrap's clusters for that source)."""
+    linked: dict[str, set[str]] = defaultdict(set)
+    for r in rows:
+        if r.label == "generated" and r.source and r.anchor_id:
+            linked[r.source].add(r.anchor_id)
+    return {s: len(a) for s, a in sorted(linked.items())}
+
+
+def zero_width_intervals(ev: Evaluation) -> list[dict]:
+    """Every interval shown with zero width (every replicate agreed), in table order."""
+    out = []
+    for c in ev.cells:
+        for key, (label, value) in _INTERVALS.items():
+            if "drift" in key and c.condition == "original":
+                continue
+            ci = getattr(c, key)
+            if zero_width(ci):
+                out.append({"detector": c.detector, "condition": c.condition, "metric": label,
+                            "value": getattr(c, value), "ci": ci})  # fmt: skip
+    return out
+
+
+def sample_warnings(ev: Evaluation, rows: list[ScoreRow]) -> list[str]:
+    """The small-sample warnings: sources with fewer than SMALL_SAMPLE_ANCHORS anchors, zero-width intervals."""
+    out = []
+    per_source = anchors_per_source(rows)
+    few = {s: n for s, n in per_source.items() if n < SMALL_SAMPLE_ANCHORS}
+    if few:
+        listed = ", ".join(f"{s} {n}" for s, n in few.items())
+        out.append(
+            f"Small sample: {len(few)} of {len(per_source)} generation sources have fewer than "
+            f"{SMALL_SAMPLE_ANCHORS} real anchors ({listed}). The bootstrap resamples anchors, so with this few "
+            "its intervals are rough and tend to be too narrow: treat differences of a few points as noise."
+        )
+    zero = zero_width_intervals(ev) if any(r.score is not None for r in rows) else []  # all failed: the banner
+    if zero:
+        examples = "; ".join(
+            f"{z['detector']} under {z['condition']}: {z['metric']} {_signed(z)}{interval(z['ci'])}"
+            for z in zero[:ZERO_WIDTH_EXAMPLES]
+        )
+        out.append(
+            f"{len(zero)} intervals have zero width (marked †), e.g. {examples}. Every bootstrap replicate gave "
+            "the same value, typically because a class was separated perfectly, or missed entirely, on few "
+            "anchors: it shows no variation in this sample, not certainty."
+        )
+    return out
+
+
+def _signed(z: dict) -> str:
+    return f"{100 * z['value']:+.1f}" if "drift" in z["metric"] else pct(z["value"])
+
+
+def seeds(ev: Evaluation, corpus: dict) -> dict:
+    """The bootstrap seed (always known) and the corpus seed, or why there is none."""
+    seed = (corpus.get("config") or {}).get("seed")
+    return {"bootstrap": ev.seed, "corpus": seed, "corpus_text": UNRECORDED_CORPUS_SEED if seed is None else str(seed)}

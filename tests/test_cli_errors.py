@@ -1,0 +1,120 @@
+"""Failures are loud and expected errors are short: a misspelt key in each kind of configuration is one line
+(file, line, key path, what is allowed) with exit status 2 and no traceback; a replay whose every video fails
+exits 1 with one line per error kind, and its report opens with a banner."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from detectors.manifest import ManifestError, read_manifest
+
+
+def _lastmile(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "gateway.cli", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=600)  # fmt: skip
+
+
+def _one_line_exit_2(run: subprocess.CompletedProcess, *fragments: str) -> None:
+    lines = [line for line in run.stderr.splitlines() if line.strip()]
+    assert run.returncode == 2, run.stderr
+    assert "Traceback" not in run.stderr and len(lines) == 1, run.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])
+
+
+GATEWAY_YAML = "kafka:\n  bootstrap: 127.0.0.1:1\nlimits:\n  max_bytes: 1000000\n  max_encoder_mbb: 200\n"
+MONITOR_YAML = "http_port: 0\nwindows:\n  seconds: 600\n  cuont: 50\n"
+CONDITIONS_YAML = "conditions:\n  - name: quarter\n    steps: [{kind: scale, factr: 0.25}, {kind: h264}]\n"
+
+
+@pytest.mark.parametrize(
+    "command, name, text, fragments",
+    [
+        (["gateway", "run", "--config"], "gateway.yaml", GATEWAY_YAML,
+         ["gateway.yaml:5", "limits.max_encoder_mbb", "allowed: ", "max_encoder_mb"]),
+        (["monitor", "run", "--config"], "monitor.yaml", MONITOR_YAML,
+         ["monitor.yaml:4", "windows.cuont", "allowed: ", "count"]),
+        (["transform", "in.mp4", "--out", "out", "--conditions-file"], "conds.yaml", CONDITIONS_YAML,
+         ["conds.yaml:3", "conditions.0.steps.0.scale.factr", "allowed: ", "factor"]),
+    ],
+)  # fmt: skip
+def test_a_misspelt_key_is_one_line_with_file_line_path_and_allowed_keys(tmp_path, command, name, text, fragments):
+    (tmp_path / name).write_text(text)
+    (tmp_path / "in.mp4").write_bytes(b"not read: the conditions are resolved first")
+    _one_line_exit_2(_lastmile(*command, name, cwd=tmp_path), *fragments)
+
+
+MANIFEST_CASES = [
+    ('{"video_id": "a", "uri": "a.mp4", "label": "real", "anchor_id": "a"}', ":1: source: Field required"),
+    ('{"video_id": "a", "uri": "a.mp4", "label": "fake", "source": "real", "anchor_id": "a"}', ":1: label: "),
+    ('{"video_id": "a", "uri": "a.mp4", "label": "real", "source": "cam", "anchor_id": "a"}', ":1: source: a real"),
+    ('{"video_id": "a", "uri": "a.mp4", "label": "real", "source": "real", "anchor_id": "a"}\n'
+     '{"video_id": "g", "uri": "g.mp4", "label": "generated", "source": "x", "anchor_id": "b"}', ":2: anchor_id: "),
+    ('{"video_id": "a", "uri": "a.mp4", "label": "real", "source": "real", "anchor_id": "a"}\n'
+     '{"video_id": "a", "uri": "b.mp4", "label": "real", "source": "real", "anchor_id": "a"}', ":2: video_id: "),
+    ('{"video_id": "a", "uri": "a.mp4",\n', ":1: not a JSON object"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("text, fragment", MANIFEST_CASES)
+def test_manifest_rules_name_the_line_and_the_key(tmp_path, text, fragment):
+    (tmp_path / "m.jsonl").write_text(text + "\n")
+    with pytest.raises(ManifestError, match="m.jsonl" + fragment.replace("(", r"\(")):
+        read_manifest(tmp_path / "m.jsonl")
+
+
+def test_a_bad_manifest_row_is_one_line_from_replay(tmp_path):
+    (tmp_path / "m.jsonl").write_text(MANIFEST_CASES[0][0] + "\n")
+    run = _lastmile("replay", "m.jsonl", "--out", "run", cwd=tmp_path)
+    _one_line_exit_2(run, "m.jsonl:1: source: Field required", "required: video_id, uri, label, source, anchor_id")
+
+
+def test_the_example_manifest_reads():
+    root = Path(__file__).resolve().parent.parent
+    rows = read_manifest(root / "examples" / "manifest.jsonl")
+    assert {r.label for r in rows} == {"real", "generated"}
+    assert all((root / "examples" / r.uri).is_file() for r in rows)
+
+
+def test_a_replay_whose_every_video_fails_exits_1_with_one_line_per_error_kind_and_a_banner(tmp_path):
+    rows = []
+    for i in range(2):
+        for vid, label, source in ((f"r{i}", "real", "real"), (f"g{i}", "generated", "gen-x")):
+            (tmp_path / f"{vid}.mp4").write_bytes(b"garbage, not a video" * 50)
+            rows.append({"video_id": vid, "uri": f"{vid}.mp4", "label": label, "source": source, "anchor_id": f"r{i}"})
+    (tmp_path / "m.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    run = _lastmile("replay", "m.jsonl", "--detectors", "d3_px", "--conditions", "original,spatial",
+                    "--profile", "throughput", "--workers", "1", "--out", "run", cwd=tmp_path)  # fmt: skip
+    assert run.returncode == 1, run.stderr
+    kinds = [line for line in run.stderr.splitlines() if line.startswith("replay: video error ")]
+    assert len(kinds) == 1 and "InvalidVideo: 8 rows (4 videos); first: " in kinds[0], run.stderr
+    cells = [line for line in run.stderr.splitlines() if "no score at all" in line]
+    assert sorted(cells) == [f"replay: no score at all for detector d3_px under condition {c}"
+                             for c in ("original", "spatial")]  # fmt: skip
+    assert "Traceback" not in run.stderr
+
+    report = _lastmile("report", "run", "--replicates", "50", cwd=tmp_path)
+    assert report.returncode == 0, report.stderr
+    for name in ("report.md", "report.html"):
+        text = (tmp_path / "run" / name).read_text()
+        assert "InvalidVideo" in text and "8 rows" in text, name
+    assert json.loads((tmp_path / "run" / "report.json").read_text())["failures"]["video_rows"] == 8
+
+
+def test_a_report_of_a_run_without_generated_videos_is_one_line(tmp_path):
+    from gateway.batch.results import merge, write_part
+    from gateway.core.messages import ScoreRow
+
+    row = ScoreRow(video_id="r", condition="original", detector="npr", detector_version="1", runtime="embedded",
+                   label="real", source="real", anchor_id="r", score=0.1, decision=False, threshold=1.0)  # fmt: skip
+    (tmp_path / "run" / "parts").mkdir(parents=True)
+    write_part(tmp_path / "run" / "parts", 0, 0, [row.model_dump()])
+    merge(tmp_path / "run")
+    report = _lastmile("report", "run", cwd=tmp_path)
+    assert report.returncode == 1 and "Traceback" not in report.stderr, report.stderr
+    assert "no generated videos paired with real anchors" in report.stderr

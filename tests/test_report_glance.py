@@ -1,0 +1,272 @@
+"""The replay report read at a glance: a failure banner on top, key findings generated from the numbers, a
+glossary for every metric heading, small-sample and zero-width warnings, the seeds always stated, and FakeR/
+RealR drawn as points with their bootstrap intervals. Runs are built directly from ScoreRow objects written
+with gateway.batch.results, so each test controls exactly what the report must say."""
+
+from __future__ import annotations
+
+import json
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pytest
+from matplotlib.container import ErrorbarContainer
+
+from gateway.batch.results import merge, write_part
+from gateway.core.messages import ScoreRow
+from gateway.evaluation.caveats import SMALL_SAMPLE_ANCHORS, UNRECORDED_CORPUS_SEED
+from gateway.evaluation.glossary import glossary, term_for
+from gateway.evaluation.plots import heatmap_figure, recall_figure
+from gateway.evaluation.report import build_report, evaluate_run
+from gateway.evaluation.sweeps import sweep_tables
+from gateway.evaluation.tables import pct, report_tables
+
+REPLICATES = 200
+CONDITIONS = ["original", "spatial", "full"]
+SOURCES = ("genA", "genB")
+DETECTORS = ("alpha", "beta")
+
+
+def _rows(anchors: int, collapse: str | None = None, under: str = "full", seed: int = 0, sep: float = 2.0,
+          conditions: list[str] = CONDITIONS, perfect: str | None = None) -> list[ScoreRow]:  # fmt: skip
+    """Each anchor: one real video and one counterpart per source, scored by every detector under every
+    condition; generated videos score ``sep`` higher, except for ``collapse`` under ``under`` (and any harsher
+    sweep value), where they look real. ``perfect`` separates its classes completely."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(anchors):
+        a = f"a{i:03d}"
+        for det in DETECTORS:
+            for cond in conditions:
+                common = dict(condition=cond, detector=det, detector_version="1", runtime="sim", anchor_id=a,
+                              threshold=0.5 * sep, spec_hash=f"h-{cond}")  # fmt: skip
+                shift = 10.0 if det == perfect else sep
+                if det == collapse and (cond == under or (under in cond and cond.endswith("=0.25"))):
+                    shift = 0.0
+                out.append(ScoreRow(video_id=a, label="real", source="real", score=float(rng.normal()), **common))
+                for s in SOURCES:
+                    score = float(shift + rng.normal())
+                    out.append(ScoreRow(video_id=f"{a}_{s}", label="generated", source=s, score=score, **common))
+    return out
+
+
+def _run(folder: Path, rows: list[ScoreRow], conditions: list[str] = CONDITIONS, corpus: dict | None = None) -> Path:
+    (folder / "parts").mkdir(parents=True)
+    if rows:
+        write_part(folder / "parts", 0, len(rows), [r.model_dump() for r in rows])
+    merge(folder)
+    info = {"conditions": conditions, "config": {"manifest": "user.jsonl"}, "corpus": corpus}
+    (folder / "run.json").write_text(json.dumps(info))
+    return folder
+
+
+def _fail(row: ScoreRow, kind: str, cls: str, message: str) -> ScoreRow:
+    return row.model_copy(update={"score": None, "error": message, "error_kind": kind, "error_class": cls})
+
+
+class _Text(HTMLParser):
+    """The text a reader of report.html sees, and the text of its failure banner."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.text, self.banner, self._depth = [], [], 0
+
+    def handle_starttag(self, tag, attrs):
+        if self._depth or ("class", "failures") in attrs:
+            self._depth += tag == "div"
+
+    def handle_endtag(self, tag):
+        self._depth -= bool(self._depth) and tag == "div"
+
+    def handle_data(self, data):
+        self.text.append(data)
+        if self._depth:
+            self.banner.append(data)
+
+
+def _html(path: Path) -> tuple[str, str]:
+    page = _Text()
+    page.feed(path.read_text())
+    return " ".join(" ".join(page.text).split()), " ".join(" ".join(page.banner).split())
+
+
+def _report(run: Path) -> tuple[str, str, str, dict]:
+    paths = build_report(run, replicates=REPLICATES)
+    text, banner = _html(paths["html"])
+    return paths["md"].read_text(), text, banner, json.loads(paths["json"].read_text())
+
+
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory) -> tuple[Path, str, str, str, dict]:
+    """40 anchors, beta collapsing under full; nothing fails."""
+    run = _run(tmp_path_factory.mktemp("clean"), _rows(40, collapse="beta"))
+    return (run, *_report(run))
+
+
+def test_a_run_with_error_rows_opens_with_a_failure_banner(tmp_path, clean):
+    rows = _rows(40)
+    first_video = "moov atom not found in a000_genA.mp4"
+    refused = "scorer at http://scorer:8000 refused the connection"
+    out = []
+    for r in rows:
+        if r.detector == "beta" and r.condition == "full" and r.anchor_id in ("a000", "a001"):
+            message = first_video if not any(o.error_kind == "video" for o in out) else "moov atom not found"
+            r = _fail(r, "video", "DecodeError", message)
+        elif r.detector == "alpha" and r.condition == "spatial":  # a whole cell without a score
+            r = _fail(r, "infra", "ConnectionError", refused)
+        out.append(r)
+    video, infra = (sum(r.error_kind == kind for r in out) for kind in ("video", "infra"))
+    videos = len({r.video_id for r in out if r.error_kind == "video"})
+    md, text, banner, report = _report(_run(tmp_path, out))
+
+    top = md.split("## Key findings")[0]
+    for page in (top, banner):
+        assert "FAILURES" in page
+        assert f"{video} video-error rows" in page and f"{infra} infrastructure-error rows" in page
+        assert f"video error DecodeError: {video} rows ({videos} videos); first: {first_video}" in page
+        assert "infra error ConnectionError" in page and "refused the connection" in page
+        assert "no score at all for detector alpha under condition spatial" in page
+    assert text.index("FAILURES") < text.index("Key findings")  # the very top of the page
+    failures = report["failures"]
+    assert failures["video_rows"] == video and failures["infra_rows"] == infra
+    assert failures["empty_cells"] == [["alpha", "spatial"]]
+    groups = {(g["kind"], g["error_class"]): g for g in failures["groups"]}
+    assert groups[("video", "DecodeError")]["first_message"] == first_video
+    assert groups[("infra", "ConnectionError")]["rows"] == infra
+    # a run where nothing failed has no banner, and says so in its JSON
+    _run_dir, clean_md, clean_text, clean_banner, clean_report = clean
+    assert "FAILURES" not in clean_md and "FAILURES" not in clean_text and not clean_banner
+    assert clean_report["failures"]["shown"] is False and clean_report["failures"]["groups"] == []
+
+
+@pytest.mark.parametrize("everything", ["failed", "missing"])
+def test_a_run_where_every_row_failed_still_writes_its_report_with_the_banner(tmp_path, everything):
+    rows = []
+    if everything == "failed":
+        for k, r in enumerate(_rows(5)):
+            kind = "video" if k % 3 else "infra"
+            rows.append(_fail(r, kind, "DecodeError" if kind == "video" else "Timeout", f"{kind} failure {k}"))
+    md, text, banner, report = _report(_run(tmp_path, rows))
+    for name in ("report.md", "report.html", "report.json"):
+        assert (tmp_path / name).stat().st_size > 0
+    headline = "Every row of this run failed" if rows else "This run has no result rows"
+    assert headline in md.split("## Key findings")[0] and headline in banner
+    assert report["failures"]["shown"] and report["key_findings"] == []
+    assert report["failures"]["video_rows"] + report["failures"]["infra_rows"] == len(rows)
+    if rows:
+        groups = report["failures"]["groups"]
+        assert {(g["kind"], g["error_class"]) for g in groups} == {("video", "DecodeError"), ("infra", "Timeout")}
+        for g in groups:  # one line per class, with its count and its first message
+            assert g["first_message"].startswith(f"{g['kind']} failure ")
+            line = f"{g['kind']} error {g['error_class']}: {g['rows']} rows ({g['videos']} videos); first: "
+            assert line + g["first_message"] in banner and line + g["first_message"] in md
+        assert len(report["failures"]["empty_cells"]) == len(DETECTORS) * len(CONDITIONS)
+    assert "nan" not in md and "No plot: no row of this run was scored." in text
+
+
+@pytest.mark.parametrize("collapse", DETECTORS)
+def test_key_findings_name_the_largest_drop_with_its_paired_interval(tmp_path, collapse, clean):
+    if collapse == "beta":
+        _run_dir, md, text, _banner, report = clean
+    else:
+        md, text, _banner, report = _report(_run(tmp_path, _rows(40, collapse=collapse)))
+    cells = {(c["detector"], c["condition"]): c for c in report["cells"]}
+    worst, base = cells[(collapse, "full")], cells[(collapse, "original")]
+    lo, hi = worst["auc_drift_ci"]
+    assert hi < 0  # the data make this a clear collapse
+    expected = (
+        f"Largest AUC drops from original: {collapse} under full, {pct(base['auc'])} -> {pct(worst['auc'])} "
+        f"({100 * worst['auc_drift']:+.1f} points, paired 95% interval [{100 * lo:+.1f}, {100 * hi:+.1f}], excludes 0)"
+    )
+    findings = md.split("## Key findings")[1].split("##")[0]
+    assert expected in findings and expected in text
+    first = report["key_findings"][0]
+    assert first["kind"] == "auc_drop" and first["data"]["cells"][0]["detector"] == collapse
+    assert first["data"]["cells"][0]["excludes_zero"] is True
+    assert "FakeR drop at the threshold fixed on original: " + collapse in findings
+    assert "with two detectors it can only be +1 or -1" in findings  # the ranking finding, honest about n = 2
+
+
+def test_key_findings_give_breaking_points_of_a_sweep(tmp_path):
+    conditions = ["original", "spatial@scale.factor=0.5", "spatial@scale.factor=0.25"]
+    run = _run(tmp_path, _rows(40, collapse="alpha", under="spatial@", conditions=conditions), conditions)
+    md, text, _banner, report = _report(run)
+    sentence = "Sweep spatial@scale.factor (values 0.5, 0.25, mildest first): AUC breaks for alpha at 0.25"
+    assert sentence in md and sentence in text and "beta did not break within them" in md
+    (finding,) = [f for f in report["key_findings"] if f["kind"] == "breaking_points"]
+    assert {b["detector"]: b["auc_drift_below"] for b in finding["data"]["breaking_points"]} == {
+        "alpha": 0.25,
+        "beta": None,
+    }
+    assert "breaks at" in report["glossary"]  # the sweep's table heading is defined too
+
+
+def test_the_glossary_defines_every_metric_heading_of_the_tables(clean):
+    run, md, text, _banner, report = clean
+    ev = evaluate_run(run, replicates=REPLICATES)[2]
+    terms = glossary(ev)
+    names = {t.term for t in terms}
+    assert {"AUC", "T@1%", "T@5%", "F@95%", "FakeR", "RealR", "BAcc", "macro-F1", "drift", "Spearman"} <= names
+    assert "95% CI" in names and f"{ev.replicates} replicates (seed {ev.seed})" in report["glossary"]["95% CI"]
+    labels = {"detector", "condition", *ev.conditions, *ev.sources, *ev.detectors}
+    section = md.split("## Glossary")[1]
+    page = text.split("Glossary")[-1]
+    for table in report_tables(ev) + sweep_tables(ev):
+        used = [h for h in table.header if h not in labels] + [r.cells[0] for r in table.rows if r.emphasis]
+        for heading in used:
+            term = term_for(heading, terms)
+            assert term is not None, heading
+            assert f"- **{term.term}**: {term.definition}" in section
+            assert f"{term.term} {term.definition}" in page
+    title = report_tables(ev)[0].title  # the headline table names its metric, its interval and its drift
+    assert {t.term for t in terms if t.term in title} == {"AUC", "95% CI", "drift"}
+    assert report["glossary"] == {t.term: t.definition for t in terms}
+
+
+def test_few_anchors_warn_zero_width_intervals_are_flagged_and_seeds_are_always_shown(tmp_path, clean):
+    md, text, _banner, report = _report(_run(tmp_path, _rows(6, perfect="alpha")))
+    warning = f"fewer than {SMALL_SAMPLE_ANCHORS} real anchors (genA 6, genB 6)"
+    assert warning in md and warning in text
+    assert "zero width" in md and "alpha under original: AUC 100.0 [100.0, 100.0]†" in md
+    assert "100.0 [100.0, 100.0]†" in md.split("## Operating points")[0]  # marked in the table itself
+    for page in (md, text):
+        assert "None" not in page
+        assert f"bootstrap seed {report['context']['seeds']['bootstrap']}" in page
+        assert f"corpus seed {UNRECORDED_CORPUS_SEED}" in page
+    assert any("Small sample" in w for w in report["warnings"])
+    # 40 anchors per source: no small-sample warning; a synthesised corpus states its seed
+    _run_dir, clean_md, *_ = clean
+    assert "Small sample" not in clean_md and f"fewer than {SMALL_SAMPLE_ANCHORS} real anchors" not in clean_md
+    assert clean[4]["warnings"] == []
+    seeded = _run(tmp_path / "seeded", _rows(6), corpus={"config": {"seed": 4242}})
+    assert "corpus seed 4242;" in build_report(seeded, replicates=REPLICATES)["md"].read_text()
+
+
+def test_fake_and_real_recall_are_points_with_intervals_not_lines_across_conditions(clean):
+    run, *_ = clean
+    ev = evaluate_run(run, replicates=REPLICATES)[2]
+    fig = recall_figure(ev)
+    axes = [ax for ax in fig.axes if ax.get_title()]
+    assert [ax.get_title().split()[0] for ax in axes] == ["FakeR", "RealR"]
+    for ax, key in zip(axes, ("fake_recall", "real_recall"), strict=True):
+        bars = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
+        assert [c.get_label() for c in bars] == list(ev.detectors)  # one marker series per detector
+        xs = []
+        for det, bar in zip(ev.detectors, bars, strict=True):
+            line, _caps, (segments,) = bar.lines
+            assert line.get_linestyle() == "None"  # markers only: nothing joins the conditions
+            xs.append(line.get_xdata())
+            for seg, cond in zip(segments.get_segments(), ev.conditions, strict=True):
+                lo, hi = getattr(ev.cell(det, cond), f"{key}_ci")
+                assert seg[:, 1] == pytest.approx([lo, hi])  # the bootstrap interval of that cell
+        assert not np.allclose(xs[0], xs[1]) and np.all(np.abs(xs[0] - xs[1]) < 0.5)  # dodged, same category
+        for line in ax.get_lines():  # any drawn line is a vertical separator, never a path across conditions
+            assert line.get_linestyle() == "None" or len(set(np.asarray(line.get_xdata(), float))) == 1
+    assert (run / "report.html").read_text().count("data:image/png;base64,") == 5  # every plot still embedded
+    heat = heatmap_figure(ev)
+    for ax in heat.axes[: len(ev.detectors)]:
+        assert all(t.get_rotation() > 0 for t in ax.get_xticklabels())
+        inks = {t.get_color() for t in ax.texts}
+        assert inks <= {"black", "white"} and len(ax.texts) == len(ev.sources) * len(ev.conditions)
+    assert "white" in {t.get_color() for ax in heat.axes for t in ax.texts}  # dark cells get light ink
