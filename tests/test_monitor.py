@@ -190,11 +190,11 @@ def test_canary_messages_carry_a_fresh_id_the_label_and_the_flag(tmp_path):
     (tmp_path / "v").mkdir()
     (tmp_path / "v" / "a.mp4").write_bytes(b"\x00" * 2000)
     manifest = tmp_path / "m.jsonl"
-    manifest.write_text('{"video_id": "a", "uri": "v/a.mp4", "label": "real", "source": "cam", "anchor_id": "a"}\n')
+    manifest.write_text('{"video_id": "a", "uri": "v/a.mp4", "label": "real", "source": "real", "anchor_id": "a"}\n')
     feed = CanaryFeed(KafkaSettings(), manifest, 1.0)
     one, two = feed.message(feed.rows()[0]), feed.message(feed.rows()[0])
     event, inline = parse_video_message(one.value, one.headers)
-    assert inline == b"\x00" * 2000 and event.canary and event.label == "real" and event.source == "cam"
+    assert inline == b"\x00" * 2000 and event.canary and event.label == "real" and event.source == "real"
     assert one.key != two.key and event.video_id.startswith("canary-a-")
     by_ref = CanaryFeed(KafkaSettings(), manifest, 1.0, inline=False).message(feed.rows()[0])
     ref = VideoEvent.model_validate_json(by_ref.value)

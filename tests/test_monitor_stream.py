@@ -115,7 +115,7 @@ def test_two_replicas_and_labels_on_any_partition_give_sklearns_numbers(broker, 
     _produce(k, k.input_topic, videos)
     manifest = tmp_path / "canaries.jsonl"  # two labelled canaries, sent inline by the canary feed
     manifest.write_text(
-        json.dumps({"video_id": "r", "uri": "basic.mp4", "label": "real", "source": "cam", "anchor_id": "r"})
+        json.dumps({"video_id": "r", "uri": "basic.mp4", "label": "real", "source": "real", "anchor_id": "r"})
         + "\n"
         + json.dumps({"video_id": "g", "uri": "scene.mp4", "label": "generated", "source": "gen", "anchor_id": "r"})
     )

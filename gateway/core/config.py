@@ -7,10 +7,13 @@ from pathlib import Path
 from typing import Literal, Self
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from gateway.core.messages import MAX_FIELD_BYTES, MAX_URI_BYTES
+from gateway.core.sources import SourceError, allow_set
 from transforms.catalog import resolve_conditions
+from transforms.config_errors import ConfigError, describe
 from transforms.limits import Limits
 from transforms.spec import PROFILES, Condition, Profile
 
@@ -71,10 +74,31 @@ class SourceSettings(BaseModel):
         description="file:// URIs must resolve (symlinks followed) under one of these; none: no file",
     )
     http_allow_hosts: list[str] = Field(
-        default_factory=list, description="hosts http(s):// URIs and their redirects may name; none: no host"
+        default_factory=list,
+        description="host names (any case) or IP addresses that http(s):// URIs and redirects may name; none: no host",
     )
     http_timeout_s: float = Field(10.0, gt=0, description="connect and read timeout")
     http_total_s: float = Field(120.0, gt=0, description="deadline of one whole download")
+
+    @field_validator("http_allow_hosts")
+    @classmethod
+    def _hosts_parse(cls, hosts: list[str]) -> list[str]:
+        try:
+            allow_set(hosts)  # each entry is a host name or an address, as a URL's host is parsed
+        except SourceError as exc:
+            raise ValueError(str(exc)) from exc
+        return hosts
+
+
+class MessageSettings(BaseModel):
+    """Bounds on an input message's string fields, checked before any fetch: a longer one is dead-lettered as
+    ``InvalidMessage`` (so no score event copies it)."""
+
+    model_config = ConfigDict(extra="forbid")
+    max_field_bytes: int = Field(
+        MAX_FIELD_BYTES, ge=64, description="longest string field (video_id, source, anchor_id, tenant), UTF-8 bytes"
+    )
+    max_uri_bytes: int = Field(MAX_URI_BYTES, ge=256, description="longest uri, UTF-8 bytes")
 
 
 class FanoutSettings(BaseModel):
@@ -135,14 +159,28 @@ class YamlSettings(BaseSettings):
 
     @classmethod
     def load(cls, path: str | Path | None) -> Self:
-        raw = yaml.safe_load(Path(path).read_text()) if path else {}
-        return cls(**(raw or {}))
+        """The settings in ``path`` (none: the defaults), with the environment's overrides; a file that cannot be
+        read or does not fit raises :class:`ConfigError` naming the file, line, key path and allowed values."""
+        where = str(path) if path else f"the {cls.__name__} defaults and LASTMILE_* variables"
+        text = ""
+        try:
+            text = Path(path).read_text() if path else ""
+            raw = yaml.safe_load(text) if text else {}
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            raise ConfigError(f"{where}: cannot read: {' '.join(str(exc).split())}") from exc
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{where}: expected a mapping of settings at the top level, got {type(raw).__name__}")
+        try:
+            return cls(**raw)
+        except ValidationError as exc:
+            raise ConfigError(describe(exc, where, cls, text)) from exc
 
 
 class GatewayConfig(YamlSettings, PipelineSettings):
     model_config = SettingsConfigDict(env_prefix="LASTMILE_", env_nested_delimiter="__", extra="forbid")
     kafka: KafkaSettings = Field(default_factory=KafkaSettings)
     sources: SourceSettings = Field(default_factory=SourceSettings)
+    messages: MessageSettings = Field(default_factory=MessageSettings)
     fanout: FanoutSettings = Field(default_factory=FanoutSettings)
     workers: int = Field(2, ge=1, le=256)
     max_in_flight: int = Field(4, ge=1, description="videos admitted at once (queued, running or publishing)")

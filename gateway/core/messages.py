@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import json
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 SCHEMA_VERSION = 2  # 2: score events carry event_time and canary
+MAX_VIDEO_ID_CHARS = 256
+MAX_FIELD_BYTES = 1024  # default bound of a video message's string fields (``messages.max_field_bytes``)
+MAX_URI_BYTES = 8192  # default bound of its ``uri`` (``messages.max_uri_bytes``): signed URLs run long
+MAX_ERROR_CHARS = 500  # a row's error message is cut to this (:meth:`gateway.core.pipeline.Pipeline.error_rows`)
+ROW_OVERHEAD_BYTES = 4096  # a score event's JSON without the strings it copies from its message and its error
+
+
+class InvalidMessage(ValueError):
+    """An input-topic message that is not a video event: not JSON, a duplicate key or header, an unknown,
+    missing, malformed or over-long field. It is dead-lettered before any fetch."""
 
 
 def idempotency_key(video_id: str, condition: str, detector: str, version: str) -> str:
@@ -77,7 +88,7 @@ class VideoEvent(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     schema_version: int = SCHEMA_VERSION
-    video_id: str = Field(min_length=1, max_length=256)
+    video_id: str = Field(min_length=1, max_length=MAX_VIDEO_ID_CHARS)
     uri: str | None = None
     label: Literal["real", "generated"] | None = None
     source: str | None = None
@@ -114,15 +125,70 @@ def inline_headers(event: VideoEvent) -> list[tuple[str, bytes]]:
     return headers + [(HEADER_PREFIX + k.replace("_", "-"), str(v).encode()) for k, v in fields.items()]
 
 
-def parse_video_message(value: bytes, headers: list[tuple[str, bytes]] | None) -> tuple[VideoEvent, bytes | None]:
-    """(event, inline bytes or None) from a Kafka message; raises ``ValueError`` for a malformed one."""
-    hdr = {k: v for k, v in headers or []}
-    if hdr.get("content-type", b"").decode(errors="replace") == INLINE_CONTENT_TYPE:
-        fields = {
-            k[len(HEADER_PREFIX) :].replace("-", "_"): v.decode() for k, v in hdr.items() if k.startswith(HEADER_PREFIX)
-        }
-        return VideoEvent.model_validate(fields), value
-    event = VideoEvent.model_validate_json(value)
+def parse_video_message(
+    value: bytes,
+    headers: list[tuple[str, bytes]] | None,
+    max_field_bytes: int = MAX_FIELD_BYTES,
+    max_uri_bytes: int = MAX_URI_BYTES,
+) -> tuple[VideoEvent, bytes | None]:
+    """(event, inline bytes or None) from a Kafka message; :class:`InvalidMessage` for a malformed one, before
+    anything is fetched: every string field is at most ``max_field_bytes`` (UTF-8), the ``uri`` at most
+    ``max_uri_bytes``, and a key (or ``lastmile-*`` header) given twice is refused, not resolved."""
+    try:
+        inline = _header_fields(headers or [])
+        fields = inline if inline is not None else json.loads((value or b"").decode(), object_pairs_hook=_unique)
+        _check_fields(fields, max_field_bytes, max_uri_bytes)
+        event = VideoEvent.model_validate(fields)
+    except InvalidMessage:
+        raise
+    except json.JSONDecodeError as exc:
+        raise InvalidMessage(f"Invalid JSON: {exc}") from exc
+    except (ValueError, RecursionError) as exc:  # pydantic's ValidationError, bad UTF-8, absurdly deep nesting
+        raise InvalidMessage(str(exc) if isinstance(exc, ValueError) else "JSON nested too deeply") from exc
+    if inline is not None:
+        return event, value
     if not event.uri:
-        raise ValueError("a video event without inline bytes needs a 'uri'")
+        raise InvalidMessage("a video event without inline bytes needs a 'uri'")
     return event, None
+
+
+def _header_fields(headers: list[tuple[str, bytes]]) -> dict[str, str] | None:
+    """The ``lastmile-*`` header fields of an inline message (None: not inline); duplicates refused."""
+    seen: dict[str, bytes] = {}
+    for k, v in headers:
+        if k == "content-type" or k.startswith(HEADER_PREFIX):
+            if k in seen:
+                raise InvalidMessage(f"header {k[:64]!r} given twice")
+            seen[k] = v
+    if seen.get("content-type", b"").decode(errors="replace") != INLINE_CONTENT_TYPE:
+        return None
+    return {k[len(HEADER_PREFIX) :].replace("-", "_"): v.decode() for k, v in seen.items() if k != "content-type"}
+
+
+def _unique(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """A JSON object, refusing a key given twice (readers that keep the first and the last would disagree)."""
+    out: dict[str, object] = {}
+    for k, v in pairs:
+        if k in out:
+            raise InvalidMessage(f"duplicate key {k[:64]!r} in the JSON object")
+        out[k] = v
+    return out
+
+
+def _check_fields(fields: object, max_field_bytes: int, max_uri_bytes: int) -> None:
+    if not isinstance(fields, dict):
+        raise InvalidMessage(f"a video event is a JSON object, not {type(fields).__name__}")
+    for name, v in fields.items():
+        if name not in VideoEvent.model_fields:
+            raise InvalidMessage(f"unknown field {name[:64]!r}")
+        limit, setting = (max_uri_bytes, "max_uri_bytes") if name == "uri" else (max_field_bytes, "max_field_bytes")
+        if isinstance(v, str) and len(v.encode("utf-8", "surrogatepass")) > limit:
+            raise InvalidMessage(f"field {name!r} is longer than {limit} bytes (messages.{setting})")
+
+
+def score_event_bound(max_field_bytes: int = MAX_FIELD_BYTES) -> int:
+    """The most bytes one score event takes when its message's fields are bounded by ``max_field_bytes``: the
+    fixed fields, plus what it copies from the message (``video_id``, twice with the idempotency key; ``source``,
+    ``anchor_id``) and its error message, each JSON-escaped (at most 6 bytes a character, 6 a UTF-8 byte)."""
+    video_id = min(MAX_VIDEO_ID_CHARS, max_field_bytes)
+    return ROW_OVERHEAD_BYTES + 6 * (2 * video_id + 2 * max_field_bytes + MAX_ERROR_CHARS)

@@ -138,7 +138,8 @@ class Gateway:
             self._dead_letter_message(tp, msg, "MessageTooLarge", reason, value=b"")
             return
         try:
-            event, inline = parse_video_message(msg.value, msg.headers)
+            bounds = self.cfg.messages
+            event, inline = parse_video_message(msg.value, msg.headers, bounds.max_field_bytes, bounds.max_uri_bytes)
         except ValueError as exc:
             self._dead_letter_message(tp, msg, "InvalidMessage", str(exc)[:500])
             return
