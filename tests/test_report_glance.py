@@ -270,3 +270,14 @@ def test_fake_and_real_recall_are_points_with_intervals_not_lines_across_conditi
         inks = {t.get_color() for t in ax.texts}
         assert inks <= {"black", "white"} and len(ax.texts) == len(ev.sources) * len(ev.conditions)
     assert "white" in {t.get_color() for ax in heat.axes for t in ax.texts}  # dark cells get light ink
+
+
+def test_a_drift_of_exactly_zero_is_shown_not_hidden(tmp_path):
+    """Scores identical under two conditions: the drift is +0.0, a value, not '-' (as an undefined one is)."""
+    rows = _rows(6, conditions=["original", "spatial"])
+    same = [r.model_copy(update={"condition": "spatial"}) for r in rows if r.condition == "original"]
+    rows = [r for r in rows if r.condition == "original"] + same
+    _, _, ev = evaluate_run(_run(tmp_path, rows, ["original", "spatial"]), replicates=REPLICATES)
+    main, operating = report_tables(ev)[:2]
+    assert all(row.cells[2].endswith("(+0.0)") for row in main.rows if not row.emphasis)
+    assert all(row.cells[-2].startswith("+0.0") for row in operating.rows if row.cells[1] == "spatial")

@@ -58,6 +58,11 @@ def pct(x: float | None) -> str:
     return "-" if x is None or not np.isfinite(x) else f"{100 * x:.1f}"
 
 
+def defined(x: float | None) -> bool:
+    """A value to show: neither missing nor nan (a drift of exactly 0 is a value)."""
+    return x is not None and bool(np.isfinite(x))
+
+
 def zero_width(ci: tuple[float, float] | None) -> bool:
     """An interval every bootstrap replicate agreed on: no variation in this sample, not certainty."""
     return ci is not None and bool(np.isfinite(ci[0])) and ci[0] == ci[1]
@@ -76,9 +81,7 @@ def main_table(ev: Evaluation) -> Table:
         cells = []
         for cond in ev.conditions:
             c = ev.cell(det, cond)
-            drift = (
-                "" if cond == "original" or not np.isfinite(c.auc_drift or np.nan) else f" ({100 * c.auc_drift:+.1f})"
-            )
+            drift = "" if cond == "original" or not defined(c.auc_drift) else f" ({100 * c.auc_drift:+.1f})"
             cells.append(f"{pct(c.auc)}{interval(c.auc_ci)}{drift}")
         rows.append(Row((det, *cells)))
     m = means(ev)
@@ -97,7 +100,7 @@ def operating_table(ev: Evaluation) -> Table:
         return pct(x) + ("*" if np.isfinite(x) and c.min_real_per_source < RESOLVES[fpr] else "")
 
     def drift(c: CellMetrics) -> str:
-        if c.condition == "original" or not np.isfinite(c.fake_recall_drift or np.nan):
+        if c.condition == "original" or not defined(c.fake_recall_drift):
             return "-"
         return f"{100 * c.fake_recall_drift:+.1f}{interval(c.fake_recall_drift_ci)}"
 
