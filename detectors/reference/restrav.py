@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import onnx
-from onnx import TensorProto
+from onnx import TensorProto, numpy_helper
 
 from detectors.reference import trajectory
 from detectors.reference.graph import GraphBuilder, uint8_video_input
@@ -53,12 +53,32 @@ def score(frames: np.ndarray, p: RestravParams) -> np.ndarray:
     return (h @ p.w3 + p.b3).reshape(-1)
 
 
-def build_onnx(p: RestravParams) -> onnx.ModelProto:
+def params_from_onnx(model: onnx.ModelProto) -> RestravParams:
+    """The standardisation and MLP of a built ``restrav_px`` graph, exactly as stored: the constants the Sub and
+    Div after the feature Concat take, then each MatMul's weight and the bias of the Add after it."""
+    inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+
+    def after(output: str) -> onnx.NodeProto:
+        return next(n for n in model.graph.node if output in n.input)
+
+    sub = after(next(n for n in model.graph.node if n.op_type == "Concat").output[0])
+    div = after(sub.output[0])
+    values, x = [inits[sub.input[1]], inits[div.input[1]]], div.output[0]
+    for _ in range(3):
+        matmul = after(x)
+        add = after(matmul.output[0])
+        values += [inits[matmul.input[1]], inits[add.input[1]]]
+        x = after(add.output[0]).output[0]  # past the ReLU (after the last Add: the Reshape)
+    return RestravParams(*values)
+
+
+def build_onnx(p: RestravParams, acos: str = "polynomial") -> onnx.ModelProto:
+    """The graph; ``acos="onnx"`` writes the first form (an ONNX ``Acos``, with no CUDA kernel)."""
     s = SAMPLING
     g = GraphBuilder(NAME)
     e = trajectory.embed_graph(g, g.frames_to_float("frames"), s.frames, s.height, s.width)
     delta, d = trajectory.steps_graph(g, e, s.frames)
-    theta = trajectory.turning_angles_graph(g, delta, d, s.frames)
+    theta = trajectory.turning_angles_graph(g, delta, d, s.frames, acos)
     parts = [
         g.op("Slice", d, g.ints([0]), g.ints([7]), g.ints([1])),
         g.op("Slice", theta, g.ints([0]), g.ints([6]), g.ints([1])),

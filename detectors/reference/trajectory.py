@@ -53,7 +53,9 @@ def steps_graph(g: GraphBuilder, e: str, frames: int) -> tuple[str, str]:
     return delta, d
 
 
-def turning_angles_graph(g: GraphBuilder, delta: str, d: str, frames: int) -> str:
+def turning_angles_graph(g: GraphBuilder, delta: str, d: str, frames: int, acos: str = "polynomial") -> str:
+    """θ_t as :func:`turning_angles`; ``acos="onnx"`` uses the ONNX ``Acos`` operator (the first form, which
+    onnxruntime's CUDA provider has no kernel for), the default the polynomial :func:`acos_graph`."""
     n = frames - 1
     d_next = g.op("Slice", delta, g.ints([1]), g.ints([n]), g.ints([1]))
     d_prev = g.op("Slice", delta, g.ints([0]), g.ints([n - 1]), g.ints([1]))
@@ -62,4 +64,30 @@ def turning_angles_graph(g: GraphBuilder, delta: str, d: str, frames: int) -> st
     len_prev = g.op("Slice", d, g.ints([0]), g.ints([n - 1]), g.ints([1]))
     denom = g.op("Add", g.op("Mul", len_next, len_prev), g.const(EPS))
     cos = g.op("Clip", g.op("Div", dots, denom), g.const(-1.0), g.const(1.0))
-    return g.op("Acos", cos)
+    return g.op("Acos", cos) if acos == "onnx" else acos_graph(g, cos)
+
+
+# Abramowitz & Stegun 4.4.46: arccos(x) = sqrt(1 - x) (a0 + a1 x + ... + a7 x^7) + ε on [0, 1], |ε| <= 2e-8
+ACOS_COEFFS = (
+    1.5707963050,
+    -0.2145988016,
+    0.0889789874,
+    -0.0501743046,
+    0.0308918810,
+    -0.0170881256,
+    0.0066700901,
+    -0.0012624911,
+)
+
+
+def acos_graph(g: GraphBuilder, x: str) -> str:
+    """arccos of ``x`` in [-1, 1] from Abs, Sqrt, Sign and a polynomial: operators with CUDA and TensorRT
+    kernels (onnxruntime's CUDA provider has no ``Acos``). ``arccos(-x) = π - arccos(x)`` gives the negative half:
+    ``π/2 + sign(x) (r - π/2)`` with ``r = arccos(|x|)``. Within 2e-8 of arccos, plus float32 rounding."""
+    ax = g.op("Abs", x)
+    poly = g.const(ACOS_COEFFS[-1])
+    for a in reversed(ACOS_COEFFS[:-1]):  # Horner
+        poly = g.op("Add", g.op("Mul", poly, ax), g.const(a))
+    r = g.op("Mul", g.op("Sqrt", g.op("Sub", g.const(1.0), ax)), poly)
+    half_pi = g.const(np.pi / 2)
+    return g.op("Add", half_pi, g.op("Mul", g.op("Sign", x), g.op("Sub", r, half_pi)))

@@ -9,15 +9,21 @@ from typing import TYPE_CHECKING, Literal
 if TYPE_CHECKING:
     from detectors.repository import Installed
     from detectors.runtimes.base import Runtime
+    from detectors.runtimes.providers import ProviderSettings
 
 RuntimeName = Literal["embedded", "triton", "remote"]
 
 
 def make_runtime(
-    inst: Installed, runtime: RuntimeName, triton_url: str = "127.0.0.1:8001", startup_timeout_s: float = 30.0
+    inst: Installed,
+    runtime: RuntimeName,
+    triton_url: str = "127.0.0.1:8001",
+    startup_timeout_s: float = 30.0,
+    providers: ProviderSettings | None = None,
 ) -> Runtime:
-    """The runtime ``runtime`` for one installed detector (the embedded one runs single-threaded); a remote
-    detector (its card names a server) always uses the remote runtime."""
+    """The runtime ``runtime`` for one installed detector (the embedded one runs single-threaded, on the execution
+    provider ``providers`` names: the CPU by default); a remote detector (its card names a server) always uses
+    the remote runtime."""
     if inst.card.remote is not None:
         from detectors.runtimes.remote import RemoteRuntime
 
@@ -25,7 +31,7 @@ def make_runtime(
     if runtime == "embedded":
         from detectors.runtimes.embedded import EmbeddedRuntime
 
-        return EmbeddedRuntime(inst.model_path, inst.card, intra_op_threads=1)
+        return EmbeddedRuntime(inst.model_path, inst.card, intra_op_threads=1, settings=providers)
     from detectors.runtimes.triton import TritonRuntime
 
     return TritonRuntime(inst.card, url=triton_url, startup_timeout_s=startup_timeout_s)

@@ -1,7 +1,8 @@
 """Triton model configurations, generated from model cards.
 
 Per detector: ``config.pbtxt`` (production: onnxruntime on GPU, dynamic batching with preferred sizes and a
-queue policy, TensorRT FP16 with an engine cache), ``configs/cpu.pbtxt`` (onnxruntime on CPU) and
+queue policy, TensorRT FP16 with an engine cache, and the CUDA provider's options for the nodes TensorRT does
+not take: TF32 off, a fixed cuDNN algorithm), ``configs/cpu.pbtxt`` (onnxruntime on CPU) and
 ``configs/local.pbtxt`` (the python backend running the same ``model.onnx``, for the Triton that
 ``pip install nvidia-pytriton`` ships; :class:`~detectors.serving.local.LocalTriton` stages its ``model.py``).
 """
@@ -9,8 +10,10 @@ queue policy, TensorRT FP16 with an engine cache), ``configs/cpu.pbtxt`` (onnxru
 from __future__ import annotations
 
 import shutil
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Protocol
 
 from detectors.card import ModelCard
 from detectors.repository import Installed, list_detectors
@@ -18,6 +21,36 @@ from detectors.repository import Installed, list_detectors
 MAX_BATCH = 16
 PREFERRED_BATCHES = (4, 8, 16)
 DTYPES = {"uint8": ("TYPE_UINT8", "UINT8"), "float32": ("TYPE_FP32", "FP32")}
+
+
+class GpuSettings(Protocol):
+    """The GPU settings a production config takes: :class:`detectors.runtimes.providers.ProviderSettings` (the
+    embedded runtime's, same names and meanings) or :class:`ServingGpu` (not imported: runtimes import this)."""
+
+    provider: str
+    use_tf32: bool
+    cudnn_conv_algo_search: str
+    gpu_mem_limit: int | None
+    trt_fp16: bool
+    trt_engine_cache_path: str | None
+
+
+@dataclass(frozen=True)
+class ServingGpu:
+    """The committed production configs' settings: TensorRT FP16 with an engine cache, then the CUDA provider with
+    ProviderSettings' defaults (TF32 off, the fixed DEFAULT cuDNN algorithm)."""
+
+    provider: str = "tensorrt"
+    use_tf32: bool = False
+    cudnn_conv_algo_search: str = "DEFAULT"
+    gpu_mem_limit: int | None = None
+    trt_fp16: bool = True
+    trt_engine_cache_path: str | None = "/models/.trt_cache"
+
+
+PRODUCTION = ServingGpu()
+TRT_WORKSPACE_BYTES = 1 << 30
+CUDNN_SEARCH_CODES = {"EXHAUSTIVE": 0, "HEURISTIC": 1, "DEFAULT": 2}  # Triton's model-level parameter takes these
 
 
 # -- model repository ----------------------------------------------------------------------------------------
@@ -41,8 +74,42 @@ def _batching(queue_us: int) -> str:
     )
 
 
-def config_pbtxt(card: ModelCard, variant: str) -> str:
-    """One of ``production`` (GPU, onnxruntime + TensorRT FP16), ``cpu`` or ``local`` (python backend)."""
+def _accelerators(gpu: GpuSettings) -> str:
+    """``optimization``: TensorRT (where the settings ask for it), then the CUDA provider's options. Triton's
+    onnxruntime backend passes a ``cuda`` accelerator's parameters to the CUDA provider as they are (so
+    ``use_tf32``), but when the config has a ``parameters`` block it then resets ``cudnn_conv_algo_search`` and
+    ``gpu_mem_limit`` from that block's own keys: those two are written there (:func:`_gpu_parameters`)."""
+    out = "optimization { execution_accelerators { gpu_execution_accelerator: [ "
+    if gpu.provider == "tensorrt":
+        out += (
+            "{\n"
+            '  name: "tensorrt"\n'
+            f'  parameters {{ key: "precision_mode" value: "{"FP16" if gpu.trt_fp16 else "FP32"}" }}\n'
+            f'  parameters {{ key: "max_workspace_size_bytes" value: "{TRT_WORKSPACE_BYTES}" }}\n'
+        )
+        if gpu.trt_engine_cache_path:
+            out += (
+                '  parameters { key: "trt_engine_cache_enable" value: "1" }\n'
+                f'  parameters {{ key: "trt_engine_cache_path" value: "{gpu.trt_engine_cache_path}" }}\n'
+            )
+        out += "}, "
+    tf32 = "1" if gpu.use_tf32 else "0"
+    return out + f'{{\n  name: "cuda"\n  parameters {{ key: "use_tf32" value: "{tf32}" }}\n}} ] }} }}\n'
+
+
+def _gpu_parameters(gpu: GpuSettings) -> str:
+    out = (
+        f'parameters {{ key: "cudnn_conv_algo_search" '
+        f'value: {{ string_value: "{CUDNN_SEARCH_CODES[gpu.cudnn_conv_algo_search]}" }} }}\n'
+    )
+    if gpu.gpu_mem_limit is not None:
+        out += f'parameters {{ key: "gpu_mem_limit" value: {{ string_value: "{gpu.gpu_mem_limit}" }} }}\n'
+    return out
+
+
+def config_pbtxt(card: ModelCard, variant: str, gpu: GpuSettings | None = None) -> str:
+    """One of ``production`` (GPU: onnxruntime with ``gpu``'s provider settings, by default :data:`PRODUCTION`,
+    TensorRT FP16 then CUDA with TF32 off), ``cpu`` or ``local`` (python backend)."""
     head = f'name: "{card.name}"\n'
     if variant == "local":
         head += 'backend: "python"\n'
@@ -55,17 +122,11 @@ def config_pbtxt(card: ModelCard, variant: str) -> str:
     body = f"instance_group [ {{ kind: {kind} count: {count} }} ]\n" + _batching(
         2000 if variant == "production" else 500
     )
-    if variant == "production":
-        body += (
-            "optimization { execution_accelerators { gpu_execution_accelerator: [ {\n"
-            '  name: "tensorrt"\n'
-            '  parameters { key: "precision_mode" value: "FP16" }\n'
-            '  parameters { key: "max_workspace_size_bytes" value: "1073741824" }\n'
-            '  parameters { key: "trt_engine_cache_enable" value: "1" }\n'
-            '  parameters { key: "trt_engine_cache_path" value: "/models/.trt_cache" }\n'
-            "} ] } }\n"
-        )
     params = f'parameters {{ key: "lastmile_card_version" value: {{ string_value: "{card.version}" }} }}\n'
+    if variant == "production":
+        gpu = gpu or PRODUCTION
+        body += _accelerators(gpu)
+        params += _gpu_parameters(gpu)
     return head + body + params
 
 

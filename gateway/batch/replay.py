@@ -39,7 +39,12 @@ class ReplayConfig(PipelineSettings):
 
     def identity(self) -> str:
         """A hash of what changes results (not of how many workers run them, nor where files may be read)."""
-        exclude = {"file_roots": True, "triton_startup_timeout_s": True, "limits": set(OPERATIONAL_LIMITS)}
+        exclude = {
+            "file_roots": True,
+            "triton_startup_timeout_s": True,
+            "limits": set(OPERATIONAL_LIMITS),
+            "onnxruntime": {"device_id", "gpu_mem_limit", "trt_engine_cache_path"},  # where, not what, it computes
+        }
         return hashlib.sha256(self.model_dump_json(exclude=exclude).encode()).hexdigest()
 
     def fetch_rules(self) -> FetchRules:
@@ -78,6 +83,7 @@ def replay(
     ``infra`` rows, which ``resume`` runs again.
     """
     rows = read_manifest(cfg.manifest)
+    rows_for = build_pipeline(cfg, runtimes=False)  # fails at once, before the run folder, if it cannot start
     parts = run_dir / "parts"
     prepare_run(cfg, run_dir, resume, len(rows))
     if resume:
@@ -87,18 +93,20 @@ def replay(
     chunks = [pending[i : i + chunk_size] for i in range(0, len(pending), chunk_size)]
     workers = max(1, min(workers or os.cpu_count() or 1, len(pending) or 1))
     bar = tqdm(total=len(rows), initial=len(rows) - len(pending), desc="replay", unit="video", disable=not progress)
-    for chunk, result in _run_chunks(cfg, chunks, workers, start_grace_s):
+    for chunk, result in _run_chunks(cfg, rows_for, chunks, workers, start_grace_s):
         write_part(parts, chunk[0][0], chunk[-1][0], result)
         bar.update(len(chunk))
     bar.close()
     return merge(run_dir)
 
 
-def _run_chunks(cfg: ReplayConfig, chunks: list, workers: int, grace_s: float) -> Iterator[tuple[list, list[dict]]]:
-    """Each chunk's rows once all its videos are done; at most ``2 * workers`` chunks open (bounded memory)."""
+def _run_chunks(
+    cfg: ReplayConfig, rows_for, chunks: list, workers: int, grace_s: float
+) -> Iterator[tuple[list, list[dict]]]:
+    """Each chunk's rows once all its videos are done; at most ``2 * workers`` chunks open (bounded memory).
+    ``rows_for``: the pipeline without runtimes, which writes the rows of videos no worker could score."""
     if not chunks:
         return
-    rows_for = build_pipeline(cfg, runtimes=False)  # the rows of videos no worker could score
     limits = cfg.limits
     pool = worker.start_pool(cfg, cfg.fetch_rules(), workers)
     waiting, open_chunks = deque(chunks), []

@@ -15,21 +15,30 @@ def build_pipeline(cfg: PipelineSettings, runtimes: bool = True) -> Pipeline:
     """The pipeline a replay or a gateway runs: conditions, encoder profile, detectors and their runtime.
 
     ``runtimes=False`` builds it without connecting to any runtime: what a parent process needs to write the
-    rows of a video its workers could not score (it must start, and say why, while a scorer is down).
+    rows of a video its workers could not score (it must start, and say why, while a scorer is down). Asked for
+    a GPU execution provider (``onnxruntime.provider``), it first checks that every embedded detector's graph runs
+    there, so a start-up that cannot use the GPU fails at once, in one line
+    (:class:`~detectors.runtimes.providers.ProviderUnavailable`), rather than in each worker.
     """
     from detectors.repository import get_detectors
+    from detectors.runtimes.providers import check_placement
     from gateway.core.pipeline import Detector, Pipeline
 
     conditions, profile = cfg.resolve_conditions()
     engine = Engine(profile.with_determinism(cfg.deterministic), cfg.limits)
-    detectors = [
-        Detector(inst, _runtime(inst, cfg) if runtimes else None, "remote" if inst.card.remote else cfg.runtime)
-        for inst in get_detectors(cfg.detectors, cfg.repo)
-    ]
+    installed = get_detectors(cfg.detectors, cfg.repo)
+    embedded = {i.card.name: i.model_path for i in installed if i.card.remote is None and cfg.runtime == "embedded"}
+    placed = check_placement(embedded, cfg.onnxruntime) if not runtimes else {}
+    detectors = []
+    for inst in installed:
+        runtime = _runtime(inst, cfg) if runtimes else None
+        name = "remote" if inst.card.remote else cfg.runtime
+        where = placed[inst.card.name].label if inst.card.name in placed else None  # else: the runtime's own
+        detectors.append(Detector(inst, runtime, name, where))
     return Pipeline(engine, conditions, detectors)
 
 
 def _runtime(inst, cfg: PipelineSettings):
     from detectors.runtimes import make_runtime
 
-    return make_runtime(inst, cfg.runtime, cfg.triton_url, cfg.triton_startup_timeout_s)
+    return make_runtime(inst, cfg.runtime, cfg.triton_url, cfg.triton_startup_timeout_s, cfg.onnxruntime)

@@ -10,6 +10,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from detectors.runtimes.providers import ProviderSettings
 from gateway.core.messages import MAX_FIELD_BYTES, MAX_URI_BYTES
 from gateway.core.sources import SourceError, allow_set
 from transforms.catalog import resolve_conditions
@@ -138,6 +139,7 @@ class PipelineSettings(BaseModel):
     runtime: Literal["embedded", "triton"] = "embedded"
     triton_url: str = "127.0.0.1:8001"
     triton_startup_timeout_s: float = Field(30.0, gt=0, description="how long a worker waits for Triton's model")
+    onnxruntime: ProviderSettings = Field(default_factory=ProviderSettings)  # embedded: provider, GPU options
     profile: str = "fidelity"
     deterministic: bool = True  # same input, same bytes, same scores: a redelivered video never scores differently
     limits: RunLimits = Field(default_factory=RunLimits)

@@ -74,14 +74,18 @@ def _score_one(runtime: Runtime, frames: np.ndarray) -> Outcome:
 
 @dataclass
 class Detector:
-    """An installed detector and the runtime that scores it (``None`` in a process that only writes rows)."""
+    """An installed detector and the runtime that scores it (``None`` in a process that only writes rows), and
+    where it scores: the embedded runtime's execution provider (``CUDAExecutionProvider:0``, or the CPU's, with
+    the reason when it fell back), which rows carry as ``runtime_endpoint``, as a remote detector's its server."""
 
     installed: Installed
     runtime: Runtime | None
     runtime_name: str = ""
+    provider: str | None = None
 
     def __post_init__(self) -> None:
         self.runtime_name = self.runtime.name if self.runtime is not None else self.runtime_name
+        self.provider = getattr(self.runtime, "provider", None) or self.provider
 
     @property
     def card(self):
@@ -218,7 +222,7 @@ class Pipeline:
             detector=det.card.name,
             detector_version=det.card.version,
             runtime=det.runtime_name,
-            runtime_endpoint=det.card.remote.endpoint if det.card.remote else None,
+            runtime_endpoint=det.card.remote.endpoint if det.card.remote else det.provider,
             label=item.label,
             source=item.source,
             anchor_id=item.anchor_id,

@@ -1,6 +1,7 @@
 """The GPU check (``lastmile bench gpu``, run by ``scripts/gpu-check.sh``): what a machine with an NVIDIA GPU
 does with the six-condition fan-out (NVENC H.264 tails) and with the detectors (onnxruntime's CUDA and
-TensorRT execution providers).
+TensorRT execution providers: throughput, the scores' largest difference from the CPU's with TF32 on and off,
+and how many nodes each provider ran, from onnxruntime's profiler).
 
 Every part that the machine cannot run is skipped with its reason, never failed; each part writes its JSON as
 soon as it ends, so a part cut off by a time limit loses only itself. The fan-out is measured twice on the
@@ -119,7 +120,61 @@ def detectors(batch: int = 16, repeats: int = 20) -> dict[str, Any]:
                 out["skipped"][f"{label}:{name}"] = repr(exc)[:300]
                 continue
             out["results"].setdefault(label, {})[name] = run
+            if label != "cpu":
+                tf32s = (False, True) if label == "cuda" else (False,)  # TensorRT: one engine build is enough
+                out.setdefault("parity", {}).setdefault(label, {})[name] = {
+                    f"use_tf32={int(tf32)}": _parity(inst, label, tf32) for tf32 in tf32s
+                }
     return out
+
+
+def _parity(inst: Any, label: str, use_tf32: bool) -> dict[str, Any]:
+    try:
+        return isolated(parity_job, str(inst.model_path), inst.card.model_dump_json(), label, use_tf32)
+    except Exception as exc:  # fail-closed placement (ProviderUnavailable) and the provider's own errors
+        return {"failed": repr(exc)[:300]}
+
+
+def parity_job(model_path: str, card_json: str, provider: str, use_tf32: bool, batch: int = 8) -> dict[str, Any]:
+    """Scores of seeded random frames on ``provider`` (fail-closed: every node on the GPU) against the CPU's,
+    and the nodes each provider ran (a profiled run that may fall back, to show where)."""
+    import numpy as np
+
+    from detectors.card import ModelCard
+    from detectors.runtimes.embedded import EmbeddedRuntime
+    from detectors.runtimes.providers import ProviderSettings
+
+    card = ModelCard.model_validate_json(card_json)
+    frames = np.random.default_rng(0).integers(0, 256, card.input_shape(batch), dtype=np.uint8)
+    settings = ProviderSettings(provider=provider, use_tf32=use_tf32)
+    placement = node_placement(model_path, card, settings.model_copy(update={"allow_cpu_fallback": True}), frames)
+    cpu = EmbeddedRuntime(model_path, card, settings=ProviderSettings(provider="cpu")).score(frames)
+    gpu = EmbeddedRuntime(model_path, card, settings=settings).score(frames)
+    diff = np.abs(gpu - cpu)
+    rel = diff / np.maximum(np.abs(cpu), 1e-12)
+    return {"max_abs_diff": float(diff.max()), "max_rel_diff": float(rel.max()), "nodes_by_provider": placement}
+
+
+def node_placement(model_path: str, card: Any, settings: Any, frames: Any) -> dict[str, int]:
+    """How many of the graph's nodes each execution provider ran, from one run under onnxruntime's profiler."""
+    import tempfile
+
+    import onnxruntime as ort
+
+    from detectors.runtimes.providers import open_session
+
+    with tempfile.TemporaryDirectory() as tmp:
+        opts = ort.SessionOptions()
+        opts.enable_profiling = True
+        opts.profile_file_prefix = str(Path(tmp) / "profile")
+        session, _ = open_session(model_path, settings, opts, card.name)
+        session.run([card.output.name], {card.input.name: frames})
+        events = json.loads(Path(session.end_profiling()).read_text())
+    nodes = {e["name"]: e["args"]["provider"] for e in events if e.get("cat") == "Node" and "provider" in e["args"]}
+    counts: dict[str, int] = {}
+    for provider in nodes.values():
+        counts[provider] = counts.get(provider, 0) + 1
+    return counts
 
 
 def run_check(out_dir: Path, inputs: dict[str, Path]) -> dict[str, Any]:

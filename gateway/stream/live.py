@@ -67,6 +67,18 @@ class LiveMetrics:
         )
         self.lag = Gauge("lastmile_consumer_lag_messages", "Messages behind the input topic's end", registry=r)
         self.in_flight = Gauge("lastmile_in_flight_videos", "Videos in the worker pool", registry=r)
+        self.detector_info = Gauge(
+            "lastmile_detector_info",
+            "1 per detector served: its version, runtime and where it scores (execution provider or server)",
+            ["detector", "version", "runtime", "provider"],
+            registry=r,
+        )
+
+    def observe_detectors(self, detectors: Iterable) -> None:
+        """One ``lastmile_detector_info`` series per detector of the pipeline (``pipeline.Detector``)."""
+        for d in detectors:
+            where = d.provider or (d.card.remote.endpoint if d.card.remote else "")
+            self.detector_info.labels(d.card.name, d.card.version, d.runtime_name, where).set(1)
 
     def observe_rows(self, rows: Iterable[ScoreRow], publish_s: float) -> None:
         rows = list(rows)

@@ -63,6 +63,7 @@ class Gateway:
         # no runtime here: the workers hold them; this one writes the rows of videos refused before the pool
         self.pipeline = build_pipeline(self.cfg, runtimes=False)
         self.condition_names = [c.name for c in self.pipeline.conditions]
+        self.metrics.observe_detectors(self.pipeline.detectors)
         self.publisher = Publisher(kafka_io.producer(k), k)
         self.consumer = kafka_io.consumer(k)
         topics = [k.input_topic]  # labels are the monitor's (lastmile monitor run), not the gateway's
