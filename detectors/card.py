@@ -13,7 +13,8 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from detectors.errors import CardError
+from detectors.errors import CardError, CardFileError
+from transforms.config_errors import describe_error
 from transforms.sampling import SamplingPolicy
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
@@ -183,14 +184,15 @@ def load_card(path: str | Path) -> ModelCard:
     """Read a card from YAML or JSON; raise :class:`CardError` with every problem listed."""
     path = Path(path)
     try:
-        raw = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise CardError(f"cannot read model card {path}: {exc}") from exc
+        text = path.read_text()
+        raw = yaml.safe_load(text)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise CardFileError(f"cannot read model card {path}: {' '.join(str(exc).split())}") from exc
     try:
         return ModelCard.model_validate(raw)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '<card>'}: {e['msg']}" for e in exc.errors())
-        raise CardError(f"invalid model card {path}: {problems}") from exc
+        problems = "; ".join(describe_error(e, str(path), ModelCard, text) for e in exc.errors())
+        raise CardFileError(f"invalid model card: {problems}") from exc
 
 
 def dump_card(card: ModelCard, path: str | Path) -> None:

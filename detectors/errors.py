@@ -3,6 +3,7 @@
 ```
 DetectorError
 ├── CardError            a model card is malformed or does not fit its ONNX graph (also a ValueError)
+│   └── CardFileError    the card's file cannot be read as written (also a transforms ConfigError)
 ├── BadRequest           this input cannot be scored by this model (shape, dtype): an error for that video alone
 ├── RuntimeUnavailable   the scorer could not answer (server down, timeout, overloaded): retry, never a verdict
 └── TritonNotInstalled   the bundled tritonserver or TensorRT is not installed here (also a RuntimeError)
@@ -11,6 +12,8 @@ DetectorError
 
 from __future__ import annotations
 
+from transforms.config_errors import ConfigError
+
 
 class DetectorError(Exception):
     """Base class of detector-side errors."""
@@ -18,6 +21,10 @@ class DetectorError(Exception):
 
 class CardError(DetectorError, ValueError):
     """A model card is malformed or does not match its ONNX graph."""
+
+
+class CardFileError(CardError, ConfigError):
+    """A model card file that cannot be read as written (the CLI prints it in one line, exit status 2)."""
 
 
 class RuntimeUnavailable(DetectorError):

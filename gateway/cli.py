@@ -341,6 +341,8 @@ def detectors_add(model, card_path, repo, force, dry_run) -> None:
             click.echo(_dry_run_report(card, served, user_repo(repo)))
             return
         inst = install(model, card, repo, overwrite=force)
+    except ConfigError:
+        raise  # a card file that cannot be read as written: one line, exit status 2
     except CardError as exc:
         raise click.ClickException(str(exc)) from exc
     write_configs(inst)  # Triton's configs for this model; the others stay as they are

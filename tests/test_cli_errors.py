@@ -29,6 +29,7 @@ def _one_line_exit_2(run: subprocess.CompletedProcess, *fragments: str) -> None:
 
 GATEWAY_YAML = "kafka:\n  bootstrap: 127.0.0.1:1\nlimits:\n  max_bytes: 1000000\n  max_encoder_mbb: 200\n"
 MONITOR_YAML = "http_port: 0\nwindows:\n  seconds: 600\n  cuont: 50\n"
+CARD_YAML = (Path(__file__).resolve().parent.parent / "examples" / "byo" / "card.yaml").read_text()
 CONDITIONS_YAML = "conditions:\n  - name: quarter\n    steps: [{kind: scale, factr: 0.25}, {kind: h264}]\n"
 
 
@@ -41,6 +42,8 @@ CONDITIONS_YAML = "conditions:\n  - name: quarter\n    steps: [{kind: scale, fac
          ["monitor.yaml:4", "windows.cuont", "allowed: ", "count"]),
         (["transform", "in.mp4", "--out", "out", "--conditions-file"], "conds.yaml", CONDITIONS_YAML,
          ["conds.yaml:3", "conditions.0.steps.0.scale.factr", "allowed: ", "factor"]),
+        (["detectors", "add", "in.mp4", "--card"], "card.yaml", CARD_YAML.replace("\nversion:", "\nverison:"),
+         ["card.yaml:3", "verison", "allowed: ", "version", "required: "]),
     ],
 )  # fmt: skip
 def test_a_misspelt_key_is_one_line_with_file_line_path_and_allowed_keys(tmp_path, command, name, text, fragments):

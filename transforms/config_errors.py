@@ -21,14 +21,18 @@ def describe(exc: ValidationError, where: str, model: type[BaseModel] | None = N
 
     ``text``, the YAML or JSON the model was read from, gives the line of the key; ``model`` gives, for an
     unknown key, the keys allowed beside it."""
-    err = exc.errors()[0]
+    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return describe_error(exc.errors()[0], where, model, text) + more
+
+
+def describe_error(err: dict, where: str, model: type[BaseModel] | None = None, text: str | None = None) -> str:
+    """One error of a :class:`ValidationError` (an item of ``exc.errors()``) as :func:`describe` tells it."""
     loc = tuple(err["loc"])
     line = yaml_line(text, loc) if text else None
     path = ".".join(str(p) for p in loc) or "(top level)"
     allowed = _allowed(err, model, loc)
-    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
     head = f"{where}:{line}" if line else where
-    return f"{head}: {path}: {err['msg']}{f' ({allowed})' if allowed else ''}{more}"
+    return f"{head}: {path}: {err['msg']}{f' ({allowed})' if allowed else ''}"
 
 
 def yaml_line(text: str, loc: tuple) -> int | None:
@@ -53,8 +57,8 @@ def yaml_line(text: str, loc: tuple) -> int | None:
 
 def _allowed(err: dict, model: type[BaseModel] | None, loc: tuple) -> str:
     ctx = err.get("ctx") or {}
-    if "expected" in ctx:
-        return f"allowed: {ctx['expected']}"
+    if "expected" in ctx:  # pydantic's message already names them for a literal or an enum
+        return "" if err["type"] in ("literal_error", "enum") else f"allowed: {ctx['expected']}"
     if "pattern" in ctx:
         return f"allowed: text matching {ctx['pattern']}"
     owner = _model_at(model, loc[:-1]) if model is not None else None
