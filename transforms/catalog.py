@@ -49,7 +49,7 @@ def load_conditions_file(path: str | Path) -> ConditionFile:
     try:
         parsed = ConditionFile.model_validate(raw)
     except ValidationError as exc:
-        raise SpecError(describe(exc, str(path), ConditionFile, text)) from exc
+        raise SpecError("invalid conditions file: " + describe(exc, str(path), ConditionFile, text)) from exc
     _check_unique([c.name for c in parsed.expanded()])
     return parsed
 
