@@ -121,3 +121,28 @@ def test_a_report_of_a_run_without_generated_videos_is_one_line(tmp_path):
     report = _lastmile("report", "run", cwd=tmp_path)
     assert report.returncode == 1 and "Traceback" not in report.stderr, report.stderr
     assert "no generated videos paired with real anchors" in report.stderr
+
+
+def test_the_demo_exits_1_when_its_run_has_infrastructure_errors(tmp_path, monkeypatch):
+    """The demo judges its run as the replay does (the run itself replaced by one whose rows hit infra errors)."""
+    from click.testing import CliRunner
+
+    from gateway.batch.results import merge, write_part
+    from gateway.cli import main
+    from gateway.core.messages import ScoreRow
+    from gateway.ops import demo
+
+    common = dict(condition="original", detector="npr", detector_version="1", runtime="embedded", label="real",
+                  source="real")  # fmt: skip
+    rows = [ScoreRow(video_id="a", anchor_id="a", score=0.1, decision=False, threshold=1.0, **common),
+            ScoreRow(video_id="b", anchor_id="b", error="scorer down", error_kind="infra",
+                     error_class="RuntimeUnavailable", **common)]  # fmt: skip
+    (tmp_path / "parts").mkdir()
+    write_part(tmp_path / "parts", 0, 1, [r.model_dump() for r in rows])
+    results = merge(tmp_path)
+    monkeypatch.setattr(demo, "run_demo", lambda *a, **k: {"results": results})
+    failed = CliRunner().invoke(main, ["demo", "--out", str(tmp_path / "d")])
+    assert failed.exit_code == 1, failed.output
+    assert "demo: infra error RuntimeUnavailable: 1 rows (1 videos); first: scorer down" in failed.output
+    allowed = CliRunner().invoke(main, ["demo", "--out", str(tmp_path / "d"), "--max-infra-errors", "1"])
+    assert allowed.exit_code == 0, allowed.output
