@@ -14,7 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from detectors.errors import CardError, CardFileError
-from transforms.config_errors import describe_error
+from transforms.config_errors import describe_error, one_line
 from transforms.sampling import SamplingPolicy
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
@@ -187,7 +187,7 @@ def load_card(path: str | Path) -> ModelCard:
         text = path.read_text()
         raw = yaml.safe_load(text)
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise CardFileError(f"cannot read model card {path}: {' '.join(str(exc).split())}") from exc
+        raise CardFileError(f"cannot read model card {path}: {one_line(exc)}") from exc
     try:
         return ModelCard.model_validate(raw)
     except ValidationError as exc:

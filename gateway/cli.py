@@ -9,8 +9,9 @@ from pathlib import Path
 import click
 from tqdm import tqdm
 
+from gateway.batch.failures import DEFAULT_MAX_INFRA_ERRORS
 from transforms.catalog import resolve_conditions
-from transforms.config_errors import ConfigError
+from transforms.config_errors import ConfigError, describe
 from transforms.errors import VideoError
 from transforms.spec import PROFILES
 
@@ -25,10 +26,28 @@ class LastmileGroup(click.Group):
     """The ``lastmile`` group: every expected configuration error becomes :class:`BadConfiguration`."""
 
     def invoke(self, ctx: click.Context):
+        from pydantic import ValidationError
+
+        from gateway.ops.stack import StackError
+        from gateway.stream.kafka_io import BrokerError
+
         try:
             return super().invoke(ctx)
         except ConfigError as exc:
             raise BadConfiguration(str(exc)) from None
+        except ValidationError as exc:  # options or LASTMILE_* variables that a settings model refuses
+            raise BadConfiguration(describe(exc, f"the {exc.title} settings (options, LASTMILE_* variables)")) from None
+        except (BrokerError, StackError) as exc:  # a local broker or stack that cannot start: say why, no traceback
+            raise click.ClickException(str(exc)) from None
+
+
+MAX_INFRA_ERRORS = click.option(
+    "--max-infra-errors",
+    default=DEFAULT_MAX_INFRA_ERRORS,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="infrastructure-error rows allowed before the command exits non-zero (any cell without a score fails it)",
+)
 
 
 def _fail_loudly(failures, what: str) -> None:
@@ -398,8 +417,7 @@ def _dry_run_report(card, served, repo: Path) -> str:
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     help="a folder the manifest's videos may be read from (repeatable; default: the manifest's folder)",
 )
-@click.option("--max-infra-errors", default=0, show_default=True, type=click.IntRange(min=0),
-              help="infrastructure-error rows allowed before the run exits non-zero")  # fmt: skip
+@MAX_INFRA_ERRORS
 @click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path))
 def replay(
     manifest,
@@ -477,8 +495,7 @@ def report(run_dir, replicates, seed) -> None:
 @click.option("--profile", type=click.Choice(sorted(PROFILES)), default="fidelity", show_default=True)
 @click.option("--workers", type=int, default=None, help="parallel videos (default: cores)")
 @click.option("--sweeps", is_flag=True, help="also a scale-factor sweep of spatial and a two-hop repost of full")
-@click.option("--max-infra-errors", default=0, show_default=True, type=click.IntRange(min=0),
-              help="infrastructure-error rows allowed before the demo exits non-zero")  # fmt: skip
+@MAX_INFRA_ERRORS
 def demo(out, anchors, profile, workers, sweeps, max_infra_errors) -> None:
     """Proxy corpus -> six LastMile conditions -> four reference detectors -> report, in one go; exit 1 where a
     (detector, condition) has no score or infrastructure errors exceed --max-infra-errors."""
@@ -573,10 +590,7 @@ def kafka_up(port, config_path, partitions) -> None:
     from gateway.stream import kafka_io
 
     cfg = GatewayConfig.load(config_path)
-    try:
-        broker = kafka_io.start_broker(port)
-    except kafka_io.BrokerError as exc:
-        raise click.ClickException(str(exc)) from exc
+    broker = kafka_io.start_broker(port)
     settings = cfg.kafka.model_copy(update={"bootstrap": broker.bootstrap})
     topics = kafka_io.ensure_topics(settings, partitions, extra=(MonitorKafka().labels_topic,))
     click.echo(f"bootstrap: {broker.bootstrap}\ntopics: {', '.join(topics)}", err=False)
@@ -620,18 +634,14 @@ def up(prometheus, detectors, conditions, profile, workers, roots, folder, **por
     import signal
     import threading
 
-    from gateway.ops.stack import Stack, StackError, StackOptions
-    from gateway.stream.kafka_io import BrokerError
+    from gateway.ops.stack import Stack, StackOptions
 
     opts = StackOptions(folder, detectors, conditions, profile, workers, list(roots) or [Path.cwd()],
                         prometheus=prometheus, **ports)  # fmt: skip
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
     stack = Stack(opts)
-    try:
-        stack.start()
-    except (StackError, BrokerError) as exc:
-        raise click.ClickException(str(exc)) from exc
+    stack.start()
     for name, address in stack.addresses.items():
         click.echo(f"{name:<11}{address}")
     click.echo(f"{'configs':<11}{stack.folder}/gateway.yaml, monitor.yaml (logs: {stack.folder}/*.log)")
@@ -774,8 +784,9 @@ def canary_run(manifest, rate, count, config_path, bootstrap, by_reference) -> N
         signal.signal(sig, lambda *_: stop.set())
     try:
         feed = CanaryFeed(kafka, manifest, parse_rate(rate), inline=not by_reference)
+        feed.rows()  # a bad manifest is one line before any broker is contacted
         sent = feed.run(count=count, stop=stop)
-    except (CanaryError, ValueError) as exc:
+    except CanaryError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(f"{sent} canaries sent to {kafka.input_topic}")
 

@@ -5,6 +5,7 @@ exits 1 with one line per error kind, and its report opens with a banner."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -75,6 +76,22 @@ def test_a_bad_manifest_row_is_one_line_from_replay(tmp_path):
     (tmp_path / "m.jsonl").write_text(MANIFEST_CASES[0][0] + "\n")
     run = _lastmile("replay", "m.jsonl", "--out", "run", cwd=tmp_path)
     _one_line_exit_2(run, "m.jsonl:1: source: Field required", "required: video_id, uri, label, source, anchor_id")
+
+
+def test_a_bad_manifest_row_is_one_line_from_canary_run_before_any_broker(tmp_path):
+    (tmp_path / "m.jsonl").write_text(MANIFEST_CASES[0][0] + "\n")
+    run = _lastmile(
+        "canary", "run", "--manifest", "m.jsonl", "--count", "1", "--bootstrap", "127.0.0.1:1", cwd=tmp_path
+    )
+    _one_line_exit_2(run, "m.jsonl:1: source: Field required")
+
+
+def test_a_bad_settings_variable_is_one_line(tmp_path):
+    (tmp_path / "m.jsonl").write_text(MANIFEST_CASES[0][0] + "\n")
+    env = {**os.environ, "LASTMILE_ONNXRUNTIME__PROVIDER": "gpu"}
+    run = subprocess.run([sys.executable, "-m", "gateway.cli", "replay", "m.jsonl", "--out", "run"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=300, env=env)  # fmt: skip
+    _one_line_exit_2(run, "ProviderSettings", "provider: Input should be 'cpu', 'cuda' or 'tensorrt'")
 
 
 def test_the_example_manifest_reads():

@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from transforms.config_errors import describe
+from transforms.config_errors import describe, one_line
 from transforms.errors import SpecError
 from transforms.spec import LASTMILE, Condition, Profile
 from transforms.sweeps import Repost, Sweep, expand_repost, expand_sweep
@@ -43,7 +43,7 @@ def load_conditions_file(path: str | Path) -> ConditionFile:
         text = path.read_text()
         raw = yaml.safe_load(text)
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise SpecError(f"cannot read conditions file {path}: {' '.join(str(exc).split())}") from exc
+        raise SpecError(f"cannot read conditions file {path}: {one_line(exc)}") from exc
     if isinstance(raw, list):
         raw = {"conditions": raw}
     try:

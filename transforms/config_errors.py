@@ -16,6 +16,12 @@ class ConfigError(ValueError):
     """A configuration file, conditions file or manifest that cannot be used as written (the user's to fix)."""
 
 
+def one_line(text: object, limit: int = 300) -> str:
+    """``text`` (an exception's or a tool's message) on one line, white space folded, cut to ``limit`` characters."""
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
 def describe(exc: ValidationError, where: str, model: type[BaseModel] | None = None, text: str | None = None) -> str:
     """The first error of ``exc`` as one line: ``where[:line]: key.path: message (allowed: ...)``.
 

@@ -19,7 +19,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from detectors.errors import DetectorError
-from transforms.config_errors import ConfigError
+from transforms.config_errors import ConfigError, one_line
 
 log = logging.getLogger("lastmile.runtime")
 
@@ -83,14 +83,16 @@ class ProviderSettings(BaseSettings):
             opts.update(trt_engine_cache_enable="1", trt_engine_cache_path=self.trt_engine_cache_path)
         return opts
 
-    def ort_providers(self) -> list[tuple[str, dict[str, str]]]:
-        """``providers=`` for ``onnxruntime.InferenceSession``, best first (the CPU only when it may take nodes)."""
+    def ort_providers(self, with_cpu: bool | None = None) -> list[tuple[str, dict[str, str]]]:
+        """``providers=`` for ``onnxruntime.InferenceSession``, best first; the CPU last where ``with_cpu`` (default:
+        on the CPU, or where fallback is allowed) lets it take nodes."""
         chain = {
             "cpu": [],
             "cuda": [(ORT_NAMES["cuda"], self.cuda_options())],
             "tensorrt": [(ORT_NAMES["tensorrt"], self.tensorrt_options()), (ORT_NAMES["cuda"], self.cuda_options())],
         }[self.provider]
-        return chain + ([(ORT_NAMES["cpu"], {})] if not self.on_gpu or self.allow_cpu_fallback else [])
+        cpu = (not self.on_gpu or self.allow_cpu_fallback) if with_cpu is None else with_cpu
+        return chain + ([(ORT_NAMES["cpu"], {})] if cpu else [])
 
 
 @dataclass(frozen=True)
@@ -107,11 +109,6 @@ class Placement:
         ``CPUExecutionProvider (fallback: ...)``."""
         where = f"{self.provider}:{self.device_id}" if self.device_id is not None else self.provider
         return f"{where} (fallback: {self.fallback_reason})" if self.fallback_reason else where
-
-
-def _one_line(text: object, limit: int = 300) -> str:
-    line = " ".join(str(text).split())
-    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def unavailable_reason(settings: ProviderSettings) -> str | None:
@@ -141,13 +138,12 @@ def open_session(
     if not settings.on_gpu:
         return ort.InferenceSession(source, options, providers=[ORT_NAMES["cpu"]]), Placement(ORT_NAMES["cpu"])
     reason = unavailable_reason(settings)
-    if reason is None:
-        if not settings.allow_cpu_fallback:
-            options.add_session_config_entry(DISABLE_CPU_FALLBACK, "1")
+    if reason is None:  # the whole graph on the GPU, or no session: never a graph split silently with the CPU
+        options.add_session_config_entry(DISABLE_CPU_FALLBACK, "1")
         try:
-            session = ort.InferenceSession(source, options, providers=settings.ort_providers())
+            session = ort.InferenceSession(source, options, providers=settings.ort_providers(with_cpu=False))
         except Exception as exc:  # onnxruntime raises untyped errors (Fail, RuntimeException, ...)
-            reason = f"{settings.ort_name} cannot run this graph: {_one_line(exc)}"
+            reason = f"{settings.ort_name} cannot run this graph: {one_line(exc)}"
         else:
             active = session.get_providers()
             if active and active[0] == settings.ort_name:
@@ -159,6 +155,7 @@ def open_session(
     if not settings.allow_cpu_fallback:
         raise ProviderUnavailable(f"{who}: {reason} (allow_cpu_fallback is false)")
     log.warning("%s: running on CPUExecutionProvider instead: %s", who, reason)
+    options.add_session_config_entry(DISABLE_CPU_FALLBACK, "0")  # a CPU session conflicts with the entry
     session = ort.InferenceSession(source, options, providers=[ORT_NAMES["cpu"]])
     return session, Placement(ORT_NAMES["cpu"], fallback_reason=f"{settings.ort_name} unavailable")
 

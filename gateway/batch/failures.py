@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gateway.core.messages import ScoreRow
+from transforms.config_errors import one_line
 
 DEFAULT_MAX_INFRA_ERRORS = 0  # infrastructure-error rows a run may have and still succeed (`--max-infra-errors`)
 
@@ -52,12 +53,13 @@ class RunFailures:
         errors."""
         return not self.rows or bool(self.empty_cells) or self.infra_rows > self.max_infra_errors
 
-    def lines(self) -> list[str]:
-        """One line per error kind and class, then one per cell without a score (empty when all is well)."""
+    def lines(self, with_bound: bool = True) -> list[str]:
+        """One line per error kind and class, then one per cell without a score (empty when all is well); with
+        ``with_bound``, a last line when infrastructure errors exceed the run's bound (a command's judgement)."""
         out = [] if self.rows else ["the run has no result rows at all"]
         out += [g.line() for g in self.groups]
         out += [f"no score at all for detector {d} under condition {c}" for d, c in self.empty_cells]
-        if self.infra_rows > self.max_infra_errors:
+        if with_bound and self.infra_rows > self.max_infra_errors:
             out.append(
                 f"{self.infra_rows} infrastructure-error rows of {self.rows}, more than the {self.max_infra_errors} "
                 "allowed (--max-infra-errors)"
@@ -87,7 +89,7 @@ def summarize(
         g["videos"].add(r.video_id)
     return RunFailures(
         groups=[
-            ErrorGroup(kind, cls, g["rows"], len(g["videos"]), _one_line(g["first"]))
+            ErrorGroup(kind, cls, g["rows"], len(g["videos"]), one_line(g["first"]))
             for (kind, cls), g in groups.items()
         ],
         empty_cells=[cell for cell in cells if cell not in scored],
@@ -101,8 +103,3 @@ def check_results(path: Path, max_infra_errors: int = DEFAULT_MAX_INFRA_ERRORS) 
     from gateway.batch.results import read_results
 
     return summarize(read_results(path), max_infra_errors)
-
-
-def _one_line(message: str, limit: int = 300) -> str:
-    text = " ".join(message.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."

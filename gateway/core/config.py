@@ -14,7 +14,7 @@ from detectors.runtimes.providers import ProviderSettings
 from gateway.core.messages import MAX_FIELD_BYTES, MAX_URI_BYTES
 from gateway.core.sources import SourceError, allow_set
 from transforms.catalog import resolve_conditions
-from transforms.config_errors import ConfigError, describe
+from transforms.config_errors import ConfigError, describe, one_line
 from transforms.limits import Limits
 from transforms.spec import PROFILES, Condition, Profile
 
@@ -169,7 +169,7 @@ class YamlSettings(BaseSettings):
             text = Path(path).read_text() if path else ""
             raw = yaml.safe_load(text) if text else {}
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            raise ConfigError(f"{where}: cannot read: {' '.join(str(exc).split())}") from exc
+            raise ConfigError(f"{where}: cannot read: {one_line(exc)}") from exc
         if not isinstance(raw, dict):
             raise ConfigError(f"{where}: expected a mapping of settings at the top level, got {type(raw).__name__}")
         try:

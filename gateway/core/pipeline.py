@@ -88,6 +88,12 @@ class Detector:
         self.provider = getattr(self.runtime, "provider", None) or self.provider
 
     @property
+    def where(self) -> str | None:
+        """Where it scores, for provenance (``runtime_endpoint``) and the info metric: a remote detector's server,
+        else the embedded runtime's execution provider."""
+        return self.card.remote.endpoint if self.card.remote else self.provider
+
+    @property
     def card(self):
         return self.installed.card
 
@@ -222,7 +228,7 @@ class Pipeline:
             detector=det.card.name,
             detector_version=det.card.version,
             runtime=det.runtime_name,
-            runtime_endpoint=det.card.remote.endpoint if det.card.remote else det.provider,
+            runtime_endpoint=det.where,
             label=item.label,
             source=item.source,
             anchor_id=item.anchor_id,

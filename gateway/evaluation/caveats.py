@@ -38,14 +38,13 @@ def failure_banner(rows: list[ScoreRow], conditions: list[str]) -> dict:
     return {
         "shown": bool(failures.groups or failures.empty_cells or not failures.rows),
         "headline": _headline(failures, scored),
-        "lines": failures.lines(),
+        "lines": failures.lines(with_bound=False),  # the bound is the replay's or demo's option, not the report's
         "groups": [dataclasses.asdict(g) for g in failures.groups],
         "empty_cells": [list(cell) for cell in failures.empty_cells],
         "video_rows": failures.video_rows,
         "infra_rows": failures.infra_rows,
         "rows": failures.rows,
         "scored_rows": scored,
-        "failed": failures.failed,
     }
 
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from gateway.evaluation.paired import CellMetrics, Evaluation
 from gateway.evaluation.sweeps import breaking_points, sweeps_of
-from gateway.evaluation.tables import means, pct
+from gateway.evaluation.tables import defined, means, pct
 
 TOP_DROPS = 3  # detectors named in the AUC-drop finding (each with its worst condition)
 LIST_RANKS = 6  # conditions listed in the ranking finding (the lowest correlations first)
@@ -26,7 +26,7 @@ class Finding:
 
 
 def _finite(*xs: float | None) -> bool:
-    return all(x is not None and bool(np.isfinite(x)) for x in xs)
+    return all(defined(x) for x in xs)
 
 
 def _ci_ok(ci: tuple[float, float] | None) -> bool:

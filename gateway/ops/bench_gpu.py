@@ -147,7 +147,7 @@ def parity_job(model_path: str, card_json: str, provider: str, use_tf32: bool, b
     card = ModelCard.model_validate_json(card_json)
     frames = np.random.default_rng(0).integers(0, 256, card.input_shape(batch), dtype=np.uint8)
     settings = ProviderSettings(provider=provider, use_tf32=use_tf32)
-    placement = node_placement(model_path, card, settings.model_copy(update={"allow_cpu_fallback": True}), frames)
+    placement = node_placement(model_path, card, settings, frames)
     cpu = EmbeddedRuntime(model_path, card, settings=ProviderSettings(provider="cpu")).score(frames)
     gpu = EmbeddedRuntime(model_path, card, settings=settings).score(frames)
     diff = np.abs(gpu - cpu)
@@ -161,13 +161,12 @@ def node_placement(model_path: str, card: Any, settings: Any, frames: Any) -> di
 
     import onnxruntime as ort
 
-    from detectors.runtimes.providers import open_session
-
     with tempfile.TemporaryDirectory() as tmp:
         opts = ort.SessionOptions()
         opts.enable_profiling = True
         opts.profile_file_prefix = str(Path(tmp) / "profile")
-        session, _ = open_session(model_path, settings, opts, card.name)
+        # a session that may split the graph with the CPU (the runtime never opens one), to show where nodes go
+        session = ort.InferenceSession(model_path, opts, providers=settings.ort_providers(with_cpu=True))
         session.run([card.output.name], {card.input.name: frames})
         events = json.loads(Path(session.end_profiling()).read_text())
     nodes = {e["name"]: e["args"]["provider"] for e in events if e.get("cat") == "Node" and "provider" in e["args"]}

@@ -77,8 +77,7 @@ class LiveMetrics:
     def observe_detectors(self, detectors: Iterable) -> None:
         """One ``lastmile_detector_info`` series per detector of the pipeline (``pipeline.Detector``)."""
         for d in detectors:
-            where = d.provider or (d.card.remote.endpoint if d.card.remote else "")
-            self.detector_info.labels(d.card.name, d.card.version, d.runtime_name, where).set(1)
+            self.detector_info.labels(d.card.name, d.card.version, d.runtime_name, d.where or "").set(1)
 
     def observe_rows(self, rows: Iterable[ScoreRow], publish_s: float) -> None:
         rows = list(rows)
