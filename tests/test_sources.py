@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import http.server
+import socketserver
 import threading
+import time
 from functools import partial
 from pathlib import Path
 
@@ -130,3 +132,80 @@ def test_redirects_stay_on_the_allow_list_and_streams_are_capped(hostile):
     assert fetch(f"{hostile}/stay", http_allow_hosts=["127.0.0.1"]) == b"video"
     with pytest.raises(LimitExceeded, match="100000-byte limit"):
         fetch(f"{hostile}/endless", http_allow_hosts=["127.0.0.1"], max_bytes=100_000)
+
+
+# -- deadlines and broken bodies (issue 27) ----------------------------------------------------------------------
+DRIP_S, DRIP_FOR_S = 0.2, 12.0  # a byte every 0.2 s (well inside each read's 5 s timeout), for at most 12 s
+TOTAL_S = 2.0  # the download's deadline in these tests
+OK_200 = b"HTTP/1.1 200 OK\r\n"
+_RAW = {  # path: (sent at once, then sent a byte at a time, every DRIP_S), then the connection closes
+    "/status": (b"", OK_200 + b"Content-Length: 5\r\n\r\nvideo"),
+    "/headers": (OK_200, b"X-Pad: " + b"a" * 1000),
+    "/body": (OK_200 + b"Content-Length: 1000\r\n\r\n", b"v" * 1000),
+    "/chunked": (OK_200 + b"Transfer-Encoding: chunked\r\n\r\n", b"1\r\nv\r\n" * 200),
+    "tls": (b"\x16\x03\x03\x40\x00", b"\x00" * 1000),  # a TLS handshake record of 16 KiB, never finished
+    "/bad-chunk": (OK_200 + b"Transfer-Encoding: chunked\r\n\r\nzz\r\nvideo\r\n0\r\n\r\n", b""),
+    "/cut-chunk": (OK_200 + b"Transfer-Encoding: chunked\r\n\r\n10\r\nvid", b""),
+    "/cut-length": (OK_200 + b"Content-Length: 100\r\n\r\nvideo", b""),
+}
+
+
+class _Raw(socketserver.BaseRequestHandler):
+    """Answers with raw bytes: a TLS ClientHello gets the "tls" answer, an HTTP request its path's."""
+
+    def handle(self):
+        request = self.request.recv(65536)
+        path = "tls" if request.startswith(b"\x16") else request.split(b" ")[1].decode()
+        at_once, dripped = _RAW[path]
+        end = time.monotonic() + DRIP_FOR_S
+        try:
+            self.request.sendall(at_once)
+            for byte in dripped:
+                if self.server.stop.wait(DRIP_S) or time.monotonic() > end:
+                    return
+                self.request.sendall(bytes([byte]))
+        except OSError:
+            return  # the client gave up, as it should
+
+
+@pytest.fixture
+def raw():
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Raw)
+    server.daemon_threads, server.stop = True, threading.Event()
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1]
+    server.stop.set()
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize("path", ["/status", "/headers", "/body", "/chunked", "tls"])
+def test_a_dripping_server_is_cut_at_the_total_deadline(raw, path):
+    url = f"https://127.0.0.1:{raw}/v" if path == "tls" else f"http://127.0.0.1:{raw}{path}"
+    t0 = time.monotonic()
+    with pytest.raises(SourceError, match="took longer than its deadline"):
+        fetch(url, http_allow_hosts=["127.0.0.1"], http_timeout_s=5.0, http_total_s=TOTAL_S)
+    elapsed = time.monotonic() - t0
+    assert TOTAL_S <= elapsed <= TOTAL_S + 1, elapsed  # cut on the wall clock, not at a read's timeout
+
+
+@pytest.mark.parametrize("path", ["/bad-chunk", "/cut-chunk", "/cut-length"])
+def test_a_broken_or_short_body_is_a_source_error(raw, path):
+    with pytest.raises(SourceError, match=r"cannot fetch .*IncompleteRead"):
+        fetch(f"http://127.0.0.1:{raw}{path}", http_allow_hosts=["127.0.0.1"])
+
+
+@pytest.mark.parametrize(
+    "url, reason",
+    [
+        ("http://127.0.0.1/v.mp4\r\nX-Injected: 1", "control character"),
+        ("http://127.0.0.1/v\n.mp4", "control character"),
+        ("http://127.0.0.1/v.mp4\r", "control character"),
+        ("http://user:pass@127.0.0.1/v.mp4", "user part"),
+        ("http://user:pass@localhost/v.mp4", "user part"),
+        ("https://user@127.0.0.1/v.mp4", "user part"),
+    ],
+)
+def test_a_url_with_cr_lf_or_a_user_part_without_a_port_is_a_source_error(url, reason):
+    with pytest.raises(SourceError, match=reason):
+        fetch(url, http_allow_hosts=["127.0.0.1", "localhost"])

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+# The longest side every encoder of the tree opens with, whatever the settings: libx264 refuses a width or height
+# over 16384 in avcodec_open2 (libvpx-vp9 takes 65536). Every later step only shrinks a side (scale never
+# upscales, normalize crops to even, rotation swaps the sides), so a source within it stays within it.
+MAX_ENCODED_SIDE = 16384
+
 
 class Limits(BaseModel):
     """Bounds on one input video. Defaults suit a moderation tap of short-form uploads."""

@@ -9,7 +9,7 @@ from fractions import Fraction
 import av
 
 from transforms.errors import InvalidVideo, LimitExceeded, UnsupportedVideo
-from transforms.limits import Limits
+from transforms.limits import MAX_ENCODED_SIDE, Limits
 
 # Demuxers and codecs that carry still images: valid files, but not videos we transform.
 _IMAGE_FORMATS = {"image2", "png_pipe", "jpeg_pipe", "bmp_pipe", "webp_pipe", "tiff_pipe", "gif_pipe", "webp"}
@@ -49,8 +49,8 @@ def open_input(data: bytes) -> av.container.InputContainer:
 def probe(data: bytes, limits: Limits) -> ProbeInfo:
     """Parse the header of ``data`` and check it against ``limits`` without decoding the video.
 
-    Raises :class:`LimitExceeded` (too big), :class:`UnsupportedVideo` (no video stream, a still image)
-    or :class:`InvalidVideo` (not a container, no usable header).
+    Raises :class:`LimitExceeded` (too big), :class:`UnsupportedVideo` (no video stream, a still image, a side
+    longer than the encoders take) or :class:`InvalidVideo` (not a container, no usable header).
     """
     if len(data) > limits.max_bytes:
         raise LimitExceeded(f"input is {len(data)} bytes; the limit is {limits.max_bytes}")
@@ -71,6 +71,8 @@ def _inspect(container: av.container.InputContainer, limits: Limits, size: int) 
     width, height = stream.codec_context.width, stream.codec_context.height
     if width <= 0 or height <= 0:
         raise InvalidVideo(f"video stream has no frame size ({width}x{height})")
+    if max(width, height) > MAX_ENCODED_SIDE:  # libx264 would refuse it only once the video is decoded
+        raise UnsupportedVideo(f"{width}x{height}: a side over {MAX_ENCODED_SIDE} pixels, more than H.264 encodes")
     if width * height > limits.max_pixels:
         raise LimitExceeded(f"{width}x{height} = {width * height} pixels; the limit is {limits.max_pixels}")
     fps = Fraction(stream.average_rate or stream.guessed_rate or 0)

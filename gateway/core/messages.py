@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 SCHEMA_VERSION = 2  # 2: score events carry event_time and canary
+READ_VERSIONS = (1, 2)  # video events the gateway reads (version 2 changed only score events)
 MAX_VIDEO_ID_CHARS = 256
 MAX_FIELD_BYTES = 1024  # default bound of a video message's string fields (``messages.max_field_bytes``)
 MAX_URI_BYTES = 8192  # default bound of its ``uri`` (``messages.max_uri_bytes``): signed URLs run long
@@ -16,8 +17,9 @@ ROW_OVERHEAD_BYTES = 4096  # a score event's JSON without the strings it copies 
 
 
 class InvalidMessage(ValueError):
-    """An input-topic message that is not a video event: not JSON, a duplicate key or header, an unknown,
-    missing, malformed or over-long field. It is dead-lettered before any fetch."""
+    """An input-topic message that is not a video event: not JSON, a duplicate key or header, a null or non-UTF-8
+    ``lastmile-*`` header, an unknown ``schema_version``, an unknown, missing, malformed or over-long field. It is
+    dead-lettered before any fetch."""
 
 
 def idempotency_key(video_id: str, condition: str, detector: str, version: str) -> str:
@@ -96,6 +98,15 @@ class VideoEvent(BaseModel):
     tenant: str | None = None
     canary: bool = False  # fed by ``lastmile canary``; its score events carry the flag
 
+    @field_validator("schema_version")
+    @classmethod
+    def _readable(cls, version: int) -> int:
+        """A version newer (or older) than this gateway knows is refused, never read as if it were one it knows."""
+        if version not in READ_VERSIONS:
+            known = ", ".join(map(str, READ_VERSIONS))
+            raise ValueError(f"schema_version {version} is not supported (supported versions: {known})")
+        return version
+
 
 class ScoreEvent(ScoreRow):
     """An output-topic message, keyed by ``video_id``; ``key`` is the idempotency key consumers de-duplicate by."""
@@ -126,24 +137,29 @@ def inline_headers(event: VideoEvent) -> list[tuple[str, bytes]]:
 
 
 def parse_video_message(
-    value: bytes,
-    headers: list[tuple[str, bytes]] | None,
+    value: bytes | None,
+    headers: list[tuple[str, bytes | None]] | None,
     max_field_bytes: int = MAX_FIELD_BYTES,
     max_uri_bytes: int = MAX_URI_BYTES,
 ) -> tuple[VideoEvent, bytes | None]:
     """(event, inline bytes or None) from a Kafka message; :class:`InvalidMessage` for a malformed one, before
     anything is fetched: every string field is at most ``max_field_bytes`` (UTF-8), the ``uri`` at most
-    ``max_uri_bytes``, and a key (or ``lastmile-*`` header) given twice is refused, not resolved."""
+    ``max_uri_bytes``, and a key (or ``lastmile-*`` header) given twice is refused, not resolved. Headers come
+    as :func:`clean_headers` gives them; a null value (a tombstone) is refused here (the gateway skips it first)."""
+    if value is None:
+        raise InvalidMessage("tombstone (null value)")
     try:
-        inline = _header_fields(headers or [])
-        fields = inline if inline is not None else json.loads((value or b"").decode(), object_pairs_hook=_unique)
+        inline = _header_fields(clean_headers(headers))
+        fields = inline if inline is not None else json.loads(value.decode(), object_pairs_hook=_unique)
         _check_fields(fields, max_field_bytes, max_uri_bytes)
         event = VideoEvent.model_validate(fields)
     except InvalidMessage:
         raise
     except json.JSONDecodeError as exc:
         raise InvalidMessage(f"Invalid JSON: {exc}") from exc
-    except (ValueError, RecursionError) as exc:  # pydantic's ValidationError, bad UTF-8, absurdly deep nesting
+    except UnicodeDecodeError as exc:
+        raise InvalidMessage(f"the value is not UTF-8 JSON: {exc}") from exc
+    except (ValueError, RecursionError) as exc:  # pydantic's ValidationError, absurdly deep nesting
         raise InvalidMessage(str(exc) if isinstance(exc, ValueError) else "JSON nested too deeply") from exc
     if inline is not None:
         return event, value
@@ -152,17 +168,48 @@ def parse_video_message(
     return event, None
 
 
-def _header_fields(headers: list[tuple[str, bytes]]) -> dict[str, str] | None:
-    """The ``lastmile-*`` header fields of an inline message (None: not inline); duplicates refused."""
+def clean_headers(headers: object) -> list[tuple[str, bytes | None]]:
+    """A record's headers as (name, value) pairs a producer can send again: a name as text (bytes decoded from
+    UTF-8, undecodable bytes replaced), a value as bytes or None. :class:`InvalidMessage` for headers that are
+    not a list of pairs, or a value that is neither bytes nor text nor None."""
+    out = []
+    try:
+        pairs = [(k, v) for k, v in headers or ()]
+    except (TypeError, ValueError) as exc:
+        raise InvalidMessage(f"headers are not (name, value) pairs: {exc}") from exc
+    for k, v in pairs:
+        name = k.decode("utf-8", "replace") if isinstance(k, bytes | bytearray) else k
+        if not isinstance(name, str):
+            raise InvalidMessage(f"a header name is a {type(k).__name__}, not text")
+        if isinstance(v, str):
+            v = v.encode("utf-8", "surrogatepass")
+        elif v is not None and not isinstance(v, bytes | bytearray | memoryview):
+            raise InvalidMessage(f"header {name[:64]!r} has a {type(v).__name__} value, not bytes")
+        out.append((name, None if v is None else bytes(v)))
+    return out
+
+
+def _header_fields(headers: list[tuple[str, bytes | None]]) -> dict[str, str] | None:
+    """The ``lastmile-*`` header fields of an inline message (None: not inline); duplicates, null values and
+    values that are not UTF-8 refused. Other headers are not read."""
     seen: dict[str, bytes] = {}
     for k, v in headers:
         if k == "content-type" or k.startswith(HEADER_PREFIX):
             if k in seen:
                 raise InvalidMessage(f"header {k[:64]!r} given twice")
+            if v is None:
+                raise InvalidMessage(f"header {k[:64]!r} has a null value")
             seen[k] = v
-    if seen.get("content-type", b"").decode(errors="replace") != INLINE_CONTENT_TYPE:
+    if seen.get("content-type") != INLINE_CONTENT_TYPE.encode():
         return None
-    return {k[len(HEADER_PREFIX) :].replace("-", "_"): v.decode() for k, v in seen.items() if k != "content-type"}
+    return {k[len(HEADER_PREFIX) :].replace("-", "_"): _text(k, v) for k, v in seen.items() if k != "content-type"}
+
+
+def _text(name: str, value: bytes) -> str:
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidMessage(f"header {name[:64]!r} is not UTF-8: {exc}") from exc
 
 
 def _unique(pairs: list[tuple[str, object]]) -> dict[str, object]:

@@ -9,19 +9,22 @@ allow-list.
   checks *and* that the connection uses, on the first request and on every redirect. A user part, a control
   character, an unparseable port or host is refused before any DNS lookup or connection. Hosts compare
   case-insensitively without a trailing dot; IP literals (decimal, hex, octal, short IPv4, IPv6, IPv4-mapped
-  IPv6) compare as addresses, names as names. Connect and read time out, the whole download has a deadline,
-  and the body is read in chunks up to ``max_bytes``. No proxy is used: the connection goes to the parsed host.
+  IPv6) compare as addresses, names as names. Reads time out, a download ends at its wall-clock deadline however
+  slowly a server drips, and the body is read in chunks up to ``max_bytes``. No proxy: it connects to that host.
 """
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import ipaddress
 import os
 import re
+import socket
 import ssl
 import stat
 import string
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -34,6 +37,7 @@ CHUNK = 1 << 20
 MAX_REDIRECTS = 10
 DEFAULT_PORTS = {"http": 80, "https": 443}
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
+HEADERS = {"User-Agent": "lastmile-gateway", "Accept-Encoding": "identity", "Connection": "close"}
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _LABEL = r"[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?"  # ASCII, no hyphen at either end (IDNs: their xn-- form)
@@ -104,14 +108,16 @@ def _read_file(path: Path, roots: Sequence[Path], max_bytes: int | None) -> byte
 def _read_bounded(read, max_bytes: int | None, what: str, deadline: float | None = None) -> bytes:
     """Read with ``read(n)`` to the end in chunks, failing as soon as it passes ``max_bytes`` or ``deadline``."""
     parts, size = [], 0
-    while chunk := read(CHUNK):
+    while True:
+        chunk = read(CHUNK)
+        if deadline is not None and time.monotonic() > deadline:
+            raise SourceError(f"{what}: download took longer than its deadline")
+        if not chunk:
+            return b"".join(parts)
         size += len(chunk)
         if max_bytes is not None and size > max_bytes:
             raise LimitExceeded(f"{what} exceeds the {max_bytes}-byte limit")
-        if deadline is not None and time.monotonic() > deadline:
-            raise SourceError(f"{what}: download took longer than its deadline")
         parts.append(chunk)
-    return b"".join(parts)
 
 
 # -- URLs ------------------------------------------------------------------------------------------------------
@@ -246,21 +252,19 @@ def _fetch_http(uri: str, allow: Sequence[str], max_bytes: int | None, timeout_s
 
 
 def _get(url: SourceURL, max_bytes: int | None, timeout_s: float, deadline: float) -> bytes | str:
-    """One request to exactly ``url``'s host and port: the body, or the ``Location`` of a redirect."""
+    """One request to exactly ``url``'s host and port: the body, or the ``Location`` of a redirect. Each read
+    waits at most ``timeout_s``; at ``deadline`` the socket is shut down (:func:`_cut`), whatever it waits for."""
     if url.scheme == "https":
+        # (the TLS handshake as a whole is bounded by the timeout, which is at most the time left)
         conn = http.client.HTTPSConnection(
             url.connect_host, url.port, timeout=timeout_s, context=ssl.create_default_context()
         )
     else:
         conn = http.client.HTTPConnection(url.connect_host, url.port, timeout=timeout_s)
-    headers = {
-        "Host": url.netloc,
-        "User-Agent": "lastmile-gateway",
-        "Accept-Encoding": "identity",
-        "Connection": "close",
-    }
+    cut = threading.Timer(max(deadline - time.monotonic(), 0.0), _cut, (conn,))
+    cut.start()
     try:
-        conn.request("GET", url.target, headers=headers)
+        conn.request("GET", url.target, headers={"Host": url.netloc, **HEADERS})
         resp = conn.getresponse()
         location = resp.getheader("Location")
         if resp.status in REDIRECTS and location:
@@ -270,8 +274,21 @@ def _get(url: SourceURL, max_bytes: int | None, timeout_s: float, deadline: floa
         length = resp.getheader("Content-Length")
         if max_bytes is not None and length and length.isdigit() and int(length) > max_bytes:
             raise LimitExceeded(f"{show(str(url))} is {length} bytes; the limit is {max_bytes}")
-        return _read_bounded(resp.read1, max_bytes, show(str(url)), deadline)
+        body = _read_bounded(resp.read1, max_bytes, show(str(url)), deadline)
+        if resp.length:  # the connection ended before the length the server declared: no video, a part of one
+            raise http.client.IncompleteRead(body, resp.length)
+        return body
     except (http.client.HTTPException, OSError, ValueError) as exc:
+        if time.monotonic() >= deadline:
+            raise SourceError(f"{show(str(url))}: download took longer than its deadline") from exc
         raise SourceError(f"cannot fetch {show(str(url))}: {exc or type(exc).__name__}") from exc
     finally:
+        cut.cancel()
+        cut.join()  # the cut never runs once the connection is closed (its socket's number may be reused)
         conn.close()
+
+
+def _cut(conn: http.client.HTTPConnection) -> None:
+    """Shut the connection's socket (the plain socket's call, below TLS): a blocked read returns at once."""
+    with contextlib.suppress(OSError, TypeError):
+        socket.socket.shutdown(conn.sock, socket.SHUT_RDWR)

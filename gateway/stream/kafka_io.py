@@ -182,7 +182,40 @@ def poll(consumer, timeout_ms: int, max_records: int) -> dict:
         paused = set(consumer.paused())
         if any(tp not in paused for tp in parked):
             fetcher._next_partition_records = None
-    return consumer.poll(timeout_ms=timeout_ms, max_records=max_records)
+    from kafka.errors import CorruptRecordError
+
+    try:
+        return consumer.poll(timeout_ms=timeout_ms, max_records=max_records)
+    except CorruptRecordError as exc:
+        return _skip_unreadable(consumer, exc)
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """In place of a record kafka-python cannot decode (e.g. a header name that is not UTF-8): its offset, and why.
+    :mod:`gateway.stream.records` dead-letters it (without its bytes, which nobody could read)."""
+
+    offset: int
+    unreadable: str
+    key: bytes | None = None
+    value: bytes = b""
+    headers: tuple = ()
+    timestamp: int | None = None
+
+
+def _skip_unreadable(consumer, exc: Exception) -> dict:
+    """The partition whose next record kafka-python failed to decode (it raises the same error on every poll,
+    which stopped the gateway): seek past that record and hand back an :class:`Unreadable` in its place. Only a
+    record's own structure (kafka-python's ValueError or IndexError while reading it); anything else about a
+    batch (a failed CRC, bytes after its last record) is raised as before, since the record at the position
+    need not be the bad one."""
+    broken = getattr(getattr(consumer, "_fetcher", None), "_next_partition_records", None)
+    tp = getattr(broken, "topic_partition", None)
+    if tp is None or not isinstance(exc.__context__, ValueError | IndexError):
+        raise exc
+    offset = consumer.position(tp)
+    consumer.seek(tp, offset + 1)
+    return {tp: [Unreadable(offset, f"unreadable record at offset {offset} of {tp.topic}/{tp.partition}: {exc}")]}
 
 
 def consumer_lag(consumer, topic: str, timeout_ms: int | None = None) -> int | None:

@@ -1,6 +1,7 @@
 """Publishing a video's results: score events on the output topic and, for a failed video, a dead letter with
-the original value and headers plus ``lastmile-error-class`` and ``lastmile-error-message``. Every send is
-acknowledged by the broker before it returns, so the caller may then commit the input offset."""
+the original value and headers (a null header value sent empty) plus ``lastmile-error-class`` and
+``lastmile-error-message``. Every send is acknowledged by the broker before it returns, so the caller may then
+commit the input offset."""
 
 from __future__ import annotations
 
@@ -38,14 +39,30 @@ class Publisher:
         self._await(futures)
         return cause
 
-    def dead_letter(self, original: bytes, headers: list, error_class: str, message: str, video_id: str | None) -> None:
-        """A message that is not a video event at all, dead-lettered with its reason; acknowledged."""
-        self._await([self._send_dead_letter(original, headers, error_class, message, video_id)])
+    def dead_letter(
+        self,
+        original: bytes,
+        headers: list,
+        error_class: str,
+        message: str,
+        video_id: str | None,
+        key: bytes | None = None,
+    ) -> None:
+        """A message that is not a video event at all, dead-lettered with its reason (keyed by its video id, else
+        by the original record's ``key``); acknowledged."""
+        self._await([self._send_dead_letter(original, headers, error_class, message, video_id, key)])
 
-    def _send_dead_letter(self, original: bytes, headers: list, error_class: str, message: str, video_id: str | None):
-        extra = [("lastmile-error-class", error_class.encode()), ("lastmile-error-message", message.encode()[:1000])]
-        key = video_id.encode() if video_id else None
-        return self.producer.send(self.settings.dlq, key=key, value=original, headers=list(headers or []) + extra)
+    def _send_dead_letter(
+        self, original: bytes, headers: list, error_class: str, message: str, video_id: str | None, key=None
+    ):
+        extra = [
+            ("lastmile-error-class", error_class.encode()),
+            ("lastmile-error-message", message.encode(errors="replace")[:1000]),
+        ]
+        key = video_id.encode() if video_id else key
+        # the original headers; a null value goes as an empty one (kafka-python's send takes only bytes values)
+        kept = [(k, b"" if v is None else v) for k, v in headers or []]
+        return self.producer.send(self.settings.dlq, key=key, value=original, headers=kept + extra)
 
     def _await(self, futures: list) -> None:
         """Wait at most ``ack_timeout_s`` in all (a frozen broker must not freeze the caller); raise unless every

@@ -27,10 +27,10 @@ from itertools import count
 from gateway.core import worker
 from gateway.core.assembly import build_pipeline
 from gateway.core.config import GatewayConfig
-from gateway.core.messages import ScoreRow, parse_video_message
+from gateway.core.messages import ScoreRow
 from gateway.core.pool import Done, WorkerFailure
 from gateway.core.worker import FetchRules
-from gateway.stream import kafka_io
+from gateway.stream import kafka_io, records
 from gateway.stream.health import Health
 from gateway.stream.http import Endpoints
 from gateway.stream.jobs import Job, Waiting, fanout
@@ -132,26 +132,25 @@ class Gateway:
         return kafka_io.poll(self.consumer, timeout_ms=100, max_records=max(free, 1))
 
     def _accept(self, tp: object, msg: object) -> None:
-        k = self.cfg.kafka
+        """Every record gets an outcome, and its offset is done once that outcome is acknowledged
+        (:mod:`gateway.stream.records`): a video is scored, anything else dead-lettered or skipped and counted."""
         self.tracker.start(tp, msg.offset)
-        if len(msg.value or b"") > k.max_message_bytes:
-            reason = f"message of {len(msg.value)} bytes; max_message_bytes is {k.max_message_bytes}"
-            self._dead_letter_message(tp, msg, "MessageTooLarge", reason, value=b"")
+        got = records.read(msg, self.cfg.kafka.max_message_bytes, self.cfg.messages)
+        if isinstance(got, records.Skip):
+            log.info("skipping offset %s of %s: %s", msg.offset, tp, got.reason)
+            self.metrics.videos.labels(got.outcome).inc()
+            self.tracker.done(tp, msg.offset)
             return
-        try:
-            bounds = self.cfg.messages
-            event, inline = parse_video_message(msg.value, msg.headers, bounds.max_field_bytes, bounds.max_uri_bytes)
-        except ValueError as exc:
-            self._dead_letter_message(tp, msg, "InvalidMessage", str(exc)[:500])
+        if isinstance(got, records.Refusal):
+            self._dead_letter_message(tp, msg.offset, got)
             return
-        names = fanout(event.video_id, self.condition_names, self.cfg.fanout.policy, self.cfg.fanout.sample_rate)
-        job = Job(tp, msg.offset, event, inline, msg.value, list(msg.headers or []), names, time.monotonic())
-        job.event_time = msg.timestamp / 1000 if msg.timestamp is not None and msg.timestamp >= 0 else time.time()
-        if inline is not None and len(inline) > self.cfg.limits.max_bytes:  # before any heavy work
+        names = fanout(got.event.video_id, self.condition_names, self.cfg.fanout.policy, self.cfg.fanout.sample_rate)
+        job = Job(tp, msg.offset, got.event, got.inline, got.value, got.headers, names, time.monotonic())
+        job.event_time = got.event_time
+        if got.inline is not None and len(got.inline) > self.cfg.limits.max_bytes:  # before any heavy work
             limit = self.cfg.limits.max_bytes
-            self._finish(
-                job, self._rows(job, LimitExceeded(f"inline video is {len(inline)} bytes; the limit is {limit}"))
-            )
+            too_big = LimitExceeded(f"inline video is {len(got.inline)} bytes; the limit is {limit}")
+            self._finish(job, self._rows(job, too_big))
             return
         self._submit(job)
 
@@ -235,16 +234,17 @@ class Gateway:
         self.tracker.done(job.tp, job.offset)
         self.metrics.in_flight.set(self.tracker.count)
 
-    def _dead_letter_message(self, tp: object, msg: object, error_class: str, reason: str, value: bytes | None = None):
-        """A message that is not a video at all: its dead letter, acknowledged, then its offset is done."""
+    def _dead_letter_message(self, tp: object, offset: int, refusal: records.Refusal) -> None:
+        """A record that is not a video at all: its dead letter, acknowledged, then its offset is done."""
+        r = refusal
         try:
-            self.publisher.dead_letter(msg.value if value is None else value, msg.headers, error_class, reason, None)
+            self.publisher.dead_letter(r.value, r.headers, r.error_class, r.reason, None, key=r.key)
         except Exception as exc:  # the broker did not acknowledge: the message is redelivered after a restart
             self.health.down("broker", str(exc) or type(exc).__name__)
             return
         self.metrics.videos.labels("dead_lettered").inc()
-        self.metrics.dead_letters.labels(error_class).inc()
-        self.tracker.done(tp, msg.offset)
+        self.metrics.dead_letters.labels(r.error_class).inc()
+        self.tracker.done(tp, offset)
 
     # -- offsets ---------------------------------------------------------------------------------------------
     def _commit(self) -> None:

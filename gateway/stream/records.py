@@ -1,0 +1,82 @@
+"""One record of the input topic, read once: its key, value and headers, of any nullness, type or encoding, become
+a video to score, a refusal to dead-letter with its reason, or a record to skip with a counted reason. Nothing a
+record holds raises out of :func:`read`, so no record can stop the gateway or hold its partition back."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from gateway.core.config import MessageSettings
+from gateway.core.messages import InvalidMessage, VideoEvent, clean_headers, parse_video_message
+
+TOMBSTONE = "skipped_tombstone"  # its outcome in lastmile_videos_total
+MAX_REASON_CHARS = 500
+
+Headers = list[tuple[str, bytes | None]]
+
+
+@dataclass(frozen=True)
+class Video:
+    """A video event: what the gateway scores."""
+
+    event: VideoEvent
+    inline: bytes | None
+    value: bytes
+    headers: Headers
+    event_time: float  # the record's Kafka timestamp (s); the time it was read when it has none
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A record that is no video event: dead-lettered with ``error_class`` and ``reason``, then committed."""
+
+    error_class: str
+    reason: str
+    value: bytes  # what the dead letter carries: the original value (empty when it is too large or no bytes)
+    headers: Headers
+    key: bytes | None
+
+
+@dataclass(frozen=True)
+class Skip:
+    """A record with nothing to score and nothing wrong with it (a tombstone): counted as ``outcome``, committed."""
+
+    outcome: str
+    reason: str
+
+
+def read(msg: object, max_message_bytes: int, bounds: MessageSettings) -> Video | Refusal | Skip:
+    """What the gateway does with one consumer record (``key``, ``value``, ``headers``, ``timestamp``)."""
+    if getattr(msg, "unreadable", None):  # kafka-python could not decode it (kafka_io.Unreadable)
+        return Refusal("InvalidMessage", msg.unreadable[:MAX_REASON_CHARS], b"", [], None)
+    key = getattr(msg, "key", None)
+    key = bytes(key) if isinstance(key, bytes | bytearray | memoryview) else None  # a key of another type: dropped
+    value = getattr(msg, "value", None)
+    if value is None:  # a tombstone: a deletion on a compacted topic, no video
+        return Skip(TOMBSTONE, "tombstone (null value)")
+    try:
+        headers = clean_headers(getattr(msg, "headers", None))
+    except InvalidMessage as exc:
+        return Refusal("InvalidMessage", str(exc)[:MAX_REASON_CHARS], _bytes(value), [], key)
+    if not isinstance(value, bytes | bytearray | memoryview):
+        reason = f"the value is a {type(value).__name__}, not bytes"
+        return Refusal("InvalidMessage", reason, b"", headers, key)
+    value = bytes(value)
+    if len(value) > max_message_bytes:
+        reason = f"message of {len(value)} bytes; max_message_bytes is {max_message_bytes}"
+        return Refusal("MessageTooLarge", reason, b"", headers, key)
+    try:
+        event, inline = parse_video_message(value, headers, bounds.max_field_bytes, bounds.max_uri_bytes)
+    except InvalidMessage as exc:
+        return Refusal("InvalidMessage", str(exc)[:MAX_REASON_CHARS], value, headers, key)
+    except Exception as exc:  # a parser bug must not stop the tap: the record is refused with what went wrong
+        reason = f"unreadable message ({type(exc).__name__}: {exc})"[:MAX_REASON_CHARS]
+        return Refusal("InvalidMessage", reason, value, headers, key)
+    stamp = getattr(msg, "timestamp", None)
+    event_time = stamp / 1000 if isinstance(stamp, int) and stamp >= 0 else time.time()
+    return Video(event, inline, value, headers, event_time)
+
+
+def _bytes(value: object) -> bytes:
+    return bytes(value) if isinstance(value, bytes | bytearray | memoryview) else b""
