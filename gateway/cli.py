@@ -11,7 +11,7 @@ from tqdm import tqdm
 
 from gateway.batch.failures import DEFAULT_MAX_INFRA_ERRORS
 from transforms.catalog import resolve_conditions
-from transforms.config_errors import ConfigError, describe
+from transforms.config_errors import ConfigError, describe, one_line
 from transforms.errors import VideoError
 from transforms.spec import PROFILES
 
@@ -29,7 +29,7 @@ class LastmileGroup(click.Group):
         from pydantic import ValidationError
 
         from gateway.ops.stack import StackError
-        from gateway.stream.kafka_io import BrokerError
+        from gateway.stream.kafka_io import BrokerError, client_errors
 
         try:
             return super().invoke(ctx)
@@ -39,6 +39,10 @@ class LastmileGroup(click.Group):
             raise BadConfiguration(describe(exc, f"the {exc.title} settings (options, LASTMILE_* variables)")) from None
         except (BrokerError, StackError) as exc:  # a local broker or stack that cannot start: say why, no traceback
             raise click.ClickException(str(exc)) from None
+        except Exception as exc:
+            if isinstance(exc, client_errors()):  # a broker that does not answer: which, and what the client said
+                raise click.ClickException(f"Kafka: {one_line(exc)}") from None
+            raise
 
 
 MAX_INFRA_ERRORS = click.option(

