@@ -98,19 +98,38 @@ def paired_proportion_difference(
 ) -> Interval:
     """mean(a) - mean(b) for paired booleans (e.g. FakeR under a condition minus under original, same videos).
 
-    With n pairs, n10 pairs where only ``a`` holds and n01 where only ``b`` does: d = (n10 - n01)/n and the
-    Wald interval for paired proportions, Var = (n10 + n01 - (n10 - n01)²/n) / n² (Fleiss, Levin & Paik 2003,
-    §13.1; the variance behind McNemar's test), clipped to [-1, 1].
+    Newcombe's (1998) hybrid score interval for the difference of paired proportions, his method 10
+    (Newcombe RG, "Improved confidence intervals for the difference between binomial proportions based on
+    paired data", Statistics in Medicine 17:2635-2650). With n pairs counted as e (both hold), f (only ``a``),
+    g (only ``b``) and h (neither): p1 = (e+f)/n, p2 = (e+g)/n, d = p1 - p2 = (f - g)/n. Take the Wilson
+    intervals (l1, u1) of p1 and (l2, u2) of p2 (:func:`wilson_interval`) and
+    lower = d - sqrt((p1-l1)² - 2φ(p1-l1)(u2-p2) + (u2-p2)²),
+    upper = d + sqrt((p2-l2)² - 2φ(p2-l2)(u1-p1) + (u1-p1)²),
+    where φ is the phi coefficient of the 2x2 table with Newcombe's correction: with A = eh - fg and
+    P = (e+f)(g+h)(e+g)(f+h), φ = (A - n/2)/sqrt(P) if A > n/2, 0 if 0 <= A <= n/2, A/sqrt(P) if A < 0, and
+    φ = 0 when P = 0 (a margin is empty). Unlike the Wald interval, Var = (f + g - (f - g)²/n)/n², it does
+    not collapse to zero width without discordant pairs (e.g. n = 1 gives 0 [-0.79, 0.79], not 0 [0, 0]),
+    and it stays inside [-1, 1] (clipped there against rounding).
     """
     x, y = np.asarray(a, dtype=bool), np.asarray(b, dtype=bool)
     if x.shape != y.shape or x.ndim != 1 or x.size == 0:
         raise MetricError(f"need two non-empty 1-D arrays of the same shape, got {x.shape} and {y.shape}")
     n = x.size
-    n10, n01 = int((x & ~y).sum()), int((~x & y).sum())
-    d = (n10 - n01) / n
-    var = (n10 + n01 - (n10 - n01) ** 2 / n) / n**2
-    half = _z(confidence) * np.sqrt(max(var, 0.0))
-    return d, float(max(-1.0, d - half)), float(min(1.0, d + half))
+    e, f = int((x & y).sum()), int((x & ~y).sum())
+    g, h = int((~x & y).sum()), int((~x & ~y).sum())
+    p1, l1, u1 = wilson_interval(e + f, n, confidence)
+    p2, l2, u2 = wilson_interval(e + g, n, confidence)
+    # Python ints: the product of the four margins would overflow int64 from n of about 2**18
+    margins = (e + f) * (g + h) * (e + g) * (f + h)
+    cross = e * h - f * g
+    if margins == 0 or 0 <= cross <= n / 2:
+        phi = 0.0
+    else:
+        phi = (cross - n / 2 if cross > n / 2 else cross) / np.sqrt(float(margins))
+    d = (f - g) / n  # = p1 - p2, without its rounding
+    lower = d - np.sqrt(max((p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2, 0.0))
+    upper = d + np.sqrt(max((p2 - l2) ** 2 - 2 * phi * (p2 - l2) * (u1 - p1) + (u1 - p1) ** 2, 0.0))
+    return d, float(max(-1.0, lower)), float(min(1.0, upper))
 
 
 def ks_statistic(a: Sequence | np.ndarray, b: Sequence | np.ndarray) -> float:

@@ -92,6 +92,120 @@ def test_paired_proportion_interval_covers_a_simulated_recall_drift():
     assert abs(hits / reps - 0.95) < 0.02
 
 
+def _pairs(e: int, f: int, g: int, h: int) -> tuple[np.ndarray, np.ndarray]:
+    """Paired booleans (a, b) with e pairs where both hold, f only a, g only b, h neither (Newcombe's cells)."""
+    counts = [e, f, g, h]
+    return np.repeat([True, True, False, False], counts), np.repeat([True, False, True, False], counts)
+
+
+# Newcombe (1998), Statistics in Medicine 17:2635-2650, table of worked examples, method 10 (95%), as
+# (e, f, g, h, lower, upper) with d = (f - g)/n, printed to 4 decimals. Not checked against the paper itself:
+# transcribed from two public test files found in a code index that reproduce it (both call it Table III),
+# and the row (20, 12, 2, 16) also from petelaud/ratesci tests/testthat/test3.R ("Newcombe's method 10
+# result"). Every limit below is reproduced within half a unit of the 4th decimal except the lower limit of
+# (1, 97, 1, 1): the formula gives 0.87367, the table 0.8736 (one of the transcriptions also sets it aside).
+NEWCOMBE_1998_METHOD_10 = [
+    (36, 12, 2, 0, 0.0569, 0.3404),
+    (20, 12, 2, 16, 0.0562, 0.3292),
+    (18, 12, 2, 18, 0.0562, 0.3290),
+    (36, 14, 0, 0, 0.1528, 0.4167),
+    (35, 14, 0, 1, 0.1461, 0.4175),
+    (18, 14, 0, 18, 0.1441, 0.3963),
+    (2, 97, 1, 0, 0.8721, 0.9854),
+    (1, 97, 1, 1, 0.8736, 0.9850),
+    (0, 29, 1, 0, 0.6666, 0.9882),
+    (2, 98, 0, 0, 0.9178, 0.9945),
+    (1, 98, 0, 1, 0.9171, 0.9916),
+    (0, 30, 0, 0, 0.8395, 1.0),
+    (54, 0, 0, 0, -0.0664, 0.0664),
+    (53, 0, 0, 1, -0.0729, 0.0729),
+    (30, 0, 0, 24, -0.0358, 0.0358),
+    (29, 0, 0, 25, -0.0354, 0.0354),
+    (28, 0, 0, 26, -0.0352, 0.0352),
+    (27, 0, 0, 27, -0.0351, 0.0351),
+]
+
+
+@pytest.mark.parametrize("e, f, g, h, lower, upper", NEWCOMBE_1998_METHOD_10)
+def test_paired_proportion_interval_reproduces_newcombe_1998_method_10(e, f, g, h, lower, upper):
+    d, lo, hi = intervals.paired_proportion_difference(*_pairs(e, f, g, h))
+    assert d == pytest.approx((f - g) / (e + f + g + h), abs=1e-15)
+    half_unit = 0.5e-4 + 1e-9
+    assert lo == pytest.approx(lower, abs=1e-4 if (e, f, g, h) == (1, 97, 1, 1) else half_unit)
+    assert hi == pytest.approx(upper, abs=half_unit)
+
+
+def test_paired_proportion_interval_matches_other_implementations_of_method_10():
+    # Cavo et al. (2012) table, contingencytables (Fagerland, Lydersen & Laake) tests/testthat/test-ch8.R,
+    # Newcombe_square_and_add_CI_paired_2x2: -0.0621 (-0.1186 to -0.0046)
+    d, lo, hi = intervals.paired_proportion_difference(*_pairs(59, 6, 16, 80))
+    assert (d, lo, hi) == pytest.approx((-0.0621, -0.1186, -0.0046), abs=0.5e-4 + 1e-9)
+    # Bentur et al. (2009) table of Fagerland et al. (2014), ratesci tests/testthat/test3.R, moverpairci
+    # (Wilson, Newcombe's correlation correction): -0.507 to -0.026
+    _, lo, hi = intervals.paired_proportion_difference(*_pairs(1, 1, 7, 12))
+    assert (lo, hi) == pytest.approx((-0.507, -0.026), abs=0.5e-3 + 1e-9)
+
+
+@pytest.mark.parametrize(
+    "e, f, g, h",
+    [(1, 0, 0, 0), (0, 0, 0, 1), (2, 0, 0, 0), (1, 0, 0, 1), (50, 0, 0, 0), (0, 0, 0, 50), (20, 0, 0, 30)],
+)
+def test_paired_proportion_interval_does_not_collapse_without_discordant_pairs(e, f, g, h):
+    """The Wald interval had zero width here (FakeR drift 0 [0, 0] at n = 1)."""
+    d, lo, hi = intervals.paired_proportion_difference(*_pairs(e, f, g, h))
+    assert d == 0.0 and -1.0 <= lo < 0.0 < hi <= 1.0 and hi == pytest.approx(-lo)
+
+
+def test_paired_proportion_interval_never_collapses_and_stays_in_range_on_every_small_table():
+    # RealR drift -1 at n = 2 (both videos flipped): Wald gave -1 [-1, -1]
+    d, lo, hi = intervals.paired_proportion_difference([False, False], [True, True])
+    assert d == -1.0 and lo == -1.0 and -1.0 < hi < 0.0
+    for n in (1, 2, 3, 5, 12):
+        for e in range(n + 1):
+            for f in range(n + 1 - e):
+                for g in range(n + 1 - e - f):
+                    a, b = _pairs(e, f, g, n - e - f - g)
+                    d, lo, hi = intervals.paired_proportion_difference(a, b)
+                    assert -1.0 <= lo <= d <= hi <= 1.0 and hi - lo > 0.05
+                    assert intervals.paired_proportion_difference(b, a) == pytest.approx((-d, -hi, -lo), abs=1e-12)
+
+
+def test_paired_proportion_interval_rejects_bad_inputs():
+    with pytest.raises(MetricError):
+        intervals.paired_proportion_difference([], [])
+    with pytest.raises(MetricError):
+        intervals.paired_proportion_difference([True, False], [True])
+    with pytest.raises(MetricError):
+        intervals.paired_proportion_difference([True], [True], confidence=1.0)
+
+
+def _coverage(cells: tuple[float, float, float, float], n: int, reps: int = 1000) -> float:
+    rng = np.random.default_rng(24)
+    truth = cells[1] - cells[2]
+    hits = 0
+    for _ in range(reps):
+        _, lo, hi = intervals.paired_proportion_difference(*_pairs(*rng.multinomial(n, cells)))
+        hits += lo <= truth <= hi
+    return hits / reps
+
+
+@pytest.mark.parametrize("n", [50, 200])
+@pytest.mark.parametrize(
+    "cells",  # P(both), P(only a), P(only b), P(neither): phi about 0.36, 0.58 and 0.61
+    [(0.55, 0.05, 0.25, 0.15), (0.30, 0.10, 0.10, 0.50), (0.45, 0.05, 0.15, 0.35)],
+)
+def test_paired_proportion_interval_coverage_on_correlated_pairs(n, cells):
+    """Exact coverage at n = 50 (enumerating every table): 0.955, 0.959, 0.957."""
+    assert 0.92 <= _coverage(cells, n) <= 0.98
+
+
+def test_paired_proportion_interval_errs_on_the_safe_side_with_few_discordant_pairs():
+    """Near the boundary with few discordant pairs method 10 is conservative: exact coverage 0.983 at n = 50
+    for these cells (0.96 simulated at n = 200), above the 0.98 of the test above; it must not undercover."""
+    cells = (0.88, 0.07, 0.02, 0.03)
+    assert _coverage(cells, 50) >= 0.95 and _coverage(cells, 200) >= 0.94
+
+
 def test_ks_statistic_equals_scipy_with_ties_and_unequal_sizes():
     rng = np.random.default_rng(5)
     for n, m in ((10, 10), (37, 91), (200, 3)):
