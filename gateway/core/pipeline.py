@@ -18,7 +18,7 @@ import numpy as np
 from detectors.errors import BadRequest, DetectorError, RuntimeUnavailable
 from detectors.repository import Installed
 from detectors.runtimes.base import Runtime
-from gateway.core.messages import ScoreRow, VideoItem
+from gateway.core.messages import MAX_ERROR_CHARS, ScoreRow, VideoItem
 from transforms.engine import Engine, EngineResult, Variant
 from transforms.errors import VideoError
 from transforms.limits import Limits
@@ -240,7 +240,7 @@ class Pipeline:
     ) -> ScoreRow:
         return ScoreRow(
             **self._ids(item, condition, det),
-            error=str(exc)[:500],
+            error=str(exc)[:MAX_ERROR_CHARS],
             error_kind=kind,
             error_class=type(exc).__name__,
             input_sha256=digest,

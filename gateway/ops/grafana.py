@@ -254,19 +254,16 @@ RULES = Path(__file__).resolve().parent / "data" / "lastmile-rules.yaml"  # the 
 def write(folder: Path, chart: Path | None = None) -> list[Path]:
     """Write ``folder/grafana/*.json`` and ``folder/prometheus/lastmile-rules.yaml``, and nothing elsewhere; with
     ``chart`` (a Helm chart's folder), also copy both into ``chart/files`` (Helm reads only files inside a chart)."""
-    targets = [folder] + ([chart / "files"] if chart else [])
-    rules = RULES.read_text()
+    # (where the dashboards go, where the rules go): the user's layout, then the chart's
+    targets = [(folder / "grafana", folder / "prometheus")]
+    targets += [(chart / "files" / "grafana", chart / "files")] if chart else []
+    boards, rules = render(), RULES.read_text()
     out = []
-    for base in targets:
-        grafana_dir = base / "grafana"
-        grafana_dir.mkdir(parents=True, exist_ok=True)
-        for name, text in render().items():
-            (grafana_dir / name).write_text(text)
-            out.append(grafana_dir / name)
-        rules_path = (base / "prometheus" if base == folder else base) / RULES.name
-        rules_path.parent.mkdir(parents=True, exist_ok=True)
-        rules_path.write_text(rules)
-        out.append(rules_path)
+    for grafana_dir, rules_dir in targets:
+        for path, text in [*((grafana_dir / n, t) for n, t in boards.items()), (rules_dir / RULES.name, rules)]:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            out.append(path)
     return out
 
 
