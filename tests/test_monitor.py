@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from scipy.stats import ks_2samp
-from sklearn.metrics import recall_score, roc_auc_score
+from sklearn.metrics import balanced_accuracy_score, recall_score, roc_auc_score
 
 from gateway.core.messages import ScoreEvent, idempotency_key
 from gateway.monitor.config import WindowSettings
@@ -89,6 +89,7 @@ def test_windowed_metrics_equal_sklearn_on_deduplicated_rows_whatever_the_label_
                     "lastmile_auc": roc_auc_score(y, s),
                     "lastmile_fake_recall": recall_score(y, d),
                     "lastmile_real_recall": recall_score(~y, ~d),
+                    "lastmile_balanced_accuracy": balanced_accuracy_score(y, d),
                 }
                 for name, value in want.items():
                     got = values(samples, name, window=window, population="labelled")[(det, cond)]

@@ -10,16 +10,17 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client.core import Metric
 
+from gateway.core import catalogue as mc
 from gateway.monitor.config import WindowSettings
-from gateway.monitor.signals import FAMILIES, compute
+from gateway.monitor.signals import compute
 from gateway.monitor.store import Store
 
 
 class WindowCollector:
-    """Yields every family of :data:`~gateway.monitor.signals.FAMILIES` (empty while not ``ready()``)."""
+    """Yields every family the catalogue lists for ``windows`` (empty while not ``ready()``)."""
 
     def __init__(
         self,
@@ -32,8 +33,8 @@ class WindowCollector:
         self.store, self.settings, self.clock, self.ready, self.seconds = store, settings, clock, ready, seconds
 
     @staticmethod
-    def _families() -> dict[str, GaugeMetricFamily]:
-        return {name: GaugeMetricFamily(name, text, labels=list(lbls)) for name, (text, lbls) in FAMILIES.items()}
+    def _families() -> dict[str, Metric]:
+        return {f.name: mc.snapshot_family(f) for f in mc.families(mc.Exporter.WINDOWS)}
 
     def describe(self) -> list[Metric]:
         return list(self._families().values())
@@ -43,8 +44,7 @@ class WindowCollector:
         if self.ready():
             t0 = time.perf_counter()
             for s in compute(self.store.snapshot(), self.settings, self.clock()):
-                _, names = FAMILIES[s.name]
-                fams[s.name].add_metric([s.labels[n] for n in names], s.value)
+                fams[s.name].add_metric([s.labels[n] for n in s.family.labels], s.value)
             self.seconds.observe(time.perf_counter() - t0)
         yield from fams.values()
 
@@ -59,11 +59,9 @@ class StoreCollector:
         return list(self._families())
 
     def _families(self) -> tuple[Metric, ...]:
-        return (
-            CounterMetricFamily("lastmile_monitor_events", "Score events read, by outcome", labels=["outcome"]),
-            CounterMetricFamily("lastmile_monitor_labels", "Label events read, by outcome", labels=["outcome"]),
-            GaugeMetricFamily("lastmile_monitor_videos", "Videos held in the time window"),
-            GaugeMetricFamily("lastmile_monitor_waiting_labels", "Labels waiting for their video's scores"),
+        return tuple(
+            mc.snapshot_family(f)
+            for f in (mc.MONITOR_EVENTS, mc.MONITOR_LABELS, mc.MONITOR_VIDEOS, mc.MONITOR_WAITING_LABELS)
         )
 
     def collect(self) -> Iterator[Metric]:
@@ -88,18 +86,10 @@ class MonitorMetrics:
         registry: CollectorRegistry | None = None,
     ) -> None:
         self.registry = r = registry or CollectorRegistry()
-        self.runtime_up = Gauge(
-            "lastmile_runtime_up", "1 while the component answers, 0 while it is unavailable", ["component"], registry=r
-        )
-        self.lag = Gauge("lastmile_monitor_lag_messages", "Messages behind the end of a topic", ["topic"], registry=r)
-        self.caught_up = Gauge(
-            "lastmile_monitor_caught_up", "1 once the windows are rebuilt from the topics since start", registry=r
-        )
-        self.invalid = Counter(
-            "lastmile_monitor_invalid_messages", "Unreadable messages skipped", ["topic"], registry=r
-        )
-        seconds = Histogram(
-            "lastmile_monitor_compute_seconds", "Time to compute the windowed families at a scrape", registry=r
-        )
+        self.runtime_up = mc.instrument(mc.RUNTIME_UP, r)
+        self.lag = mc.instrument(mc.MONITOR_LAG, r)
+        self.caught_up = mc.instrument(mc.MONITOR_CAUGHT_UP, r)
+        self.invalid = mc.instrument(mc.MONITOR_INVALID, r)
+        seconds = mc.instrument(mc.MONITOR_COMPUTE_SECONDS, r)
         r.register(WindowCollector(store, settings, clock, ready, seconds))
         r.register(StoreCollector(store))

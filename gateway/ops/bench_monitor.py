@@ -1,5 +1,6 @@
 """``lastmile bench monitor``: score events per second the monitor sustains on one core, with its windows full
-(4 detectors x 6 conditions, 10,000 videos per series) and a Prometheus scrape every ``scrape_interval_s``.
+(the reference detectors x the six LastMile conditions, 10,000 videos per series) and a Prometheus scrape every
+``scrape_interval_s``.
 
 The job runs in its own process pinned to one core (BLAS threads 1). Events are real ``ScoreEvent`` JSON, read
 through the same :meth:`Monitor.handle` as the Kafka loop (parse, de-duplicate, store); the broker's own cost
@@ -15,10 +16,12 @@ from typing import Any
 
 import numpy as np
 
+from detectors.reference.registry import REFERENCE_DETECTORS
 from gateway.ops.measure import isolated
+from transforms.spec import LASTMILE
 
-DETECTORS = ("npr", "d3", "restrav", "spectral")
-CONDITIONS = ("original", "spatial", "temporal", "compression", "overlay", "full")
+DETECTORS = tuple(d.name for d in REFERENCE_DETECTORS)  # the shipped reference detectors
+CONDITIONS = tuple(c.name for c in LASTMILE)  # the six LastMile conditions
 
 
 def _events(videos: int, start: int, now: float, seed: int = 0) -> list[bytes]:

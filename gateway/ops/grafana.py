@@ -12,6 +12,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from gateway.core import catalogue as mc
+from gateway.core.catalogue import Family
+from gateway.ops import rules
 from gateway.ops.panels import dashboard, panel, variable
 
 SEL = 'detector=~"$detector", version=~"$version", condition=~"$condition"'
@@ -19,12 +22,13 @@ MON = SEL + ', population=~"$population", window="time"'  # the monitor's series
 SERIES = "{{detector}} {{version}} {{condition}} {{population}}"
 
 
-def _banded(metric: str) -> list[tuple[str, str]]:
+def _banded(family: Family) -> list[tuple[str, str]]:
     """A windowed estimate with its 95% interval's bounds, as three targets."""
+    lower, upper = family.bounds()
     return [
-        (f"{metric}{{{MON}}}", SERIES),
-        (f"{metric}_lower{{{MON}}}", SERIES + " lower"),
-        (f"{metric}_upper{{{MON}}}", SERIES + " upper"),
+        (f"{family.name}{{{MON}}}", SERIES),
+        (f"{lower.name}{{{MON}}}", SERIES + " lower"),
+        (f"{upper.name}{{{MON}}}", SERIES + " upper"),
     ]
 
 
@@ -32,36 +36,36 @@ def robustness() -> dict:
     """The monitor's series: one computation over every gateway replica's score events."""
     free = SEL + ', window="time", population="traffic"'
     panels = [
-        panel(1, "AUC per condition, DeLong 95% interval (time window)", _banded("lastmile_auc"), 0, 0),
+        panel(1, "AUC per condition, DeLong 95% interval (time window)", _banded(mc.AUC), 0, 0),
         panel(
             2,
             "AUC drift vs original, same videos (paired DeLong)",
-            _banded("lastmile_auc_drift"),
+            _banded(mc.AUC_DRIFT),
             12,
             0,
             minmax=(-1, 1),
         ),
-        panel(3, "FakeR per condition, Wilson 95% interval", _banded("lastmile_fake_recall"), 0, 8),
-        panel(4, "RealR per condition, Wilson 95% interval", _banded("lastmile_real_recall"), 12, 8),
-        panel(5, "FakeR drift vs original, same videos", _banded("lastmile_fake_recall_drift"), 0, 16, minmax=(-1, 1)),
+        panel(3, "FakeR per condition, Wilson 95% interval", _banded(mc.FAKE_RECALL), 0, 8),
+        panel(4, "RealR per condition, Wilson 95% interval", _banded(mc.REAL_RECALL), 12, 8),
+        panel(5, "FakeR drift vs original, same videos", _banded(mc.FAKE_RECALL_DRIFT), 0, 16, minmax=(-1, 1)),
         panel(
             6,
             "Label-free: decision flips vs original (traffic)",
-            [(f"lastmile_flip_rate{{{free}}}", "{{detector}} {{version}} {{condition}} {{direction}}")],
+            [(f"{mc.FLIP_RATE.name}{{{free}}}", "{{detector}} {{version}} {{condition}} {{direction}}")],
             12,
             16,
         ),
         panel(
             7,
             "Label-free: KS distance to original's scores (traffic)",
-            [(f"lastmile_score_ks_statistic{{{free}}}", "{{detector}} {{version}} {{condition}}")],
+            [(f"{mc.SCORE_KS.name}{{{free}}}", "{{detector}} {{version}} {{condition}}")],
             0,
             24,
         ),
         panel(
             8,
             "Label-free: mean score shift vs original (traffic)",
-            [(f"lastmile_score_shift_mean{{{free}}}", "{{detector}} {{version}} {{condition}}")],
+            [(f"{mc.SCORE_SHIFT_MEAN.name}{{{free}}}", "{{detector}} {{version}} {{condition}}")],
             12,
             24,
             unit="short",
@@ -72,7 +76,7 @@ def robustness() -> dict:
             "A/B: AUC spread between versions of a detector",
             [
                 (
-                    "detector_condition_population:lastmile_auc:version_spread"
+                    f"detector_condition_population:{mc.AUC.name}:version_spread"
                     '{detector=~"$detector", condition=~"$condition", population=~"$population"}',
                     "{{detector}} {{condition}} {{population}}",
                 )
@@ -84,14 +88,14 @@ def robustness() -> dict:
         panel(
             10,
             "A/B: AUC by version",
-            [(f"detector_version_condition_population:lastmile_auc:time{{{SEL}}}", SERIES)],
+            [(f"detector_version_condition_population:{mc.AUC.name}:time{{{SEL}}}", SERIES)],
             12,
             32,
         ),
         panel(
             11,
             "Labelled samples in the window, by true label",
-            [(f"lastmile_window_samples{{{MON}}}", SERIES + " {{label}}")],
+            [(f"{mc.WINDOW_SAMPLES.name}{{{MON}}}", SERIES + " {{label}}")],
             0,
             40,
             unit="short",
@@ -102,7 +106,7 @@ def robustness() -> dict:
             "Age of each series' latest sample",
             [
                 (
-                    f'time() - lastmile_window_last_sample_timestamp_seconds{{{SEL}, population=~"$population"}}',
+                    f'time() - {mc.LAST_SAMPLE_TIME.name}{{{SEL}, population=~"$population"}}',
                     SERIES,
                 )
             ],
@@ -117,7 +121,7 @@ def robustness() -> dict:
             [
                 (
                     f"histogram_quantile(0.5, sum by (detector, version, condition, le) "
-                    f"(rate(lastmile_score_bucket{{{SEL}}}[15m])))",
+                    f"(rate({mc.SCORE.name}_bucket{{{SEL}}}[15m])))",
                     "{{detector}} {{version}} {{condition}}",
                 )
             ],
@@ -128,10 +132,10 @@ def robustness() -> dict:
         ),
     ]
     variables = [
-        variable("detector", "label_values(lastmile_window_videos, detector)"),
-        variable("version", 'label_values(lastmile_window_videos{detector=~"$detector"}, version)'),
-        variable("condition", "label_values(lastmile_window_videos, condition)"),
-        variable("population", "label_values(lastmile_window_last_sample_timestamp_seconds, population)"),
+        variable("detector", f"label_values({mc.WINDOW_VIDEOS.name}, detector)"),
+        variable("version", f'label_values({mc.WINDOW_VIDEOS.name}{{detector=~"$detector"}}, version)'),
+        variable("condition", f"label_values({mc.WINDOW_VIDEOS.name}, condition)"),
+        variable("population", f"label_values({mc.LAST_SAMPLE_TIME.name}, population)"),
     ]
     return dashboard("lastmile-robustness", "LastMile robustness", panels, variables, ["lastmile", "robustness"])
 
@@ -141,15 +145,21 @@ def pipeline() -> dict:
         panel(
             1,
             "Videos per second by outcome",
-            [("outcome:lastmile_videos:rate5m", "{{outcome}}")],
+            [(f"outcome:{mc.VIDEOS.name}:rate5m", "{{outcome}}")],
             0,
             0,
             unit="ops",
             minmax=None,
         ),
-        panel(2, "Dead-letter ratio", [(":lastmile_videos_dead_lettered:ratio_rate5m", "dead-lettered")], 12, 0),
+        panel(2, "Dead-letter ratio", [(f":{mc.VIDEOS.name}_dead_lettered:ratio_rate5m", "dead-lettered")], 12, 0),
         panel(
-            3, "Stage latency p95", [("stage:lastmile_stage_seconds:p95_5m", "{{stage}}")], 0, 8, unit="s", minmax=None
+            3,
+            "Stage latency p95",
+            [(f"stage:{mc.STAGE_SECONDS.name}:p95_5m", "{{stage}}")],
+            0,
+            8,
+            unit="s",
+            minmax=None,
         ),
         panel(
             4,
@@ -157,7 +167,7 @@ def pipeline() -> dict:
             [
                 (
                     "histogram_quantile(0.95, sum by (condition, le) "
-                    '(rate(lastmile_condition_seconds_bucket{condition=~"$condition"}[5m])))',
+                    f'(rate({mc.CONDITION_SECONDS.name}_bucket{{condition=~"$condition"}}[5m])))',
                     "{{condition}}",
                 )
             ],
@@ -166,11 +176,11 @@ def pipeline() -> dict:
             unit="s",
             minmax=None,
         ),
-        panel(5, "Consumer lag", [(":lastmile_consumer_lag_messages:sum", "lag")], 0, 16, unit="short", minmax=None),
+        panel(5, "Consumer lag", [(f":{mc.CONSUMER_LAG.name}:sum", "lag")], 0, 16, unit="short", minmax=None),
         panel(
             6,
             "Dead letters by error class",
-            [("sum by (outcome) (rate(lastmile_dead_letters_total[5m]))", "{{outcome}}")],
+            [(f"sum by (outcome) (rate({mc.DEAD_LETTERS.name}_total[5m]))", "{{outcome}}")],
             12,
             16,
             unit="ops",
@@ -179,7 +189,7 @@ def pipeline() -> dict:
         panel(
             7,
             "In flight and retries",
-            [("sum(lastmile_in_flight_videos)", "in flight"), ("sum(rate(lastmile_retries_total[5m]))", "retries/s")],
+            [(f"sum({mc.IN_FLIGHT.name})", "in flight"), (f"sum(rate({mc.RETRIES.name}_total[5m]))", "retries/s")],
             0,
             24,
             unit="short",
@@ -188,7 +198,7 @@ def pipeline() -> dict:
         panel(
             8,
             "Row errors by kind",
-            [("sum by (outcome) (rate(lastmile_errors_total[5m]))", "{{outcome}}")],
+            [(f"sum by (outcome) (rate({mc.ERRORS.name}_total[5m]))", "{{outcome}}")],
             12,
             24,
             unit="ops",
@@ -237,7 +247,7 @@ def pipeline() -> dict:
             minmax=None,
         ),
     ]
-    variables = [variable("condition", "label_values(lastmile_condition_seconds_bucket, condition)")]
+    variables = [variable("condition", f"label_values({mc.CONDITION_SECONDS.name}_bucket, condition)")]
     return dashboard("lastmile-pipeline", "LastMile pipeline health", panels, variables, ["lastmile", "pipeline"])
 
 
@@ -248,7 +258,7 @@ def render() -> dict[str, str]:
     return {name: json.dumps(fn(), indent=2, sort_keys=True) + "\n" for name, fn in DASHBOARDS.items()}
 
 
-RULES = Path(__file__).resolve().parent / "data" / "lastmile-rules.yaml"  # the one rules source, shipped in the wheel
+RULES = rules.RULES  # the rendered rules shipped in the wheel (``lastmile up`` copies them)
 
 
 def write(folder: Path, chart: Path | None = None) -> list[Path]:
@@ -257,10 +267,10 @@ def write(folder: Path, chart: Path | None = None) -> list[Path]:
     # (where the dashboards go, where the rules go): the user's layout, then the chart's
     targets = [(folder / "grafana", folder / "prometheus")]
     targets += [(chart / "files" / "grafana", chart / "files")] if chart else []
-    boards, rules = render(), RULES.read_text()
+    boards, rules_text = render(), rules.render()
     out = []
     for grafana_dir, rules_dir in targets:
-        for path, text in [*((grafana_dir / n, t) for n, t in boards.items()), (rules_dir / RULES.name, rules)]:
+        for path, text in [*((grafana_dir / n, t) for n, t in boards.items()), (rules_dir / RULES.name, rules_text)]:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
             out.append(path)

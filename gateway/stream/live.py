@@ -2,80 +2,41 @@
 published. Nothing here needs a label: every label-dependent and windowed series (AUC, FakeR, RealR, drift,
 flip rates) is the monitor's (:mod:`gateway.monitor`), which sees the score events of every gateway replica.
 
-Names follow ``lastmile_<noun>_<unit>[_total]``; labels are limited to detector, version, condition,
-decision, outcome, component and stage.
+Names, help, labels and buckets are the catalogue's (:mod:`gateway.core.catalogue`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry
 
+from gateway.core import catalogue as mc
 from gateway.core.messages import ScoreRow
-
-SCORE_BUCKETS = (-20, -10, -5, -3, -2, -1, -0.5, -0.25, 0, 0.25, 0.5, 1, 2, 3, 5, 10, 20)
-STAGE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
-SERIES = ("detector", "version", "condition")
 
 
 class LiveMetrics:
+    """A gateway's series (:data:`~gateway.core.catalogue.Exporter.GATEWAY`), built from the catalogue."""
+
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        self.registry = registry or CollectorRegistry()
-        r = self.registry
-        self.videos = Counter("lastmile_videos_total", "Videos finished, by outcome", ["outcome"], registry=r)
-        self.variants = Counter(
-            "lastmile_variants_total", "Condition variants, by outcome", ["condition", "outcome"], registry=r
-        )
-        self.predictions = Counter(
-            "lastmile_predictions_total", "Decisions at the fixed threshold", [*SERIES, "decision"], registry=r
-        )
-        self.scores = Histogram(
-            "lastmile_score",
-            "Generated-scores (higher = more likely generated)",
-            SERIES,
-            buckets=SCORE_BUCKETS,
-            registry=r,
-        )
-        self.stage = Histogram(
-            "lastmile_stage_seconds", "Time per pipeline stage", ["stage"], buckets=STAGE_BUCKETS, registry=r
-        )
-        self.condition_seconds = Histogram(
-            "lastmile_condition_seconds",
-            "Encode time of each condition's own steps",
-            ["condition"],
-            buckets=STAGE_BUCKETS,
-            registry=r,
-        )
-        self.dead_letters = Counter(
-            "lastmile_dead_letters_total", "Messages sent to the DLQ, by error class", ["outcome"], registry=r
-        )
-        self.retries = Counter(
-            "lastmile_retries_total", "Videos run again: the scorer was unavailable or their worker failed", registry=r
-        )
-        self.errors = Counter(
-            "lastmile_errors_total", "Failed (video, condition, detector) rows, by kind", ["outcome"], registry=r
-        )
-        self.runtime_up = Gauge(
-            "lastmile_runtime_up", "1 while the component answers, 0 while it is unavailable", ["component"], registry=r
-        )
-        self.worker_failures = Counter(
-            "lastmile_worker_failures_total",
-            "Workers that died or overran on a video, by class",
-            ["outcome"],
-            registry=r,
-        )
-        self.lag = Gauge("lastmile_consumer_lag_messages", "Messages behind the input topic's end", registry=r)
-        self.in_flight = Gauge("lastmile_in_flight_videos", "Videos in the worker pool", registry=r)
-        self.detector_info = Gauge(
-            "lastmile_detector_info",
-            "1 per detector served: its version, runtime and where it scores (execution provider or server)",
-            ["detector", "version", "runtime", "provider"],
-            registry=r,
-        )
+        self.registry = r = registry or CollectorRegistry()
+        self.videos = mc.instrument(mc.VIDEOS, r)
+        self.variants = mc.instrument(mc.VARIANTS, r)
+        self.predictions = mc.instrument(mc.PREDICTIONS, r)
+        self.scores = mc.instrument(mc.SCORE, r)
+        self.stage = mc.instrument(mc.STAGE_SECONDS, r)
+        self.condition_seconds = mc.instrument(mc.CONDITION_SECONDS, r)
+        self.dead_letters = mc.instrument(mc.DEAD_LETTERS, r)
+        self.retries = mc.instrument(mc.RETRIES, r)
+        self.errors = mc.instrument(mc.ERRORS, r)
+        self.runtime_up = mc.instrument(mc.RUNTIME_UP, r)
+        self.worker_failures = mc.instrument(mc.WORKER_FAILURES, r)
+        self.lag = mc.instrument(mc.CONSUMER_LAG, r)
+        self.in_flight = mc.instrument(mc.IN_FLIGHT, r)
+        self.detector_info = mc.instrument(mc.DETECTOR_INFO, r)
 
     def observe_detectors(self, detectors: Iterable) -> None:
-        """One ``lastmile_detector_info`` series per detector of the pipeline (``pipeline.Detector``)."""
+        """One ``DETECTOR_INFO`` series per detector of the pipeline (``pipeline.Detector``)."""
         for d in detectors:
             self.detector_info.labels(d.card.name, d.card.version, d.runtime_name, d.where or "").set(1)
 
