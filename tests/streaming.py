@@ -10,8 +10,8 @@ import urllib.request
 
 import pytest
 
+from gateway import bus
 from gateway.core.config import GatewayConfig
-from gateway.stream import kafka_io
 from tests.conftest import IN_CI
 
 FAST_GROUP = {"max_poll_interval_ms": 4000, "session_timeout_ms": 4000, "heartbeat_interval_ms": 500}
@@ -19,8 +19,8 @@ FAST_GROUP = {"max_poll_interval_ms": 4000, "session_timeout_ms": 4000, "heartbe
 
 def require_broker() -> None:
     try:
-        kafka_io.tansu_binary()
-    except kafka_io.BrokerError as exc:
+        bus.tansu_binary()
+    except bus.BrokerError as exc:
         if IN_CI:
             pytest.fail(f"the Tansu broker is required in CI: {exc}")
         pytest.skip(str(exc))

@@ -10,13 +10,13 @@ import json
 import socket
 import struct
 import time
-from types import SimpleNamespace
 
 import pytest
 
+from gateway import bus
 from gateway.core.config import MessageSettings
 from gateway.core.messages import InvalidMessage, VideoEvent, inline_headers, parse_video_message
-from gateway.stream import kafka_io, records
+from gateway.stream import records
 from tests.conftest import make_clip
 from tests.streaming import metric, read_topics, require_broker, scrape, start_gateway, status, wait_for
 from tests.test_gateway import _config
@@ -103,7 +103,7 @@ def test_every_record_gets_an_outcome_a_producer_can_send():
     """records.read never raises, and a refusal's dead letter holds only what a Kafka producer sends."""
     bounds, seen = MessageSettings(), set()
     for key, value, headers, stamp in itertools.product(KEYS, VALUES, HEADERS, TIMESTAMPS):
-        msg = SimpleNamespace(key=key, value=value, headers=headers, timestamp=stamp)
+        msg = bus.Record("t", 0, 0, stamp, key, value, headers)  # typed by the bus; records.read trusts none of it
         got = records.read(msg, 1000, bounds)
         seen.add(type(got).__name__)
         if value is None:
@@ -115,7 +115,7 @@ def test_every_record_gets_an_outcome_a_producer_can_send():
         else:
             assert got.event.video_id and isinstance(got.value, bytes) and got.event_time > 0
     assert seen == {"Skip", "Refusal", "Video"}
-    too_big = records.read(SimpleNamespace(key=b"k", value=b"x" * 1001, headers=None, timestamp=0), 1000, bounds)
+    too_big = records.read(bus.Record("t", 0, 0, 0, b"k", b"x" * 1001, ()), 1000, bounds)
     assert (too_big.error_class, too_big.value, too_big.key) == ("MessageTooLarge", b"", b"k")
 
 
@@ -146,19 +146,8 @@ def test_a_side_longer_than_h264_encodes_is_refused_at_probe(wide):
 @pytest.fixture(scope="module")
 def broker():
     require_broker()
-    with kafka_io.start_broker() as b:
+    with bus.start_broker() as b:
         yield b
-
-
-def _committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
-    from kafka import KafkaAdminClient
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
-        offsets = admin.list_group_offsets(group)[group]
-    finally:
-        admin.close()
-    return {tp.partition: o.offset for tp, o in offsets.items() if tp.topic == topic}
 
 
 def _produce_raw(bootstrap: str, topic: str, key: bytes | None, value: bytes | None, headers: list) -> None:
@@ -211,13 +200,13 @@ def test_poison_records_each_get_an_outcome_and_the_partition_moves_on(broker, t
         ),
         b"wide": (wide["over"], inline_headers(VideoEvent(video_id="wide")), b"UnsupportedVideo", b"over 16384"),
     }
-    producer = kafka_io.producer(k)
+    producer = bus.producer(k)
     _produce_raw(k.bootstrap, k.input_topic, b"undecodable", b"{}", [(_NotUtf8("x"), b"v")])  # offset 0
     for key, (value, headers, _, _) in list(dead.items())[:3]:
         _produce_raw(k.bootstrap, k.input_topic, key, value, headers)
-    producer.send(k.input_topic, key=b"gone", value=None, partition=0).get(30)  # a tombstone
+    producer.send_and_wait(k.input_topic, None, key=b"gone", partition=0)  # a tombstone
     for key, (value, headers, _, _) in list(dead.items())[3:]:
-        producer.send(k.input_topic, key=key, value=value, headers=headers, partition=0).get(30)
+        producer.send_and_wait(k.input_topic, value, key=key, headers=headers, partition=0)
     good = VideoEvent(video_id="after-poison", uri=clip.as_uri()).model_dump_json().encode()
     _produce_raw(k.bootstrap, k.input_topic, b"after-poison", good, [("x-trace", None)])  # a foreign null header
     n_records = len(dead) + 3
@@ -227,7 +216,7 @@ def test_poison_records_each_get_an_outcome_and_the_partition_moves_on(broker, t
         [k.output_topic, k.dlq],
         lambda g: len(g[k.dlq]) > len(dead) and {"after-poison", "wide"} <= {m.key.decode() for m in g[k.output_topic]},
     )
-    assert wait_for(lambda: _committed(k.bootstrap, k.group_id, k.input_topic).get(0) == n_records, 60, "commit")
+    assert wait_for(lambda: bus.committed_offsets(k, k.group_id, k.input_topic).get(0) == n_records, 60, "commit")
     letters = {m.key: (m.value, dict(m.headers)) for m in got[k.dlq]}
     assert len(got[k.dlq]) == len(dead) + 1 and set(letters) == {*dead, None}  # each once, keyed as it came
     unreadable = letters[None][1]  # nobody can read its key or value: the letter says where it was

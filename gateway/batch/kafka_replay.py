@@ -13,11 +13,13 @@ import pyarrow.parquet as pq
 
 from detectors.manifest import read_manifest
 from detectors.repository import get_detectors
+from gateway import bus
 from gateway.batch.replay import ReplayConfig, prepare_run
 from gateway.batch.results import merge, schema
 from gateway.core.config import GatewayConfig, KafkaSettings, PipelineSettings
 from gateway.core.messages import ScoreEvent, ScoreRow, VideoEvent, idempotency_key
-from gateway.stream import kafka_io
+
+COLLECT_POLL_MS = 500
 
 
 class ReplayTimeout(RuntimeError):
@@ -64,11 +66,11 @@ def replay_via_kafka(
     collected score events as ``run_dir/results.parquet``. Starts a local broker unless ``bootstrap`` is given."""
     rows = read_manifest(cfg.manifest)
     prepare_run(cfg, run_dir, resume=False, n_videos=len(rows))
-    broker = None if bootstrap else kafka_io.start_broker()
+    broker = None if bootstrap else bus.start_broker()
     run_id = uuid.uuid4().hex[:10]
     gw_cfg = gateway_config(cfg, bootstrap or broker.bootstrap, run_id, workers)
     try:
-        kafka_io.ensure_topics(gw_cfg.kafka, partitions=max(2, workers))
+        bus.ensure_topics(gw_cfg.kafka, partitions=max(2, workers))
         from gateway.stream.service import Gateway
 
         gateway = Gateway(gw_cfg)
@@ -96,20 +98,10 @@ def replay_via_kafka(
 
 def _produce_and_collect(k: KafkaSettings, cfg: ReplayConfig, rows: list, timeout_s: float, sequential: bool) -> tuple:
     """Send the rows (all at once, or one at a time waiting for each) and collect their score events."""
-    from kafka import KafkaConsumer
-
     base = cfg.manifest.resolve().parent
-    consumer = KafkaConsumer(
-        k.output_topic,
-        **k.client_options(),
-        group_id=f"{k.group_id}-collector",
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-        session_timeout_ms=5_000,
-        heartbeat_interval_ms=500,
-        max_poll_interval_ms=5_000,
-    )
-    producer = kafka_io.producer(k)
+    consumer = bus.consumer(k.model_copy(update={"group_id": f"{k.group_id}-collector"}))  # the replay's fast group
+    consumer.subscribe([k.output_topic])
+    producer = bus.producer(k)
     events: dict[str, ScoreEvent] = {}
     sent: dict[str, float] = {}
     received: dict[str, float] = {}
@@ -125,7 +117,7 @@ def _produce_and_collect(k: KafkaSettings, cfg: ReplayConfig, rows: list, timeou
                     source=r.source,
                     anchor_id=r.anchor_id,
                 )
-                producer.send(k.input_topic, key=r.video_id.encode(), value=event.model_dump_json().encode())
+                producer.send(k.input_topic, event.model_dump_json().encode(), key=r.video_id.encode())
                 sent[r.video_id] = time.monotonic()
             producer.flush()
             _collect(consumer, events, received, expected_keys(cfg, [r.video_id for r in batch]), deadline, timeout_s)
@@ -136,16 +128,17 @@ def _produce_and_collect(k: KafkaSettings, cfg: ReplayConfig, rows: list, timeou
     return {key: events[key] for key in want}, sent, received
 
 
-def _collect(consumer, events: dict, received: dict, want: set[str], deadline: float, timeout_s: float) -> None:
+def _collect(
+    consumer: bus.Consumer, events: dict, received: dict, want: set[str], deadline: float, timeout_s: float
+) -> None:
     while want - events.keys():
         if time.monotonic() > deadline:
             missing = len(want - events.keys())
             raise ReplayTimeout(f"{missing} of {len(want)} score events missing after {timeout_s} s")
-        for messages in consumer.poll(500).values():
-            for m in messages:
-                ev = ScoreEvent.model_validate_json(m.value)
-                old = events.get(ev.idempotency_key)
-                if old is not None and old.score != ev.score:
-                    raise RuntimeError(f"two different scores for {ev.idempotency_key}: {old.score} vs {ev.score}")
-                events.setdefault(ev.idempotency_key, ev)
-                received[ev.video_id] = time.monotonic()  # the latest event of each video so far
+        for m in consumer.poll(COLLECT_POLL_MS):
+            ev = ScoreEvent.model_validate_json(m.value or b"")  # the gateway's own topic: anything else is a bug
+            old = events.get(ev.idempotency_key)
+            if old is not None and old.score != ev.score:
+                raise RuntimeError(f"two different scores for {ev.idempotency_key}: {old.score} vs {ev.score}")
+            events.setdefault(ev.idempotency_key, ev)
+            received[ev.video_id] = time.monotonic()  # the latest event of each video so far

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from detectors.manifest import ManifestRow, read_manifest
+from gateway import bus
 from gateway.core.config import KafkaSettings
 from gateway.core.messages import VideoEvent, inline_headers
-from gateway.stream import kafka_io
 
 log = logging.getLogger("lastmile.canary")
 
@@ -81,14 +81,13 @@ class CanaryFeed:
         """Send ``count`` canaries (None: until ``stop``), one every 1/rate seconds, each acknowledged by the
         broker before the next; returns how many were sent."""
         stop = stop or threading.Event()
-        producer = kafka_io.producer(self.kafka)
+        producer = bus.producer(self.kafka)
         sent = 0
         try:
             for msg in itertools.islice(self.messages(), count):
                 if stop.is_set():
                     break
-                future = producer.send(self.kafka.input_topic, key=msg.key, value=msg.value, headers=msg.headers)
-                future.get(timeout=self.kafka.ack_timeout_s)
+                producer.send_and_wait(self.kafka.input_topic, msg.value, key=msg.key, headers=msg.headers or ())
                 sent += 1
                 log.info("canary %s sent (%d)", msg.key.decode(), sent)
                 if count is None or sent < count:

@@ -17,15 +17,16 @@ import threading
 import time
 from collections.abc import Callable
 
+from gateway import bus
 from gateway.core.messages import LabelEvent, ScoreEvent
 from gateway.monitor.config import MonitorConfig
 from gateway.monitor.exporter import MonitorMetrics
 from gateway.monitor.store import Store
-from gateway.stream import kafka_io
 from gateway.stream.health import Health
 from gateway.stream.http import Endpoints
 
 log = logging.getLogger("lastmile.monitor")
+POLL_MS = 200
 
 
 class Monitor:
@@ -38,19 +39,19 @@ class Monitor:
         self.health = Health(self.metrics.runtime_up, components=("broker",))
         self.heartbeat = time.monotonic()
         self.http: Endpoints | None = None
-        self.consumer = None
-        self._ends: dict = {}
+        self.consumer: bus.Consumer | None = None
+        self._ends: dict[bus.Partition, int] = {}
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     def run(self) -> None:
         self.start_http()
-        self.consumer = kafka_io.reader(self.cfg.kafka)
+        self.consumer = bus.reader(self.cfg.kafka)
         try:
             while not self.stop_event.is_set() and not self._assign():
                 self.stop_event.wait(self.health.down("broker", "topics not found or broker not answering"))
             self._loop()
         finally:
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(bus.BusError):
                 self.consumer.close()
             if self.http:
                 self.http.close()
@@ -68,27 +69,22 @@ class Monitor:
     def _assign(self) -> bool:
         """Assign every partition of the topics and seek to the start of the longest window; False if the
         broker does not answer or a topic does not exist yet."""
-        from kafka import TopicPartition
-
         try:
             starts = {}
             for topic, lookback in self._topics().items():
-                parts = self.consumer.partitions_for_topic(topic)
+                parts = self.consumer.partitions(topic)
                 if not parts:
                     return False
                 for p in parts:
-                    starts[TopicPartition(topic, p)] = int((self.clock() - lookback) * 1000)
-            self.consumer.assign(list(starts))
+                    starts[bus.Partition(topic, p)] = int((self.clock() - lookback) * 1000)
+            self.consumer.assign(starts)
             found = self.consumer.offsets_for_times(starts)
-            self._ends = self.consumer.end_offsets(list(starts))
-        except Exception as exc:
+            self._ends = self.consumer.end_offsets(starts)
+            for tp, hit in found.items():  # none that recent: nothing of this partition is in a window
+                self.consumer.seek(tp, self._ends[tp] if hit is None else hit)
+        except bus.BusError as exc:
             log.warning("cannot assign the monitor's partitions: %s", exc)
             return False
-        for tp, hit in found.items():
-            if hit is None:  # no message that recent: nothing of this partition is in a window
-                self.consumer.seek(tp, self._ends[tp])
-            else:
-                self.consumer.seek(tp, hit.offset)
         self.health.up("broker")
         log.info("monitor reading %s from the start of its windows", sorted(self._topics()))
         return True
@@ -97,10 +93,12 @@ class Monitor:
         last_probe = 0.0
         while not self.stop_event.is_set():
             self.heartbeat = time.monotonic()
-            records = self.consumer.poll(timeout_ms=200, max_records=self.cfg.poll_max_records)
-            for messages in records.values():
-                for msg in messages:
-                    self.handle(msg.topic, msg.value, msg.timestamp)
+            records = self.consumer.poll(timeout_ms=POLL_MS, max_records=self.cfg.poll_max_records)
+            for msg in records:
+                if isinstance(msg, bus.UnreadableRecord):  # no score or label in it: counted, skipped
+                    self.metrics.invalid.labels(msg.topic).inc()
+                else:
+                    self.handle(msg.topic, msg.value, msg.timestamp_ms)
             if not records and not self.caught_up.is_set() and self._at_end():
                 self.caught_up.set()
                 self.metrics.caught_up.set(1)
@@ -126,7 +124,7 @@ class Monitor:
     def _at_end(self) -> bool:
         try:
             return all(self.consumer.position(tp) >= end for tp, end in self._ends.items())
-        except Exception:
+        except bus.BusError:
             return False
 
     def _probe(self) -> None:
@@ -134,7 +132,7 @@ class Monitor:
         try:
             tps = list(self.consumer.assignment())
             ends = self.consumer.end_offsets(tps, timeout_ms=self.cfg.kafka.probe_timeout_ms)
-        except Exception as exc:
+        except bus.BusError as exc:
             self.health.down("broker", f"no answer to an offsets request: {exc or type(exc).__name__}")
             return
         for topic in self._topics():

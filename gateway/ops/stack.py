@@ -20,11 +20,11 @@ from pathlib import Path
 import yaml
 
 from detectors.serving.processes import free_port, stop_group
+from gateway import bus
 from gateway.core.config import GatewayConfig, KafkaSettings
 from gateway.core.settings_file import commented_yaml
 from gateway.monitor.config import MonitorConfig, MonitorKafka
 from gateway.ops.grafana import RULES
-from gateway.stream import kafka_io
 
 HEADER = """Written by `lastmile up`: the configuration its {what} ran with. Start from it:
 `lastmile {command} --config {name}`. Every field is documented in examples/{name}."""
@@ -79,11 +79,11 @@ class Stack:
         self.folder.mkdir(parents=True, exist_ok=True)
         ports = {k: _port(getattr(o, f"{k}_port")) for k in ("kafka", "gateway", "monitor")}
         try:
-            broker = kafka_io.start_broker(ports["kafka"], log=self.folder / "broker.log")
+            broker = bus.start_broker(ports["kafka"], log=self.folder / "broker.log")
             self.processes["broker"] = broker.process
             self.addresses["bootstrap"] = broker.bootstrap
             gateway, monitor = self._configs(broker.bootstrap, ports)
-            kafka_io.ensure_topics(gateway.kafka, partitions=2, extra=(monitor.kafka.labels_topic,))
+            bus.ensure_topics(gateway.kafka, partitions=2, extra=(monitor.kafka.labels_topic,))
             self._spawn("gateway", ["gateway", "run", "--config", str(self.folder / "gateway.yaml")])
             self._spawn("monitor", ["monitor", "run", "--config", str(self.folder / "monitor.yaml")])
             self.addresses["gateway"] = f"http://127.0.0.1:{ports['gateway']}/metrics"

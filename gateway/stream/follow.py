@@ -13,11 +13,12 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from gateway import bus
 from gateway.core.config import KafkaSettings
 from gateway.core.messages import ScoreEvent
-from gateway.stream import kafka_io
 
 ERROR_HEADERS = ("lastmile-error-class", "lastmile-error-message")
+POLL_MS = 300
 
 
 @dataclass
@@ -66,26 +67,19 @@ def follow(
 ) -> Table:
     """Read the score and dead-letter topics; call ``emit(record, table)`` for each new record (a score event's
     or dead letter's JSON) and ``emit(None, table)`` after each batch."""
-    from kafka import TopicPartition
-
     stop = stop or threading.Event()
-    consumer = kafka_io.reader(kafka)
+    consumer = bus.reader(kafka)
     table, seen = Table(), set()
     try:
-        tps = [
-            TopicPartition(t, p)
-            for t in (kafka.output_topic, kafka.dlq)
-            for p in consumer.partitions_for_topic(t) or ()
-        ]
+        tps = [bus.Partition(t, p) for t in (kafka.output_topic, kafka.dlq) for p in sorted(consumer.partitions(t))]
         consumer.assign(tps)
-        consumer.seek_to_beginning()
+        consumer.seek_to_beginning(*tps)
         while not stop.is_set():
-            records = consumer.poll(timeout_ms=300)
-            for messages in records.values():
-                for msg in messages:
-                    record = _record(msg, kafka, table, seen, video_ids)
-                    if record is not None:
-                        emit(record, table)
+            records = consumer.poll(timeout_ms=POLL_MS)
+            for msg in records:
+                record = _record(msg, kafka, table, seen, video_ids)
+                if record is not None:
+                    emit(record, table)
             emit(None, table)
             if (
                 not records
@@ -98,17 +92,21 @@ def follow(
     return table
 
 
-def _record(msg, kafka: KafkaSettings, table: Table, seen: set, video_ids: set[str] | None) -> dict | None:
+def _record(
+    msg: bus.Record | bus.UnreadableRecord, kafka: KafkaSettings, table: Table, seen: set, video_ids: set[str] | None
+) -> dict | None:
+    if isinstance(msg, bus.UnreadableRecord):  # not the gateway's: nothing to show
+        return None
     vid = (msg.key or b"").decode(errors="replace")
     if video_ids and vid not in video_ids:
         return None
     if msg.topic == kafka.dlq:
-        headers = {k: v.decode(errors="replace") for k, v in msg.headers or []}
+        headers = {k: (v or b"").decode(errors="replace") for k, v in msg.headers}  # a null value: empty
         cls, reason = (headers.get(h, "") for h in ERROR_HEADERS)
         table.dead[vid] = f"{cls}: {reason}"
         return {"dead_letter": True, "video_id": vid, "error_class": cls, "error": reason}
     try:
-        event = ScoreEvent.model_validate_json(msg.value)
+        event = ScoreEvent.model_validate_json(msg.value or b"")
     except ValueError:
         return None
     if event.idempotency_key in seen:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from gateway.bus import Partition, Rebalance
+
 
 class OffsetTracker:
     """Per partition: offsets in flight and the highest seen; what is safe to commit is below the first in flight."""
@@ -49,16 +51,11 @@ class OffsetTracker:
         return sum(len(v) for v in self.in_flight.values())
 
 
-def rebalance_listener(commit: Callable[[], None], tracker: OffsetTracker) -> object:
-    """A kafka-python listener: commit what is done before partitions go, then forget their state."""
-    from kafka import ConsumerRebalanceListener
+def rebalance_listener(commit: Callable[[], None], tracker: OffsetTracker) -> Rebalance:
+    """Before partitions go: commit what is done, then forget their state."""
 
-    class Listener(ConsumerRebalanceListener):
-        def on_partitions_revoked(self, revoked: list) -> None:
-            commit()
-            tracker.forget(list(revoked))
+    def revoked(partitions: list[Partition]) -> None:
+        commit()
+        tracker.forget(partitions)
 
-        def on_partitions_assigned(self, assigned: list) -> None:
-            return
-
-    return Listener()
+    return Rebalance(on_revoked=revoked)

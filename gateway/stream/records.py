@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from gateway.bus import Record, UnreadableRecord
 from gateway.core.config import MessageSettings
 from gateway.core.messages import InvalidMessage, VideoEvent, clean_headers, parse_video_message
 
@@ -46,17 +47,18 @@ class Skip:
     reason: str
 
 
-def read(msg: object, max_message_bytes: int, bounds: MessageSettings) -> Video | Refusal | Skip:
-    """What the gateway does with one consumer record (``key``, ``value``, ``headers``, ``timestamp``)."""
-    if getattr(msg, "unreadable", None):  # kafka-python could not decode it (kafka_io.Unreadable)
-        return Refusal("InvalidMessage", msg.unreadable[:MAX_REASON_CHARS], b"", [], None)
-    key = getattr(msg, "key", None)
+def read(msg: Record | UnreadableRecord, max_message_bytes: int, bounds: MessageSettings) -> Video | Refusal | Skip:
+    """What the gateway does with one record from the bus. Its fields are typed there, but nothing here trusts
+    them: a key, value or header of another type is refused (or dropped), never raised on."""
+    if isinstance(msg, UnreadableRecord):  # the client could not decode it: refused without its bytes
+        return Refusal("InvalidMessage", msg.reason[:MAX_REASON_CHARS], b"", [], None)
+    key = msg.key
     key = bytes(key) if isinstance(key, bytes | bytearray | memoryview) else None  # a key of another type: dropped
-    value = getattr(msg, "value", None)
+    value = msg.value
     if value is None:  # a tombstone: a deletion on a compacted topic, no video
         return Skip(TOMBSTONE, "tombstone (null value)")
     try:
-        headers = clean_headers(getattr(msg, "headers", None))
+        headers = clean_headers(msg.headers)
     except InvalidMessage as exc:
         return Refusal("InvalidMessage", str(exc)[:MAX_REASON_CHARS], _bytes(value), [], key)
     if not isinstance(value, bytes | bytearray | memoryview):
@@ -73,7 +75,7 @@ def read(msg: object, max_message_bytes: int, bounds: MessageSettings) -> Video 
     except Exception as exc:  # a parser bug must not stop the tap: the record is refused with what went wrong
         reason = f"unreadable message ({type(exc).__name__}: {exc})"[:MAX_REASON_CHARS]
         return Refusal("InvalidMessage", reason, value, headers, key)
-    stamp = getattr(msg, "timestamp", None)
+    stamp = msg.timestamp_ms
     event_time = stamp / 1000 if isinstance(stamp, int) and stamp >= 0 else time.time()
     return Video(event, inline, value, headers, event_time)
 

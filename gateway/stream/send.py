@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from detectors.manifest import read_manifest
+from gateway import bus
 from gateway.core.config import GatewayConfig
 from gateway.core.messages import VideoEvent, inline_headers
-from gateway.stream import kafka_io
 
 VIDEO_SUFFIXES = frozenset({".mp4", ".mov", ".m4v", ".webm", ".mkv", ".avi", ".gif", ".webp", ".apng"})
 
@@ -88,12 +88,12 @@ class Sender:
         from tqdm import tqdm
 
         self.check(items)
-        producer = kafka_io.producer(self.cfg.kafka)
-        topic, timeout = self.cfg.kafka.input_topic, self.cfg.kafka.ack_timeout_s
+        producer = bus.producer(self.cfg.kafka)
+        topic = self.cfg.kafka.input_topic
         try:
             for item in tqdm(items, desc="sending", unit="video", disable=not progress):
                 value, headers = self.message(item)
-                producer.send(topic, key=item.video_id.encode(), value=value, headers=headers).get(timeout=timeout)
+                producer.send_and_wait(topic, value, key=item.video_id.encode(), headers=headers or ())
         finally:
             producer.close()
         return len(items)

@@ -1,0 +1,49 @@
+"""The Kafka boundary: the only package that imports the Kafka client (import-linter forbids it elsewhere).
+
+It hands out the project's types (:class:`Record`, :class:`Partition`, :class:`Consumer`, :class:`Producer`) and
+raises the project's errors (:class:`BusError` and its subclasses), never kafka-python's."""
+
+from gateway.bus.admin import committed_offsets, ensure_topics, ping
+from gateway.bus.broker import BrokerError, LocalBroker, start_broker, tansu_binary, which_tansu
+from gateway.bus.consumer import Consumer, consumer, reader
+from gateway.bus.errors import (
+    BrokerUnavailable,
+    BusError,
+    CommitFailed,
+    CorruptBatch,
+    RecordTooLarge,
+    UnknownTopic,
+    client_errors,
+)
+from gateway.bus.producer import Delivery, Producer, producer
+from gateway.bus.rebalance import Rebalance
+from gateway.bus.records import Header, Partition, Record, UnreadableRecord
+
+__all__ = [
+    "BrokerError",
+    "BrokerUnavailable",
+    "BusError",
+    "CommitFailed",
+    "Consumer",
+    "CorruptBatch",
+    "Delivery",
+    "Header",
+    "LocalBroker",
+    "Partition",
+    "Producer",
+    "Rebalance",
+    "Record",
+    "RecordTooLarge",
+    "UnknownTopic",
+    "UnreadableRecord",
+    "client_errors",
+    "committed_offsets",
+    "consumer",
+    "ensure_topics",
+    "ping",
+    "producer",
+    "reader",
+    "start_broker",
+    "tansu_binary",
+    "which_tansu",
+]

@@ -1,0 +1,125 @@
+"""The consumer behind the project's types: records, partitions and offsets in, :class:`BusError` out.
+
+:func:`consumer` is a member of the settings' group (manual commits, from the earliest offset of a new group);
+:func:`reader` has no group and no commits (it assigns partitions and seeks itself). Every method maps the
+client's exceptions (:mod:`gateway.bus.errors`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from gateway.bus import clients
+from gateway.bus.errors import mapped
+from gateway.bus.fetch import poll_client
+from gateway.bus.rebalance import Rebalance
+from gateway.bus.records import Partition, Record, UnreadableRecord
+from gateway.core.config import KafkaSettings
+
+
+class Consumer:
+    def __init__(self, client: object) -> None:
+        self._client = client
+
+    # -- what is read ----------------------------------------------------------------------------------------
+    def subscribe(self, topics: list[str], listener: Rebalance | None = None) -> None:
+        with mapped():
+            self._client.subscribe(topics, listener=listener)
+
+    def assign(self, partitions: Iterable[Partition]) -> None:
+        with mapped():
+            self._client.assign([clients.to_client(p) for p in partitions])
+
+    def assignment(self) -> set[Partition]:
+        with mapped():
+            return {Partition(tp.topic, tp.partition) for tp in self._client.assignment()}
+
+    def partitions(self, topic: str) -> set[int]:
+        """The topic's partitions; empty when the broker does not know the topic (yet)."""
+        with mapped():
+            return set(self._client.partitions_for_topic(topic) or ())
+
+    # -- flow --------------------------------------------------------------------------------------------------
+    def poll(self, timeout_ms: int, max_records: int | None = None) -> list[Record | UnreadableRecord]:
+        """The next records (at most ``max_records``), in offset order per partition; a record the client cannot
+        decode comes as an :class:`UnreadableRecord`, the position already past it."""
+        got = poll_client(self._client, timeout_ms, max_records)
+        return [r for records in got.values() for r in records]
+
+    def paused(self) -> set[Partition]:
+        with mapped():
+            return {Partition(tp.topic, tp.partition) for tp in self._client.paused()}
+
+    def pause(self, *partitions: Partition) -> None:
+        with mapped():
+            self._client.pause(*map(clients.to_client, partitions))
+
+    def resume(self, *partitions: Partition) -> None:
+        with mapped():
+            self._client.resume(*map(clients.to_client, partitions))
+
+    # -- positions and offsets -----------------------------------------------------------------------------------
+    def position(self, partition: Partition) -> int:
+        with mapped():
+            return self._client.position(clients.to_client(partition))
+
+    def seek(self, partition: Partition, offset: int) -> None:
+        with mapped():
+            self._client.seek(clients.to_client(partition), offset)
+
+    def seek_to_beginning(self, *partitions: Partition) -> None:
+        with mapped():
+            self._client.seek_to_beginning(*map(clients.to_client, partitions))
+
+    def commit(self, offsets: Mapping[Partition, int]) -> None:
+        """Commit, per partition, the offset of the next record to read (raises :class:`CommitFailed` when a
+        rebalance took a partition first)."""
+        from kafka.structs import OffsetAndMetadata
+
+        with mapped():
+            self._client.commit({clients.to_client(p): OffsetAndMetadata(o, "", -1) for p, o in offsets.items()})
+
+    def end_offsets(self, partitions: Iterable[Partition], timeout_ms: int | None = None) -> dict[Partition, int]:
+        """The offset after the last record of each partition; raises unless the broker answers in time."""
+        with mapped():
+            ends = self._client.end_offsets([clients.to_client(p) for p in partitions], timeout_ms=timeout_ms)
+        return {Partition(tp.topic, tp.partition): end for tp, end in ends.items()}
+
+    def offsets_for_times(self, times_ms: Mapping[Partition, int]) -> dict[Partition, int | None]:
+        """Per partition, the first offset whose timestamp is at or after the time; None when there is none."""
+        with mapped():
+            found = self._client.offsets_for_times({clients.to_client(p): t for p, t in times_ms.items()})
+        return {Partition(tp.topic, tp.partition): None if hit is None else hit.offset for tp, hit in found.items()}
+
+    def lag(self, topic: str, timeout_ms: int | None = None) -> int | None:
+        """Records behind the end of ``topic`` over its assigned partitions (None: none assigned). It asks for the
+        end offsets of every partition of the topic, so it also proves that the broker answers."""
+        return client_lag(self._client, topic, timeout_ms)
+
+    def close(self, autocommit: bool = False) -> None:
+        with mapped():
+            self._client.close(autocommit=autocommit)
+
+
+def client_lag(client, topic: str, timeout_ms: int | None = None) -> int | None:
+    """:meth:`Consumer.lag` on a kafka-python consumer."""
+    from kafka import TopicPartition
+
+    with mapped():
+        known = client.partitions_for_topic(topic) or {0}
+        ends = client.end_offsets([TopicPartition(topic, p) for p in sorted(known)], timeout_ms=timeout_ms)
+        assigned = [tp for tp in client.assignment() if tp.topic == topic]
+        if not assigned:
+            return None
+        return sum(max(0, ends[tp] - client.position(tp)) for tp in assigned)
+
+
+def consumer(settings: KafkaSettings) -> Consumer:
+    """A member of ``settings.group_id``: manual commits, from the earliest offset of a new group."""
+    with mapped():
+        return Consumer(clients.consumer_client(settings))
+
+
+def reader(settings: KafkaSettings) -> Consumer:
+    """No group and no commits: assign partitions and seek (the monitor rebuilds its windows on every start)."""
+    with mapped():
+        return Consumer(clients.reader_client(settings))

@@ -1,0 +1,64 @@
+"""``poll`` on a kafka-python consumer, with the two workarounds that reach into its fetcher's private fields.
+Both are pinned by tests (tests/test_bus.py: the fields still exist and the behaviour they restore holds; tests/
+test_poison_records.py: an undecodable record), so a client upgrade that moves them fails a test, not a partition.
+
+- **Resumed partitions lost** (kafka-python 3.0): records fetched for a partition that is then paused are parked,
+  and the partition is not fetched again until they are restored; kafka-python restores them only while its
+  "next records" slot is ``None``, but a fully drained records object stays in that slot, so a partition paused
+  mid-batch and resumed was never read again (seen: 2 of 4 messages of a partition never delivered). Clearing a
+  drained slot lets the parked records come back, in order, at their offsets.
+- **An undecodable record** (e.g. a header name that is not UTF-8) raises the same error on every poll, which
+  stopped the gateway: seek past it and hand back an :class:`UnreadableRecord` in its place.
+"""
+
+from __future__ import annotations
+
+from gateway.bus.errors import mapped
+from gateway.bus.records import Record, UnreadableRecord, from_client
+
+FETCHER = "_fetcher"
+NEXT_RECORDS = "_next_partition_records"  # the in-line slot: records of one partition being handed out
+PARKED_RECORDS = "_paused_partition_records"  # partition -> records fetched before it was paused
+
+
+def poll_client(consumer, timeout_ms: int, max_records: int | None = None) -> dict:
+    """``consumer.poll`` as ``{kafka TopicPartition: [Record | UnreadableRecord, ...]}``, both workarounds
+    applied; the client's errors come out as :class:`~gateway.bus.errors.BusError`."""
+    restore_resumed(consumer)
+    from kafka.errors import CorruptRecordError
+
+    with mapped():
+        try:
+            got = consumer.poll(timeout_ms=timeout_ms, max_records=max_records)
+        except CorruptRecordError as exc:
+            return _skip_unreadable(consumer, exc)
+    return {tp: [from_client(m) for m in messages] for tp, messages in got.items()}
+
+
+def restore_resumed(consumer) -> bool:
+    """Clear a drained in-line slot while records of a resumed partition are parked; True if it did."""
+    fetcher = getattr(consumer, FETCHER, None)
+    current = getattr(fetcher, NEXT_RECORDS, None)
+    parked = getattr(fetcher, PARKED_RECORDS, None)
+    if current is None or current or not parked:
+        return False
+    paused = set(consumer.paused())
+    if all(tp in paused for tp in parked):
+        return False
+    setattr(fetcher, NEXT_RECORDS, None)
+    return True
+
+
+def _skip_unreadable(consumer, exc: Exception) -> dict[object, list[Record | UnreadableRecord]]:
+    """The partition whose next record kafka-python failed to decode: seek past that record and hand back an
+    :class:`UnreadableRecord` in its place. Only a record's own structure (kafka-python's ValueError or IndexError
+    while reading it); anything else about a batch (a failed CRC, bytes after its last record) is raised, as
+    :class:`~gateway.bus.errors.CorruptBatch`, since the record at the position need not be the bad one."""
+    broken = getattr(getattr(consumer, FETCHER, None), NEXT_RECORDS, None)
+    tp = getattr(broken, "topic_partition", None)
+    if tp is None or not isinstance(exc.__context__, ValueError | IndexError):
+        raise exc
+    offset = consumer.position(tp)
+    consumer.seek(tp, offset + 1)
+    reason = f"unreadable record at offset {offset} of {tp.topic}/{tp.partition}: {exc}"
+    return {tp: [UnreadableRecord(tp.topic, tp.partition, offset, reason)]}

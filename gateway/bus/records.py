@@ -1,0 +1,64 @@
+"""The bus's plain types: a partition, a record as fetched, and a record the client could not decode. Nothing of
+kafka-python's leaks through them: a fetched record's key, value and header values are ``bytes`` or None, its
+header names ``str``, its timestamp milliseconds or None."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+Header = tuple[str, bytes | None]
+
+
+class Partition(NamedTuple):
+    """One partition of a topic (a plain tuple: it compares and hashes as ``(topic, partition)``)."""
+
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True)
+class Record:
+    """One record as fetched."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int | None  # None: the record has none
+    key: bytes | None
+    value: bytes | None  # None: a tombstone
+    headers: tuple[Header, ...] = ()
+
+    @property
+    def topic_partition(self) -> Partition:
+        return Partition(self.topic, self.partition)
+
+
+@dataclass(frozen=True)
+class UnreadableRecord:
+    """In place of a record the client cannot decode (e.g. a header name that is not UTF-8): where it was and why.
+    Its bytes are not kept (nobody could read them); the consumer's position is already past it."""
+
+    topic: str
+    partition: int
+    offset: int
+    reason: str
+
+    @property
+    def topic_partition(self) -> Partition:
+        return Partition(self.topic, self.partition)
+
+
+def from_client(msg: object) -> Record:
+    """A kafka-python ``ConsumerRecord`` (no deserializers: bytes as sent) as a :class:`Record`."""
+    stamp = getattr(msg, "timestamp", None)
+    headers = tuple((str(k), None if v is None else bytes(v)) for k, v in getattr(msg, "headers", None) or ())
+    return Record(
+        topic=msg.topic,
+        partition=msg.partition,
+        offset=msg.offset,
+        timestamp_ms=stamp if isinstance(stamp, int) and stamp >= 0 else None,
+        key=None if msg.key is None else bytes(msg.key),
+        value=None if msg.value is None else bytes(msg.value),
+        headers=headers,
+    )
