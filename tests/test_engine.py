@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 
 from tests.conftest import decode_gray, psnr
-from transforms import badge
 from transforms.engine import Engine
 from transforms.ffmpeg_cli import run_condition
 from transforms.limits import Limits
 from transforms.probe import probe
 from transforms.spec import LASTMILE, PROFILES, Condition
+from transforms.steps import badge
 
 FAST = PROFILES["throughput"].with_determinism(True)
 BY_NAME = {c.name: c for c in LASTMILE}
@@ -209,16 +209,16 @@ def test_the_storage_encode_is_decoded_beside_its_encoder(media, monkeypatch):
     """Concurrent: the VP9 decode and the filters below it run on a thread of their own, beside the encoder."""
     import threading
 
-    from transforms import nodes
+    from transforms.steps import scale
 
     seen: set[str] = set()
-    process = nodes.ScaleNode.process
+    process = scale.ScaleNode.process
 
     def recording(self, frame):
         seen.add(threading.current_thread().name)
         return process(self, frame)
 
-    monkeypatch.setattr(nodes.ScaleNode, "process", recording)
+    monkeypatch.setattr(scale.ScaleNode, "process", recording)
     serial = Engine(FAST, concurrent=False).run(media["scene"], [BY_NAME["spatial"]])
     assert seen == {threading.current_thread().name}
     seen.clear()

@@ -1,4 +1,6 @@
-"""Encoder and decoder set-up for the steps, read from the profile (no constants buried in the engine)."""
+"""Encoder set-up read from the profile (no constants buried in the engine): threads, the H.264 encoder (NVENC
+when it really opens), reproducible x264. Each encoding step kind builds its own options on these
+(:mod:`transforms.steps`)."""
 
 from __future__ import annotations
 
@@ -8,31 +10,7 @@ from functools import lru_cache
 import av
 import av.logging
 
-from transforms.spec import H264Step, Profile, Vp9Step
-
-
-def vp9_encoder(
-    step: Vp9Step, profile: Profile, width: int, height: int, time_base: Fraction, rate: Fraction
-) -> av.video.codeccontext.VideoCodecContext:
-    """A libvpx-vp9 encoder at constant quality (``crf`` with ``b:v 0``), configured by ``profile``."""
-    enc = av.CodecContext.create("libvpx-vp9", "w")
-    enc.width, enc.height, enc.pix_fmt = width, height, "yuv420p"
-    enc.time_base, enc.framerate = time_base, rate
-    enc.bit_rate = step.bitrate
-    enc.thread_count = profile.encoder_threads()
-    enc.options = vp9_options(step, profile)
-    return enc
-
-
-def vp9_options(step: Vp9Step, profile: Profile) -> dict[str, str]:
-    """libvpx-vp9 private options for ``step`` under ``profile`` (shared with the ffmpeg CLI backend)."""
-    return {
-        "crf": str(step.crf),
-        "deadline": profile.vp9_deadline,
-        "cpu-used": str(profile.vp9_cpu_used),
-        "row-mt": "0" if profile.deterministic else "1",
-        **threads_option(profile),
-    }
+from transforms.profile import Profile
 
 
 def threads_option(profile: Profile) -> dict[str, str]:
@@ -48,21 +26,6 @@ def h264_encoder_name(profile: Profile) -> str:
     if profile.h264_encoder == "auto":
         return "h264_nvenc" if nvenc_available() else "libx264"
     return profile.h264_encoder
-
-
-def h264_options(step: H264Step, profile: Profile, encoder: str) -> dict[str, str]:
-    """Encoder options for the final H.264 encode (libx264 CRF, or NVENC constant-QP-like CQ)."""
-    if encoder == "h264_nvenc":
-        return {"rc": "vbr", "cq": str(step.crf), "preset": "p4", "profile": step.profile}
-    opts = {
-        "crf": str(step.crf),
-        "preset": profile.x264_preset,
-        "profile": step.profile,
-        **threads_option(profile),
-    }
-    if profile.deterministic:
-        opts.update(x264_reproducible_options())
-    return opts
 
 
 def x264_reproducible_options() -> dict[str, str]:

@@ -104,7 +104,8 @@ def _models_in(annotation: Any) -> list[type[BaseModel]]:
         return []
     args = typing.get_args(annotation)
     if origin is typing.Annotated:
-        args = args[:1]
+        named = [meta.member_models() for meta in args[1:] if hasattr(meta, "member_models")]
+        args = named[0] if named else args[:1]  # a union whose members are registered at run time names them
     elif origin not in (typing.Union, types.UnionType, list, tuple, set, frozenset, dict):
         return []
     return [m for a in args for m in _models_in(a)]

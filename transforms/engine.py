@@ -17,14 +17,14 @@ from fractions import Fraction
 import av
 from pydantic import BaseModel, ConfigDict
 
-from transforms.encoders import H264Sink, Vp9Node
 from transforms.errors import InvalidVideo, LimitExceeded
 from transforms.limits import Limits
-from transforms.nodes import BadgeNode, FpsNode, Node, NormalizeNode, ScaleNode
+from transforms.nodes import Node, NormalizeNode, Sink
 from transforms.passes import PassRunner, count_passes, schedule
 from transforms.probe import ProbeInfo, open_input, probe
-from transforms.spec import PROFILES, Condition, Profile, Step, canonical_json, spec_hash
-from transforms.temporal import ReorderNode, SpeedNode, TrimNode
+from transforms.spec import PROFILES, Condition, Profile, canonical_json, spec_hash
+from transforms.steps.kind import NodeContext
+from transforms.steps.registry import STEPS
 
 _NO_LIMITS = Limits(max_bytes=1 << 62, max_pixels=1 << 62, max_duration_s=1e12, max_frames=1 << 62)
 
@@ -75,15 +75,6 @@ class EngineResult:
     planned_encoder_mb: float = 0.0  # the estimated peak of encoders open at once, as planned
 
 
-def _rate_after(step: Step, rate: Fraction) -> Fraction:
-    """The frame rate after ``step``: an fps step sets it, a speed change scales it."""
-    if step.kind == "fps":
-        return Fraction(step.fps).limit_denominator(1001)
-    if step.kind == "speed":
-        return rate * Fraction(step.factor).limit_denominator(1000)
-    return rate
-
-
 class Engine:
     """Produces condition variants of videos under one profile and one set of limits."""
 
@@ -116,50 +107,31 @@ class Engine:
     # -- planning -------------------------------------------------------------------------------------
     def _plan(
         self, conditions: Sequence[Condition], info: ProbeInfo, sessions: Counter[str]
-    ) -> tuple[Node, list[tuple[list[Node], H264Sink]]]:
-        """Build the prefix tree of steps; return its root and, per leaf, the path of nodes to it. Each node
-        learns the pixels of the frames it will take (from the header), for the memory estimate."""
+    ) -> tuple[Node, list[tuple[list[Node], Sink]]]:
+        """Build the prefix tree of steps, each node made by its step's kind (transforms.steps); return its root
+        and, per leaf, the path of nodes to it. Each node learns the pixels of the frames it will take (from the
+        header), for the memory estimate."""
         root = NormalizeNode()
         root.pixels = info.width * info.height
         index: dict[tuple[int, str], Node] = {}
-        sinks: dict[int, tuple[list[Node], H264Sink]] = {}
+        sinks: dict[int, tuple[list[Node], Sink]] = {}
         for condition in conditions:
             node, rate, path = root, info.fps or Fraction(25), [root]
             size = (info.width, info.height)
             for step in condition.steps:
+                kind = STEPS.get(step.kind)
                 key = (id(node), canonical_json(step))
                 if key not in index:
-                    index[key] = self._node(step, rate, sessions)
+                    index[key] = kind.node(step, NodeContext(self.profile, rate, sessions))
                     index[key].pixels = size[0] * size[1]
                     node.children.append(index[key])
                 node = index[key]
                 path.append(node)
-                rate = _rate_after(step, rate)
-                size = step.output_size(*size) if step.kind == "scale" else size
-            if isinstance(node, H264Sink):
+                rate, size = kind.rate_after(step, rate), kind.size_after(step, size)
+            if isinstance(node, Sink):
                 node.conditions.append(condition.name)
                 sinks[id(node)] = (path, node)
         return root, list(sinks.values())
-
-    def _node(self, step: Step, rate: Fraction, sessions: Counter[str]) -> Node:
-        match step.kind:
-            case "vp9":
-                return Vp9Node(step, self.profile, rate, sessions)
-            case "scale":
-                return ScaleNode(step)
-            case "fps":
-                return FpsNode(step)
-            case "badge":
-                return BadgeNode(step)
-            case "h264":
-                return H264Sink(step, self.profile, rate, sessions)
-            case "trim":
-                return TrimNode(step)
-            case "speed":
-                return SpeedNode(step)
-            case "reorder":
-                return ReorderNode(step)
-        raise AssertionError(step.kind)  # pragma: no cover - the Step union is closed
 
     # -- decoding -------------------------------------------------------------------------------------
     def _stream(self, data: bytes, info: ProbeInfo, root: Node) -> float:
@@ -219,10 +191,9 @@ class Engine:
         )
         return Variant(condition.name, data, meta)
 
-    def _variant(self, condition: Condition, sink: H264Sink, path: list[Node], info: ProbeInfo, digest: str) -> Variant:
+    def _variant(self, condition: Condition, sink: Sink, path: list[Node], info: ProbeInfo, digest: str) -> Variant:
         out = probe(sink.data, _NO_LIMITS)
-        encodes = {"vp9": lambda n: "libvpx-vp9", "h264": lambda n: n.encoder_name}
-        chain = [info.codec] + [encodes[n.kind](n) for n in path[1:] if n.kind in encodes]
+        chain = [info.codec] + [n.codec for n in path[1:] if n.codec is not None]
         meta = VariantMeta(
             condition=condition.name,
             spec_hash=spec_hash(condition, self.profile),

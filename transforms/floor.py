@@ -1,6 +1,7 @@
 """The floor of a fan-out: every unavoidable step of the conditions' prefix tree (decode the source once, one
 VP9 encode, one VP9 decode, each scale, fps and badge operation where the tree has it, each H.264 tail at its
-own size and frame rate), each run alone as an ffmpeg CLI command with the same encoder settings.
+own size and frame rate), each run alone as an ffmpeg CLI command with the same encoder settings. What a step
+costs, its kind says (:attr:`transforms.steps.kind.StepKind.floor`).
 
 A step's input frames come raw (``yuv4mpegpipe``) from a producer process whose cost is not counted: each
 step's CPU seconds are its own process's, from ``os.wait4``. What our fan-out spends beyond the sum of these is
@@ -12,74 +13,69 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import ffmpeg
 
-from transforms import ffmpeg_cli
 from transforms.errors import SpecError
+from transforms.ffmpeg_graph import compile_command, normalized_input, source_geometry
 from transforms.spec import Condition, Profile, Step, canonical_json
+from transforms.steps.kind import CliChain, FloorInput, FloorStep
+from transforms.steps.registry import STEPS
+
+__all__ = ["FloorStep", "floor_steps", "measure_floor", "run_step"]
 
 Y4M = {"format": "yuv4mpegpipe", "pix_fmt": "yuv420p", "strict": "-1"}
 
 
-@dataclass(frozen=True)
-class FloorStep:
-    name: str
-    consumer: list[str]
-    producer: list[str] | None = None  # feeds the consumer's stdin; not counted
-
-
-def _compile(stream) -> list[str]:
-    return stream.compile(cmd=[ffmpeg_cli.ffmpeg_exe(), "-nostdin", "-v", "error"], overwrite_output=True)
-
-
 def floor_steps(src: Path, conditions: Sequence[Condition], profile: Profile, work: Path) -> list[FloorStep]:
-    """The floor's commands for ``conditions`` (each at most one VP9 encode, first: the LastMile shape)."""
-    size, rotation = ffmpeg_cli._source_geometry(src)
-    vp9_file = work / "vp9.webm"
-    steps = [FloorStep("decode source", _compile(ffmpeg.input(str(src)).output("-", format="null")))]
+    """The floor's commands for ``conditions`` (each at most one VP9 encode, first: the LastMile shape), each
+    step's as its kind counts them (:attr:`transforms.steps.kind.StepKind.floor`)."""
+    size, rotation = source_geometry(src)
+    start = CliChain(None, size, profile, work, work / "out.mp4")  # the tails write files of their own
+    steps = [FloorStep("decode source", compile_command(ffmpeg.input(str(src)).output("-", format="null")))]
     seen: set[str] = set()
     for cond in conditions:
-        kinds = [s.kind for s in cond.steps]
-        if kinds.count("vp9") > 1 or ("vp9" in kinds and kinds[0] != "vp9") or "h264" in kinds[:-1]:
-            raise SpecError(f"the floor covers the LastMile shape (VP9 first, once; H.264 last): not {cond.name!r}")
+        _check_shape(cond)
         for i, step in enumerate(cond.steps):
             key = canonical_json([s.model_dump(mode="json") for s in cond.steps[: i + 1]])
             if key in seen:
                 continue
             seen.add(key)
-            steps += _steps_for(cond.steps[:i], step, src, size, rotation, profile, vp9_file, work, len(seen))
+            given = _input(cond.steps[:i], step, start, rotation, src, len(seen))
+            steps += STEPS.get(step.kind).floor.steps(step, given)
     return steps
 
 
-def _steps_for(prefix: tuple[Step, ...], step: Step, src, size, rotation, profile, vp9_file, work, n) -> list:
-    stream, shape = _frames_after(prefix, src, size, rotation, vp9_file, work)
-    producer = _compile(stream.output("pipe:", **Y4M))
-    raw = ffmpeg.input("pipe:", format="yuv4mpegpipe")
-    label = "+".join(s.kind for s in (*prefix, step))
-    if step.kind == "vp9":
-        consumer = ffmpeg_cli._vp9_cmd(raw, step, profile, autorotate=False)
-        last = len(consumer) - 1 - consumer[::-1].index("pipe:")  # the output (the input is a pipe: too)
-        encode = FloorStep("vp9 encode", [*consumer[:last], str(vp9_file), *consumer[last + 1 :]], producer)
-        return [encode, FloorStep("vp9 decode", _compile(ffmpeg.input(str(vp9_file)).output("-", format="null")))]
-    if step.kind == "h264":
-        return [FloorStep(f"h264 tail ({label})", ffmpeg_cli._h264_cmd(raw, step, profile, work / f"t{n}.mp4", False),
-                          producer)]  # fmt: skip
-    out, _ = ffmpeg_cli._filter(raw, step, shape, work)
-    return [FloorStep(f"{step.kind} ({label})", _compile(out.output("-", format="null")), producer)]
+def _check_shape(cond: Condition) -> None:
+    """The LastMile shape: every step in the floor and the CLI, a storage encode at most once and first, and the
+    step that writes the output last."""
+    kinds = [STEPS.get(s.kind) for s in cond.steps]
+    storage = [i for i, k in enumerate(kinds) if k.floor is not None and k.floor.storage_file is not None]
+    covered = all(k.floor is not None and k.cli is not None for k in kinds)
+    if not covered or storage not in ([], [0]) or any(k.cli.final for k in kinds[:-1]):
+        raise SpecError(f"the floor covers the LastMile shape (VP9 first, once; H.264 last): not {cond.name!r}")
 
 
-def _frames_after(prefix, src, size, rotation, vp9_file, work):
-    """An ffmpeg-python stream of the frames that reach the end of ``prefix``, and their size."""
-    if prefix and prefix[0].kind == "vp9":
-        stream, rest = ffmpeg.input(str(vp9_file))["v"], prefix[1:]
+def _input(prefix: tuple[Step, ...], step: Step, start: CliChain, rotation: int, src: Path, index: int) -> FloorInput:
+    """What ``step`` after ``prefix`` is measured on: its frames, raw on stdin, from a producer process."""
+    frames = _frames_after(prefix, start, rotation, src)
+    producer = compile_command(frames.stream.output("pipe:", **Y4M))
+    raw = frames.filtered(ffmpeg.input("pipe:", format="yuv4mpegpipe"))
+    return FloorInput(raw, producer, "+".join(s.kind for s in (*prefix, step)), index)
+
+
+def _frames_after(prefix: tuple[Step, ...], chain: CliChain, rotation: int, src: Path) -> CliChain:
+    """A chain whose stream holds the frames that reach the end of ``prefix``, at their size."""
+    first = STEPS.get(prefix[0].kind).floor if prefix else None
+    if first is not None and first.storage_file is not None:  # from the storage encode's file, decoded once
+        stream, rest = ffmpeg.input(str(chain.work / first.storage_file))["v"], prefix[1:]
     else:
-        stream, rest = ffmpeg_cli._normalized_input(str(src), size, rotation), prefix
+        stream, rest = normalized_input(str(src), chain.size, rotation), prefix
+    chain = chain.filtered(stream)
     for step in rest:
-        stream, size = ffmpeg_cli._filter(stream, step, size, work)
-    return stream, size
+        chain = STEPS.get(step.kind).cli.apply(step, chain)
+    return chain
 
 
 def run_step(step: FloorStep) -> float:

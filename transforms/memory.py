@@ -17,7 +17,7 @@ from importlib import resources
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from transforms.spec import Profile
+from transforms.profile import Profile
 
 
 class EncoderMemory(BaseModel):

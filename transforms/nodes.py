@@ -1,18 +1,18 @@
 """The streaming stages of the engine. Each node takes frames, emits frames to its children, and flushes.
 
-A node's ``seconds`` is its own work only (children are timed separately), so per-step timings add up.
+A node's ``seconds`` is its own work only (children are timed separately), so per-step timings add up. Here are
+the kinds of node every step kind builds on (a filter graph, a sink that writes a variant) and the normaliser at
+the root; each step kind's own node lives with its kind (:mod:`transforms.steps`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 from fractions import Fraction
 
 import av
 import av.filter
-
-from transforms import badge
-from transforms.spec import BadgeStep, FpsStep, ScaleStep
 
 NO_PICT_TYPE = av.video.frame.PictureType.NONE
 
@@ -21,6 +21,7 @@ class Node:
     """A stage in the prefix tree of steps."""
 
     kind = "node"
+    codec: str | None = None  # the encoder the node runs, for the variant's codec chain; None: it encodes nothing
 
     def __init__(self) -> None:
         self.children: list[Node] = []
@@ -141,37 +142,30 @@ def rotation_filters(rotation: int) -> tuple[tuple[str, str], ...]:
     return ()
 
 
-class ScaleNode(FilterNode):
-    def __init__(self, step: ScaleStep) -> None:
-        super().__init__("scale")
-        self.step = step
-
-    def filters(self, frame: av.VideoFrame) -> list[tuple[str, str]]:
-        w, h = self.step.output_size(frame.width, frame.height)
-        return [("scale", f"{w}:{h}:flags={self.step.flags}")]
-
-
-class FpsNode(FilterNode):
-    def __init__(self, step: FpsStep) -> None:
-        super().__init__("fps")
-        self.step = step
-
-    def filters(self, frame: av.VideoFrame) -> list[tuple[str, str]]:
-        return [("fps", f"fps={fps_text(self.step.fps)}")]
-
-
 def fps_text(fps: float) -> str:
     """A frame rate as ffmpeg reads it, exact for integers and NTSC-style rates."""
     frac = Fraction(fps).limit_denominator(1001)
     return str(frac.numerator) if frac.denominator == 1 else f"{frac.numerator}/{frac.denominator}"
 
 
-class BadgeNode(Node):
-    kind = "badge"
+class Sink(Node):
+    """A node that writes a variant: the conditions that end here (``conditions``) get its bytes (``data``, after
+    ``finish``)."""
 
-    def __init__(self, step: BadgeStep) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self.step = step
+        self.data = b""
+        self.conditions: list[str] = []
 
-    def process(self, frame: av.VideoFrame) -> list[av.VideoFrame]:
-        return [badge.composite(frame, badge.badge_patch(self.step, frame.width, frame.height))]
+    def sha256(self) -> str:
+        return hashlib.sha256(self.data).hexdigest()
+
+    def leaves(self) -> int:
+        return (1 if self.conditions else 0) + sum(c.leaves() for c in self.children)
+
+
+def copy_frame(frame: av.VideoFrame) -> av.VideoFrame:
+    """A frame of our own to re-time: the tree hands the same frame object to every sibling branch."""
+    out = av.VideoFrame.from_ndarray(frame.to_ndarray(), format=frame.format.name)
+    out.pts, out.time_base, out.duration = frame.pts, frame.time_base, frame.duration
+    return out

@@ -1,110 +1,54 @@
 """Condition specifications as data: steps, conditions, profiles and their stable hashes.
 
-A *condition* is a named, ordered list of *steps*; a *profile* says how fast (and how faithfully) the
-encoders run. Both are pydantic models, loadable from YAML or JSON, and both go into :func:`spec_hash`,
-which every output carries as provenance. The six LastMile conditions of RA-Bench (arXiv 2608.14391,
-§4.3.3 and §B) are :data:`LASTMILE`.
+A *condition* is a named, ordered list of *steps*, each of a kind registered in :mod:`transforms.steps`; a
+*profile* (:mod:`transforms.profile`) says how fast (and how faithfully) the encoders run. Both are pydantic
+models, loadable from YAML or JSON, and both go into :func:`spec_hash`, which every output carries as provenance.
+The six LastMile conditions of RA-Bench (arXiv 2608.14391, §4.3.3 and §B) are :data:`LASTMILE`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
+from transforms.profile import PROFILES, Profile
+from transforms.steps.badge import BadgeStep
+from transforms.steps.fps import FpsStep
+from transforms.steps.h264 import H264Step
+from transforms.steps.kind import StepSpec
+from transforms.steps.registry import STEPS, RegisteredStep
+from transforms.steps.reorder import ReorderStep
+from transforms.steps.scale import ScaleStep
+from transforms.steps.speed import SpeedStep
+from transforms.steps.trim import TrimStep
+from transforms.steps.vp9 import Vp9Step
+
+__all__ = [  # the step models and the profiles are defined with their kinds (transforms.steps), and read here
+    "LASTMILE",
+    "PROFILES",
+    "STEP_ADAPTER",
+    "BadgeStep",
+    "Condition",
+    "FpsStep",
+    "H264Step",
+    "Profile",
+    "ReorderStep",
+    "ScaleStep",
+    "SpeedStep",
+    "Step",
+    "TrimStep",
+    "Vp9Step",
+    "canonical_json",
+    "spec_hash",
+]
+
 _FROZEN = ConfigDict(extra="forbid", frozen=True)
 
-
-class Vp9Step(BaseModel):
-    """Platform storage encode to VP9 at constant quality, then decode (YouTube-style storage)."""
-
-    model_config = _FROZEN
-    kind: Literal["vp9"] = "vp9"
-    crf: int = Field(32, ge=0, le=63)
-    bitrate: int = Field(0, ge=0, description="b:v; 0 with crf means constant quality")
-
-
-class ScaleStep(BaseModel):
-    """Downsample both sides by ``factor`` (aspect kept, rounded to even), optionally capped."""
-
-    model_config = _FROZEN
-    kind: Literal["scale"] = "scale"
-    factor: float = Field(0.5, gt=0, le=1)
-    max_short_side: int | None = Field(None, gt=1, description="absolute cap; never upscales")
-    flags: Literal["bicubic", "bilinear", "lanczos", "area"] = "bicubic"
-
-    def output_size(self, width: int, height: int) -> tuple[int, int]:
-        """The (width, height) this step produces from a ``width`` x ``height`` input."""
-        scale = self.factor
-        if self.max_short_side is not None:
-            scale = min(scale, self.max_short_side / min(width, height))
-        return max(2, round(width * scale / 2) * 2), max(2, round(height * scale / 2) * 2)
-
-
-class FpsStep(BaseModel):
-    """Drop or duplicate frames to a constant rate (no interpolation); duration is kept."""
-
-    model_config = _FROZEN
-    kind: Literal["fps"] = "fps"
-    fps: float = Field(8.0, gt=0, le=240)
-
-
-class BadgeStep(BaseModel):
-    """An opaque news-style badge composited in a corner (RA-Bench 'presentation')."""
-
-    model_config = _FROZEN
-    kind: Literal["badge"] = "badge"
-    text: str = Field("BREAKING", min_length=1, max_length=32)
-    label: str = Field("NEWS 24", max_length=32)
-    height_frac: float = Field(0.12, gt=0, le=0.5)
-    margin_frac: float = Field(0.02, ge=0, le=0.2)
-    corner: Literal["upper-right", "upper-left", "lower-right", "lower-left"] = "upper-right"
-    box_color: str = "#c8102e"
-    label_color: str = "#1a1a1a"
-    text_color: str = "#ffffff"
-
-
-class H264Step(BaseModel):
-    """The repost platform's final encode: H.264 in MP4, same size and fps as its input."""
-
-    model_config = _FROZEN
-    kind: Literal["h264"] = "h264"
-    crf: int = Field(23, ge=0, le=51)
-    profile: Literal["baseline", "main", "high"] = "high"
-
-
-class TrimStep(BaseModel):
-    """Keep a window of the video: frames from ``start_s`` for ``duration_s`` seconds, re-timed to start at 0."""
-
-    model_config = _FROZEN
-    kind: Literal["trim"] = "trim"
-    start_s: float = Field(0.0, ge=0)
-    duration_s: float = Field(5.0, gt=0)
-
-
-class SpeedStep(BaseModel):
-    """Play ``factor`` times as fast (0.75: slowed down; 1.25: sped up): timestamps rewritten, no frame dropped."""
-
-    model_config = _FROZEN
-    kind: Literal["speed"] = "speed"
-    factor: float = Field(1.25, ge=0.25, le=4)
-
-
-class ReorderStep(BaseModel):
-    """Shuffle fixed-length segments with a seeded permutation (re-timed to play back to back)."""
-
-    model_config = _FROZEN
-    kind: Literal["reorder"] = "reorder"
-    segment_s: float = Field(1.0, gt=0)
-    seed: int = 0
-
-
-Step = Annotated[
-    Vp9Step | ScaleStep | FpsStep | BadgeStep | H264Step | TrimStep | SpeedStep | ReorderStep,
-    Field(discriminator="kind"),
-]
+Step = Annotated[StepSpec, RegisteredStep(STEPS)]
+"""A step of any registered kind (:mod:`transforms.steps.registry`), told apart by its ``kind``."""
 
 
 class Condition(BaseModel):
@@ -122,44 +66,6 @@ class Condition(BaseModel):
             raise ValueError(f"condition {self.name!r}: a perturbed condition must end with an 'h264' step")
         return self  # an 'h264' inside a chain (a repost) encodes and decodes; the last one is the output
 
-
-class Profile(BaseModel):
-    """How the encoders run. Part of every spec hash, because it changes the output bytes.
-
-    The default is the ``fidelity`` profile: VP9 ``deadline good``, ``cpu-used 3`` (the protocol fixes CRF 32,
-    not the speed; measured here with the ffmpeg CLI, 3 costs 0.1-0.2 dB PSNR and under 1% more bytes than 1
-    for a third less VP9 CPU, README "Benchmarks"), x264 ``medium`` (the protocol's).
-    """
-
-    model_config = _FROZEN
-    name: str = "fidelity"
-    vp9_deadline: Literal["good", "realtime", "best"] = "good"
-    vp9_cpu_used: int = Field(3, ge=-8, le=8)
-    x264_preset: Literal[
-        "ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow"
-    ] = "medium"
-    h264_encoder: Literal["libx264", "h264_nvenc", "auto"] = "libx264"
-    threads: int = Field(0, ge=0, le=64, description="encoder threads; 0 = the codec's choice")
-    deterministic: bool = Field(False, description="one thread, no row-mt: byte-identical output")
-
-    def encoder_threads(self) -> int:
-        """Threads each encoder gets: 1 when deterministic, else the configured count (0 = auto)."""
-        return 1 if self.deterministic else self.threads
-
-    def with_determinism(self, deterministic: bool) -> Profile:
-        return self.model_copy(update={"deterministic": deterministic})
-
-
-PROFILES: dict[str, Profile] = {
-    "fidelity": Profile(),
-    "throughput": Profile(
-        name="throughput",
-        vp9_deadline="realtime",
-        vp9_cpu_used=8,
-        x264_preset="veryfast",
-        h264_encoder="auto",
-    ),
-}
 
 _VP9, _H264 = Vp9Step(), H264Step()
 

@@ -1,15 +1,34 @@
-"""The news-style badge of the `presentation` condition, rendered once per frame size with Pillow."""
+"""The news-style badge of the `presentation` condition (RA-Bench 'presentation'): an opaque badge composited in a
+corner, rendered once per frame size with Pillow; the CLI equivalent overlays the same badge from a PNG."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Literal
 
 import av
+import ffmpeg
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
+from pydantic import Field
 
-from transforms.spec import BadgeStep
+from transforms.nodes import Node
+from transforms.steps.kind import CliChain, CliEquivalent, NodeContext, StepKind, StepSpec, filter_alone
+
+
+class BadgeStep(StepSpec):
+    """An opaque news-style badge composited in a corner (RA-Bench 'presentation')."""
+
+    kind: Literal["badge"] = "badge"
+    text: str = Field("BREAKING", min_length=1, max_length=32)
+    label: str = Field("NEWS 24", max_length=32)
+    height_frac: float = Field(0.12, gt=0, le=0.5)
+    margin_frac: float = Field(0.02, ge=0, le=0.2)
+    corner: Literal["upper-right", "upper-left", "lower-right", "lower-left"] = "upper-right"
+    box_color: str = "#c8102e"
+    label_color: str = "#1a1a1a"
+    text_color: str = "#ffffff"
 
 
 @dataclass(frozen=True)
@@ -96,3 +115,30 @@ def composite(frame: av.VideoFrame, patch: BadgePatch) -> av.VideoFrame:
         dst[y : y + h, x : x + w] = src[:h, :w]
     out.pts, out.time_base, out.duration = frame.pts, frame.time_base, frame.duration
     return out
+
+
+class BadgeNode(Node):
+    kind = "badge"
+
+    def __init__(self, step: BadgeStep) -> None:
+        super().__init__()
+        self.step = step
+
+    def process(self, frame: av.VideoFrame) -> list[av.VideoFrame]:
+        return [composite(frame, badge_patch(self.step, frame.width, frame.height))]
+
+
+def _cli(step: BadgeStep, chain: CliChain) -> CliChain:
+    """The same badge, saved as a PNG and overlaid."""
+    size = chain.size
+    patch = badge_patch(step, size.width, size.height)
+    png = chain.work / f"badge_{size.width}x{size.height}.png"
+    Image.fromarray(patch.rgb).save(png)
+    return chain.filtered(ffmpeg.overlay(chain.stream, ffmpeg.input(str(png)), x=patch.x, y=patch.y))
+
+
+def _node(step: BadgeStep, ctx: NodeContext) -> BadgeNode:
+    return BadgeNode(step)
+
+
+KIND = StepKind(model=BadgeStep, node=_node, cli=CliEquivalent(_cli), floor=filter_alone(_cli))
