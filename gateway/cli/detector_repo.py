@@ -1,0 +1,113 @@
+"""``lastmile detectors``: the reference detectors and the user's, in the model repository."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from detectors.errors import CardError
+from gateway.cli.options import REPO
+from transforms.config_errors import ConfigError
+
+
+@click.group("detectors")
+def detectors_group() -> None:
+    """Reference and user detectors in the model repository."""
+
+
+@detectors_group.command("list")
+@REPO
+def detectors_list(repo) -> None:
+    """The shipped reference detectors and the user repository's (a user detector of the same name wins)."""
+    from detectors.repository import list_detectors
+
+    for name, inst in list_detectors(repo).items():
+        c = inst.card
+        click.echo(
+            f"{name:12s} {inst.origin:8s} {c.version:18s} {c.family:45s} threshold {c.threshold.value:+.4f}  "
+            f"{inst.model_path}"
+        )
+
+
+@detectors_group.command("build")
+@click.option("--out", default=None, type=click.Path(file_okay=False, path_type=Path),
+              help="default: the package's triton_models/ (in a source checkout: the committed detectors)")  # fmt: skip
+@click.option("--seed", default=1000, show_default=True, type=int)
+@click.option("--anchors", default=64, show_default=True, type=int)
+@click.option("--epochs", default=12, show_default=True, type=int, help="NPR training epochs")
+def detectors_build(out, seed, anchors, epochs) -> None:
+    """Train (torch, extra `train`) and export the four reference detectors with their model cards."""
+    try:
+        import torch  # noqa: F401
+    except ImportError as exc:
+        raise click.ClickException("building needs torch: pip install '.[train]'") from exc
+    from detectors.reference.build import BuildConfig, build
+    from detectors.repository import SHIPPED_REPO
+
+    summary = build(
+        BuildConfig(seed=seed, anchors=anchors, npr_epochs=epochs),
+        out or SHIPPED_REPO,
+        log=lambda m: click.echo(m, err=True),
+    )
+    click.echo(json.dumps(summary, indent=2, default=float))
+
+
+@detectors_group.command("add")
+@click.argument("model", required=False, type=click.Path(exists=True, dir_okay=False))
+@click.option("--card", "card_path", required=True, type=click.Path(exists=True, dir_okay=False))
+@REPO
+@click.option("--force", is_flag=True, help="replace an installed detector of the same name")
+@click.option("--dry-run", is_flag=True, help="print what would be composed and the checks; install nothing")
+def detectors_add(model, card_path, repo, force, dry_run) -> None:
+    """Check a user's ONNX detector against its model card, compose it to the gateway's contract where its
+    card says it takes another (layout, dtype, normalisation, channel order, per-frame, two classes), install.
+    Without MODEL, the card must name a remote Open Inference Protocol server (remote:)."""
+    from detectors.card import load_card
+    from detectors.repository import install, install_remote, prepare, user_repo
+    from detectors.serving.config import write_configs
+
+    try:
+        card = load_card(card_path)
+        if model is None:  # a detector served elsewhere: its card names the server
+            if dry_run:
+                click.echo(f"{card.name}: remote, {card.remote and card.remote.endpoint}; metadata checked at start")
+                return
+            inst = install_remote(card, repo, overwrite=force)
+            click.echo(f"installed remote {inst.card.name} {inst.card.version} ({card.remote.endpoint})")
+            return
+        if dry_run:
+            _, served = prepare(model, card)
+            click.echo(_dry_run_report(card, served, user_repo(repo)))
+            return
+        inst = install(model, card, repo, overwrite=force)
+    except ConfigError:
+        raise  # a card file that cannot be read as written: one line, exit status 2
+    except CardError as exc:
+        raise click.ClickException(str(exc)) from exc
+    write_configs(inst)  # Triton's configs for this model; the others stay as they are
+    click.echo(f"installed {inst.card.name} {inst.card.version} at {inst.model_path}")
+
+
+def _dry_run_report(card, served, repo: Path) -> str:
+    """What ``detectors add --dry-run`` would compose and install, after the checks passed."""
+    i, o = card.input, card.output
+    lines = [f"{card.name} {card.version}: checks passed (card against graph, a dummy batch of 2 videos)"]
+    if served.source is None:
+        lines.append("no composition: the graph takes uint8 [N, T, H, W, 3] RGB frames and gives one score each")
+    else:
+        s = card.sampling
+        steps = [f"uint8 [N, {s.frames}, {s.height}, {s.width}, 3] RGB"]
+        steps += ["float32"] if i.dtype == "float32" else []
+        steps += ["BGR"] if i.channel_order == "BGR" else []
+        steps += [f"x * {i.scale:g}"] if i.scale else []
+        steps += [f"(x - {list(i.mean)}) / {list(i.std)}"] if i.mean else []
+        steps += [i.layout + (" (every frame as an image)" if i.layout == "NCHW" else "")]
+        lines.append("front: " + " -> ".join(steps))
+        lines.append(f"graph: {i.name} -> {o.name} ({o.kind}), unchanged; sha256 {served.source.sha256}")
+        lines.append(f"tail:  {served.output.native_score} -> score [N]")
+        lines.append(f"composed sha256 {served.source.composed_sha256}")
+    lines.append(f"direction {o.direction}; threshold {card.threshold.value:+.4f} on the composed score")
+    lines.append(f"would install into {repo / card.name} (nothing written: --dry-run)")
+    return "\n".join(lines)

@@ -1,0 +1,34 @@
+"""How the command line reports the errors a user can act on: one line, no traceback, the exit status."""
+
+from __future__ import annotations
+
+import click
+from pydantic import ValidationError
+
+from gateway.ops.stack import StackError
+from gateway.stream.kafka_io import BrokerError, client_errors
+from transforms.config_errors import ConfigError, describe, one_line
+
+
+class BadConfiguration(click.ClickException):
+    """A configuration, conditions file or manifest the user must fix: one line, exit status 2, no traceback."""
+
+    exit_code = 2
+
+
+class LastmileGroup(click.Group):
+    """The ``lastmile`` group: every expected configuration error becomes :class:`BadConfiguration`."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except ConfigError as exc:
+            raise BadConfiguration(str(exc)) from None
+        except ValidationError as exc:  # options or LASTMILE_* variables that a settings model refuses
+            raise BadConfiguration(describe(exc, f"the {exc.title} settings (options, LASTMILE_* variables)")) from None
+        except (BrokerError, StackError) as exc:  # a local broker or stack that cannot start: say why, no traceback
+            raise click.ClickException(str(exc)) from None
+        except Exception as exc:
+            if isinstance(exc, client_errors()):  # a broker that does not answer: which, and what the client said
+                raise click.ClickException(f"Kafka: {one_line(exc)}") from None
+            raise

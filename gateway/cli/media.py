@@ -1,0 +1,85 @@
+"""Videos in and out: ``lastmile transform`` (condition variants of a video) and ``lastmile corpus`` (the proxy
+corpus)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from tqdm import tqdm
+
+from gateway.cli.options import profile_option
+from transforms.catalog import resolve_conditions
+from transforms.errors import VideoError
+from transforms.spec import PROFILES
+
+VIDEO_SUFFIXES = {".mp4", ".mov", ".webm", ".mkv"}  # what `corpus synth --real-dir` takes as an anchor
+
+
+@click.command()
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--conditions", default="all", show_default=True, help="'all' or comma-separated names")
+@click.option("--conditions-file", type=click.Path(exists=True, dir_okay=False), help="YAML/JSON conditions")
+@profile_option("fidelity")
+@click.option("--deterministic/--no-deterministic", default=False, help="byte-identical output (1 thread)")
+@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path))
+def transform(inputs, conditions, conditions_file, profile, deterministic, out) -> None:
+    """Write each INPUT's condition variants (MP4) and a JSON sidecar each to OUT."""
+    from transforms.engine import Engine
+
+    conds, file_profile = resolve_conditions(conditions, conditions_file)
+    engine = Engine((file_profile or PROFILES[profile]).with_determinism(deterministic))
+    out.mkdir(parents=True, exist_ok=True)
+    failed = 0
+    for path in tqdm(inputs, desc="transform", unit="video", disable=len(inputs) < 2, file=sys.stderr):
+        try:
+            result = engine.run(path.read_bytes(), conds)
+        except VideoError as exc:
+            failed += 1
+            click.echo(f"{path}: {type(exc).__name__}: {exc}", err=True)
+            continue
+        for name, variant in result.variants.items():
+            target = out / f"{path.stem}.{name}.mp4"
+            target.write_bytes(variant.data)
+            target.with_suffix(".json").write_text(variant.meta.model_dump_json(indent=2))
+            m = variant.meta
+            click.echo(f"{target}  {m.width}x{m.height} {m.fps:g} fps {m.frames} frames {m.bytes} B")
+    if failed:
+        sys.exit(1)
+
+
+@click.group("corpus")
+def corpus() -> None:
+    """The paired proxy corpus (a proxy for AI-generated video, not AI-generated video)."""
+
+
+@corpus.command("synth")
+@click.option("--anchors", default=12, show_default=True, type=int, help="real anchors (each with 5 counterparts)")
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--size", default="192x144", show_default=True, help="WIDTHxHEIGHT")
+@click.option("--fps", default=24, show_default=True, type=int)
+@click.option("--seconds", default="2-3", show_default=True, help="duration range MIN-MAX, within 2-8 s")
+@click.option(
+    "--real-dir", type=click.Path(exists=True, file_okay=False, path_type=Path), help="use these videos as anchors"
+)
+@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path))
+def corpus_synth(anchors, seed, size, fps, seconds, real_dir, out) -> None:
+    """Write real anchors, pseudo-generated counterparts and a JSONL manifest to OUT."""
+    from detectors.proxy.corpus import PROXY_NOTICE, CorpusConfig, synthesize
+
+    width, height = (int(v) for v in size.lower().split("x"))
+    lo, _, hi = seconds.partition("-")
+    reals = sorted(p for p in real_dir.iterdir() if p.suffix.lower() in VIDEO_SUFFIXES) if real_dir else None
+    cfg = CorpusConfig(
+        anchors=len(reals) if reals else anchors,
+        seed=seed,
+        width=width,
+        height=height,
+        fps=fps,
+        min_seconds=float(lo),
+        max_seconds=float(hi or lo),
+    )
+    with tqdm(total=cfg.anchors, desc="corpus", unit="anchor", file=sys.stderr) as bar:
+        manifest = synthesize(cfg, out, reals, progress=bar.update)
+    click.echo(f"{manifest}\n{PROXY_NOTICE}")

@@ -1,0 +1,56 @@
+"""The options several commands share, each declared once and applied as a decorator, and how ``--config`` and
+``--bootstrap`` become a gateway configuration."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from gateway.batch.failures import DEFAULT_MAX_INFRA_ERRORS
+from gateway.core.config import GatewayConfig, KafkaSettings
+from transforms.spec import PROFILES
+
+UP_DIR = Path("lastmile-up")  # where `lastmile up` writes its configs and logs (relative to the current folder)
+UP_CONFIG_HELP = "gateway.yaml (default: lastmile-up/gateway.yaml, written by lastmile up)"
+
+REPO = click.option(
+    "--repo",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="user model repository (default: $LASTMILE_REPO, else ~/.local/share/lastmile/models)",
+)
+JSON_OUT = click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), help="write JSON here")
+BOOTSTRAP = click.option("--bootstrap", default=None, help="overrides the config's kafka.bootstrap")
+WORKERS = click.option("--workers", type=int, default=None, help="parallel videos (default: cores)")
+LOG_LEVEL = click.option("--log-level", default="INFO", show_default=True)
+MAX_INFRA_ERRORS = click.option(
+    "--max-infra-errors",
+    default=DEFAULT_MAX_INFRA_ERRORS,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="infrastructure-error rows allowed before the command exits non-zero (any cell without a score fails it)",
+)
+
+
+def config_option(help: str):
+    """``--config``: a YAML file that exists, passed on as ``config_path``."""
+    return click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), help=help)
+
+
+def profile_option(default: str):
+    """``--profile``: one of the transform engine's profiles."""
+    return click.option("--profile", type=click.Choice(sorted(PROFILES)), default=default, show_default=True)
+
+
+def with_bootstrap(kafka: KafkaSettings, bootstrap: str | None) -> KafkaSettings:
+    """``kafka`` with its broker replaced by ``bootstrap``, where one is given."""
+    return kafka.model_copy(update={"bootstrap": bootstrap}) if bootstrap else kafka
+
+
+def gateway_config(config_path: str | None, bootstrap: str | None = None, *, default_up: bool = False) -> GatewayConfig:
+    """The gateway configuration of ``--config`` (with ``default_up`` and none given: the one ``lastmile up``
+    wrote, where there is one), with ``--bootstrap`` over its broker."""
+    if config_path is None and default_up and (UP_DIR / "gateway.yaml").exists():
+        config_path = str(UP_DIR / "gateway.yaml")
+    cfg = GatewayConfig.load(config_path)
+    return cfg.model_copy(update={"kafka": with_bootstrap(cfg.kafka, bootstrap)}) if bootstrap else cfg

@@ -1,0 +1,132 @@
+"""Offline runs over a manifest: ``replay``, ``report`` and ``demo``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from gateway.batch.failures import RunFailures, check_results
+from gateway.cli.options import MAX_INFRA_ERRORS, REPO, WORKERS, profile_option
+from gateway.evaluation.errors import EvaluationError
+from transforms.config_errors import ConfigError
+
+
+def _fail_loudly(failures: RunFailures, what: str) -> None:
+    """Print one line per error kind and cell without a score to stderr; exit 1 where the run failed."""
+    for line in failures.lines():
+        click.echo(f"{what}: {line}", err=True)
+    if failures.failed:
+        raise click.ClickException(f"{what} failed: see the lines above (the results and report are kept)")
+
+
+@click.command()
+@click.argument("manifest", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--conditions", default="all", show_default=True)
+@click.option("--conditions-file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--detectors", "detector_names", default="all", show_default=True)
+@REPO
+@click.option("--runtime", type=click.Choice(["embedded", "triton"]), default="embedded", show_default=True)
+@click.option("--triton-url", default="127.0.0.1:8001", show_default=True)
+@profile_option("fidelity")
+@click.option("--deterministic/--no-deterministic", default=True, show_default=True)
+@WORKERS
+@click.option("--resume", is_flag=True, help="continue a killed run in --out")
+@click.option(
+    "--via",
+    type=click.Choice(["inproc", "kafka"]),
+    default="inproc",
+    show_default=True,
+    help="kafka: through a broker and a gateway (a local broker unless --bootstrap)",
+)
+@click.option("--bootstrap", default=None, help="with --via kafka: an existing broker")
+@click.option(
+    "--file-root",
+    "file_roots",
+    multiple=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="a folder the manifest's videos may be read from (repeatable; default: the manifest's folder)",
+)
+@MAX_INFRA_ERRORS
+@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path))
+def replay(
+    manifest,
+    conditions,
+    conditions_file,
+    detector_names,
+    repo,
+    runtime,
+    triton_url,
+    profile,
+    deterministic,
+    workers,
+    resume,
+    via,
+    bootstrap,
+    file_roots,
+    max_infra_errors,
+    out,
+) -> None:
+    """Run every video of MANIFEST through the conditions and detectors into OUT/results.parquet; exit 1 where a
+    (detector, condition) has no score or infrastructure errors exceed --max-infra-errors."""
+    from gateway.batch.kafka_replay import replay_via_kafka
+    from gateway.batch.replay import ReplayConfig
+    from gateway.batch.replay import replay as run_replay
+
+    cfg = ReplayConfig(
+        manifest=manifest,
+        conditions=conditions,
+        conditions_file=conditions_file,
+        detectors=detector_names,
+        repo=repo,
+        runtime=runtime,
+        triton_url=triton_url,
+        profile=profile,
+        deterministic=deterministic,
+        file_roots=list(file_roots),
+    )
+    if via == "kafka" and resume:
+        raise click.UsageError("--resume applies to the in-process replay")
+    try:
+        if via == "kafka":
+            path = replay_via_kafka(cfg, out, bootstrap=bootstrap, workers=workers or 2)
+        else:
+            path = run_replay(cfg, out, resume=resume, workers=workers)
+    except ConfigError:
+        raise
+    except (FileExistsError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(path)
+    _fail_loudly(check_results(path, max_infra_errors), "replay")
+
+
+@click.command()
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--replicates", default=2000, show_default=True, type=int, help="bootstrap replicates")
+@click.option("--seed", default=None, type=int, help="bootstrap seed (default: the project's fixed seed)")
+def report(run_dir, replicates, seed) -> None:
+    """Write RUN_DIR/report.md, report.json and a self-contained report.html with plots."""
+    from gateway.evaluation.report import build_report
+
+    try:
+        paths = build_report(run_dir, replicates=replicates, seed=seed)
+    except (EvaluationError, FileNotFoundError) as exc:
+        raise click.ClickException(f"{run_dir}: {exc}") from exc
+    for path in paths.values():
+        click.echo(path)
+
+
+@click.command()
+@click.option("--out", default="lastmile-demo", show_default=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--anchors", default=12, show_default=True, type=int)
+@profile_option("fidelity")
+@WORKERS
+@click.option("--sweeps", is_flag=True, help="also a scale-factor sweep of spatial and a two-hop repost of full")
+@MAX_INFRA_ERRORS
+def demo(out, anchors, profile, workers, sweeps, max_infra_errors) -> None:
+    """Proxy corpus -> six LastMile conditions -> four reference detectors -> report, in one go; exit 1 where a
+    (detector, condition) has no score or infrastructure errors exceed --max-infra-errors."""
+    from gateway.ops.demo import run_demo
+
+    done = run_demo(out, anchors=anchors, profile=profile, workers=workers, echo=click.echo, sweeps=sweeps)
+    _fail_loudly(check_results(done["results"], max_infra_errors), "demo")

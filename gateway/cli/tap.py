@@ -1,0 +1,91 @@
+"""Clients of a running gateway: ``lastmile send`` (videos in), ``lastmile scores`` (score events out) and
+``lastmile canary`` (labelled videos in, over and over)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from gateway.cli.options import BOOTSTRAP, UP_CONFIG_HELP, config_option, gateway_config
+from gateway.cli.signals import configure_logging, stop_on_signal
+from gateway.monitor.canary import CanaryError, CanaryFeed, parse_rate
+from gateway.stream.follow import follow, row_line
+from gateway.stream.send import Sender, SendError, expand
+
+CLEAR_SCREEN = "\x1b[H\x1b[2J"  # cursor home, clear: the live table is redrawn in place
+
+
+@click.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option("--inline", is_flag=True, help="send the bytes in the message instead of a file:// reference")
+@click.option("--label", type=click.Choice(["real", "generated"]), default=None, help="for files and folders")
+@config_option(UP_CONFIG_HELP)
+@BOOTSTRAP
+def send(paths, inline, label, config_path, bootstrap) -> None:
+    """Put videos (files, folders, JSONL manifests) on the input topic."""
+    cfg = gateway_config(config_path, bootstrap, default_up=True)
+    try:
+        n = Sender(cfg, inline=inline).send(expand(paths, label), progress=sys.stderr.isatty())
+    except SendError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"{n} videos sent to {cfg.kafka.input_topic} at {cfg.kafka.bootstrap}")
+
+
+@click.command()
+@click.option("--follow", "keep_following", is_flag=True, help="keep reading new events until Ctrl-C")
+@click.option("--json", "as_json", is_flag=True, help="JSON lines: one per score event or dead letter")
+@click.option("--video-id", "video_ids", multiple=True, help="only these videos")
+@config_option(UP_CONFIG_HELP)
+@BOOTSTRAP
+def scores(keep_following, as_json, video_ids, config_path, bootstrap) -> None:
+    """Show the score events and dead letters: per video, one line per condition and detector's verdict."""
+    cfg = gateway_config(config_path, bootstrap, default_up=True)
+    live = sys.stdout.isatty() and not as_json
+    streaming = keep_following and not live and not as_json  # piped: one flushed line per record as it comes
+    news = []
+
+    def emit(record, table) -> None:
+        if record is None:
+            if live and news:
+                click.echo(CLEAR_SCREEN + table.render())  # redraw the table in place, when it changed
+                news.clear()
+        elif as_json:
+            click.echo(json.dumps(record))  # click.echo flushes
+        elif streaming:
+            click.echo(row_line(record))
+        else:
+            news.append(1)
+
+    with stop_on_signal() as stop:
+        table = follow(cfg.kafka, emit, set(video_ids) or None, keep_following, stop)
+    if not as_json and not live and not streaming:
+        click.echo(table.render(last=10**9))
+
+
+@click.group("canary")
+def canary_group() -> None:
+    """Labelled canary videos fed into the input topic, so live AUC exists without production labels."""
+
+
+@canary_group.command("run")
+@click.option("--manifest", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--rate", default="6/min", show_default=True, help="videos per minute (N/min), second or hour")
+@click.option("--count", type=int, default=None, help="stop after this many (default: run until stopped)")
+@config_option("gateway.yaml (kafka)")
+@BOOTSTRAP
+@click.option("--by-reference", is_flag=True, help="send file:// URIs (the gateways must share the folder)")
+def canary_run(manifest, rate, count, config_path, bootstrap, by_reference) -> None:
+    """Send the manifest's videos, over and over, each with a fresh video_id and canary: true."""
+    configure_logging("INFO")
+    kafka = gateway_config(config_path, bootstrap).kafka
+    try:
+        with stop_on_signal() as stop:
+            feed = CanaryFeed(kafka, manifest, parse_rate(rate), inline=not by_reference)
+            feed.rows()  # a bad manifest is one line before any broker is contacted
+            sent = feed.run(count=count, stop=stop)
+    except CanaryError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"{sent} canaries sent to {kafka.input_topic}")
