@@ -174,7 +174,7 @@ def _busy_video(gw, video_id: str, timeout_s: float = 60) -> int:
     """The pid of the worker running ``video_id`` (waits until one is)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        for job_id, pid in dict(gw.pool.busy).items():
+        for job_id, pid in dict(gw.supervisor.pool.busy).items():
             job = gw.running.get(job_id)
             if job is not None and job.event.video_id == video_id:
                 return pid
@@ -193,7 +193,7 @@ def test_1_sigkill_of_a_worker_while_it_encodes(broker, clips):
     outcome = _outcome(_all_scored(cfg, want := _expected(cfg, videos)), want)
     recover_s = time.monotonic() - killed_at
     assert metric(scrape(gw.port), "lastmile_worker_failures_total", outcome="WorkerCrashed") == 1
-    assert status(gw.port, "/healthz") == 200 and thread.is_alive() and len(gw.pool.workers) == cfg.workers
+    assert status(gw.port, "/healthz") == 200 and thread.is_alive() and len(gw.supervisor.pool.workers) == cfg.workers
     gw.stop_event.set()
     thread.join(90)
     _assert_clean(outcome)

@@ -15,6 +15,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from detectors.backoff import Backoff
 from detectors.card import ModelCard
 from detectors.errors import BadRequest, DetectorError, RuntimeUnavailable
 
@@ -77,6 +78,9 @@ def answers(probe: Callable[[], object]) -> bool:
         return False
 
 
+RETRY_BACKOFF_MAX_S = 5.0  # the longest wait between two tries of one request
+
+
 def infer_with_retries(
     call: Callable[[], np.ndarray],
     videos: int,
@@ -91,6 +95,7 @@ def infer_with_retries(
     capped exponential backoff; when the tries run out, or the answer has the wrong length, the server is
     :class:`RuntimeUnavailable` (retry later, never a verdict)."""
     last: Exception | None = None
+    backoff = Backoff(backoff_s, RETRY_BACKOFF_MAX_S)
     for attempt in range(retries + 1):
         try:
             scores = np.asarray(call()).reshape(-1)
@@ -105,5 +110,5 @@ def infer_with_retries(
             if scores.shape != (videos,):
                 raise RuntimeUnavailable(f"{who} returned {scores.shape} scores for {videos} videos")
             return scores
-        time.sleep(min(backoff_s * 2**attempt, 5.0))
+        time.sleep(backoff.delay(attempt + 1))
     raise RuntimeUnavailable(f"{who} did not answer after {retries + 1} attempts: {last}")

@@ -11,8 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import time
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,11 +20,12 @@ from tqdm import tqdm
 
 from detectors.manifest import ManifestRow, read_manifest
 from gateway.batch.results import done_videos, drop_infra_videos, merge, write_part
-from gateway.core import worker
 from gateway.core.assembly import build_pipeline
 from gateway.core.config import OPERATIONAL_LIMITS, PipelineSettings, SourceSettings
-from gateway.core.pool import WorkerFailure
-from gateway.core.worker import FetchRules, VideoRequest
+from gateway.core.messages import ScoreRow, VideoFacts
+from gateway.core.pipeline import Pipeline
+from gateway.core.supervisor import Supervisor
+from gateway.core.worker import ENTRY, Entry, FetchRules, VideoRequest
 
 
 class ReplayConfig(PipelineSettings):
@@ -56,10 +56,7 @@ class ReplayConfig(PipelineSettings):
 
 def requests(rows: list[ManifestRow]) -> list[VideoRequest]:
     """A manifest's rows as worker requests (URIs resolved by the worker against the manifest's folder)."""
-    return [
-        VideoRequest(video_id=r.video_id, uri=r.uri, label=r.label, source=r.source, anchor_id=r.anchor_id)
-        for r in rows
-    ]
+    return [VideoRequest(**VideoFacts.of(r), uri=r.uri) for r in rows]
 
 
 # -- the run ------------------------------------------------------------------------------------------------
@@ -75,12 +72,14 @@ def replay(
     chunk_size: int = 2,
     progress: bool = True,
     start_grace_s: float = START_GRACE_S,
+    entry: Entry = ENTRY,
 ) -> Path:
     """Run (or resume) a replay into ``run_dir``; return the path of ``results.parquet``.
 
-    Every failure is rows, never an aborted run: a bad video's rows carry its error, a video whose worker died
-    ``max_attempts`` times carries ``WorkerCrashed`` or ``VideoTimeout``, and an unavailable scorer gives
-    ``infra`` rows, which ``resume`` runs again.
+    Every failure is rows, never an aborted run: a bad video's rows carry its error, a video whose attempts all
+    failed (``max_attempts``) carries ``WorkerCrashed``, ``VideoTimeout`` or ``JobError`` (an unexpected
+    exception), and an unavailable scorer gives ``infra`` rows, which ``resume`` runs again. ``entry``: what the
+    worker processes run (:data:`gateway.core.worker.ENTRY`).
     """
     rows = read_manifest(cfg.manifest)
     rows_for = build_pipeline(cfg, runtimes=False)  # fails at once, before the run folder, if it cannot start
@@ -93,7 +92,7 @@ def replay(
     chunks = [pending[i : i + chunk_size] for i in range(0, len(pending), chunk_size)]
     workers = max(1, min(workers or os.cpu_count() or 1, len(pending) or 1))
     bar = tqdm(total=len(rows), initial=len(rows) - len(pending), desc="replay", unit="video", disable=not progress)
-    for chunk, result in _run_chunks(cfg, rows_for, chunks, workers, start_grace_s):
+    for chunk, result in _run_chunks(cfg, rows_for, chunks, workers, start_grace_s, entry):
         write_part(parts, chunk[0][0], chunk[-1][0], result)
         bar.update(len(chunk))
     bar.close()
@@ -101,51 +100,29 @@ def replay(
 
 
 def _run_chunks(
-    cfg: ReplayConfig, rows_for, chunks: list, workers: int, grace_s: float
+    cfg: ReplayConfig, rows_for: Pipeline, chunks: list, workers: int, grace_s: float, entry: Entry
 ) -> Iterator[tuple[list, list[dict]]]:
-    """Each chunk's rows once all its videos are done; at most ``2 * workers`` chunks open (bounded memory).
-    ``rows_for``: the pipeline without runtimes, which writes the rows of videos no worker could score."""
+    """Each chunk's rows once all its videos have a fate (:mod:`gateway.core.supervisor`); at most
+    ``2 * workers`` chunks open (bounded memory). Every fate is rows here: a video told to retry later keeps its
+    infra rows, which ``--resume`` runs again. ``rows_for``: the pipeline without runtimes, for the parent's rows."""
     if not chunks:
         return
-    limits = cfg.limits
-    pool = worker.start_pool(cfg, cfg.fetch_rules(), workers)
+    supervisor = Supervisor(cfg, cfg.fetch_rules(), workers, rows_for, entry)
     waiting, open_chunks = deque(chunks), []
-    requests_by_id = {req.video_id: req for chunk in chunks for _, req in chunk}
-    results: dict[str, list[dict]] = {}
-    attempts: Counter[str] = Counter()
-    unstarted_since: float | None = None
+    results: dict[str, list[ScoreRow]] = {}
     try:
         while waiting or open_chunks:
             while waiting and len(open_chunks) < 2 * workers:
                 open_chunks.append(chunk := waiting.popleft())
                 for _, req in chunk:
-                    pool.submit(req.video_id, [req])
-            for d in pool.poll(0.2):
-                req = requests_by_id[d.job_id]
-                if isinstance(d.error, WorkerFailure):  # its own worker died or overran
-                    attempts[req.video_id] += 1
-                    if attempts[req.video_id] < limits.max_attempts:
-                        pool.submit(req.video_id, [req])
-                        continue
-                    results[req.video_id] = _rows(rows_for, req, d.error, "video")
-                elif d.error is not None:
-                    results[req.video_id] = _rows(rows_for, req, d.error, "infra")
-                else:
-                    results[req.video_id] = d.result
-            unstarted_since = None if pool.any_ready else unstarted_since or time.monotonic()
-            if pool.start_error and unstarted_since and time.monotonic() - unstarted_since > grace_s:
-                failure = RuntimeError(f"no worker could start: {pool.start_error.strip().splitlines()[-1]}")
-                for vid in pool.cancel_queued():
-                    results[vid] = _rows(rows_for, requests_by_id[vid], failure, "infra")
+                    supervisor.submit(req.video_id, req)
+            for video_id, fate in supervisor.poll(0.2) + supervisor.stalled(grace_s):
+                results[video_id] = fate.rows
             for chunk in [c for c in open_chunks if all(req.video_id in results for _, req in c)]:
                 open_chunks.remove(chunk)
-                yield chunk, [row for _, req in chunk for row in results.pop(req.video_id)]
+                yield chunk, [row.model_dump() for _, req in chunk for row in results.pop(req.video_id)]
     finally:
-        pool.close()
-
-
-def _rows(pipeline, req: VideoRequest, exc: Exception, kind: str) -> list[dict]:
-    return [r.model_dump() for r in worker.error_rows(pipeline, req, exc, kind)]
+        supervisor.close()
 
 
 def prepare_run(cfg: ReplayConfig, run_dir: Path, resume: bool, n_videos: int) -> None:

@@ -27,16 +27,32 @@ def idempotency_key(video_id: str, condition: str, detector: str, version: str) 
     return f"{video_id}|{condition}|{detector}|{version}"
 
 
-class VideoItem(BaseModel):
-    """One video to score: its bytes and what is known about it (from a manifest row or a Kafka event)."""
+class VideoFacts(BaseModel):
+    """Who a video is and where it came from: what its manifest row or Kafka event says and its score rows carry.
+    Copied whole from one record to the next with :meth:`of`, never field by field."""
 
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+    model_config = ConfigDict(frozen=True)
     video_id: str
-    data: bytes = Field(repr=False)
     label: Literal["real", "generated"] | None = None
     source: str | None = None
     anchor_id: str | None = None
     tenant: str | None = None
+    event_time: float | None = None  # the input message's Kafka timestamp (s)
+    canary: bool = False  # a labelled canary video (``lastmile canary``)
+
+    @classmethod
+    def of(cls, record: object, **more: object) -> dict[str, object]:
+        """The facts that ``record``'s model declares (a manifest row has no tenant, an event no event time), with
+        ``more``."""
+        declared = getattr(type(record), "model_fields", {})
+        return {name: getattr(record, name) for name in VideoFacts.model_fields if name in declared} | more
+
+
+class VideoItem(VideoFacts):
+    """One video to score: its bytes and what is known about it (from a manifest row or a Kafka event)."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+    data: bytes = Field(repr=False)
 
 
 class ScoreRow(BaseModel):

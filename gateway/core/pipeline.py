@@ -1,9 +1,11 @@
 """The hot path, top to bottom: decode -> condition variants -> frame sampling -> detector scores -> rows.
 
-Replay and the Kafka service both call :meth:`Pipeline.process` (through :mod:`gateway.core.worker`), so the
+Replay and the Kafka service both call :meth:`Pipeline.score` (through :mod:`gateway.core.worker`), so the
 two cannot drift apart. Each detector scores all of a video's condition variants in one batched call. Errors in a
 video become rows with ``error_kind="video"`` (they stay in every denominator); a runtime that cannot answer
-becomes ``error_kind="infra"`` rows, counted apart from the detectors' verdicts.
+becomes ``error_kind="infra"`` rows, counted apart from the detectors' verdicts, and :attr:`Scoring.unavailable`
+says so, typed where the :class:`RuntimeUnavailable` is caught. :meth:`Pipeline.error_rows` is the one place
+error rows are built, in a worker or in its parent.
 """
 
 from __future__ import annotations
@@ -33,6 +35,15 @@ class Sampled:
     frames: dict[SamplingPolicy, np.ndarray]
     seconds: float
     failure: Exception | None
+
+
+@dataclass(frozen=True)
+class Scoring:
+    """One video's rows and, when a runtime could not answer (:class:`RuntimeUnavailable`), why: its rows are
+    then ``infra`` rows, to run again later, never a verdict."""
+
+    rows: list[ScoreRow]
+    unavailable: str | None = None
 
 
 Outcome = tuple[float | DetectorError, float]  # (score or this variant's error, its share of inference seconds)
@@ -116,21 +127,27 @@ class Pipeline:
 
     def process(self, item: VideoItem, conditions: Sequence[Condition] | None = None) -> list[ScoreRow]:
         """Every (condition, detector) row for one video. Never raises for a bad video."""
+        return self.score(item, conditions).rows
+
+    def score(self, item: VideoItem, conditions: Sequence[Condition] | None = None) -> Scoring:
+        """Every (condition, detector) row for one video, and whether a runtime was unavailable."""
         conditions = tuple(conditions or self.conditions)
         # 1. decode once, produce every condition variant (the VP9 storage encode is shared)
         t0 = time.perf_counter()
         try:
             result = self.engine.run(item.data, conditions)
         except VideoError as exc:
-            return self.error_rows(item, exc, conditions, hashlib.sha256(item.data).hexdigest())
+            return Scoring(self.error_rows(item, exc, conditions, hashlib.sha256(item.data).hexdigest()))
         transform_s = time.perf_counter() - t0
         # 2. sample frames once per (variant, sampling policy)
         sampled = {c.name: self._sample(result.variants[c.name]) for c in conditions}
         # 3. infer: one batched call per detector over all of this video's variants
         rows: dict[tuple[str, str], ScoreRow] = {}
+        unavailable: list[str] = []
         for det in self.detectors:
-            rows.update(self._score_variants(item, det, conditions, result, sampled, transform_s))
-        return [rows[(c.name, d.card.name)] for c in conditions for d in self.detectors]
+            rows.update(self._score_variants(item, det, conditions, result, sampled, transform_s, unavailable))
+        ordered = [rows[(c.name, d.card.name)] for c in conditions for d in self.detectors]
+        return Scoring(ordered, unavailable[0] if unavailable else None)
 
     def error_rows(
         self,
@@ -167,8 +184,10 @@ class Pipeline:
         result: EngineResult,
         sampled: dict[str, Sampled],
         transform_s: float,
+        unavailable: list[str],
     ) -> dict[tuple[str, str], ScoreRow]:
-        """One detector over every variant of the video that sampled: a row per condition."""
+        """One detector over every variant of the video that sampled: a row per condition; the reason of each
+        variant its runtime could not score is appended to ``unavailable``."""
         rows = {}
         ready = []
         for c in conditions:
@@ -180,9 +199,11 @@ class Pipeline:
         frames = [sampled[c.name].frames[det.card.sampling] for c in ready]
         for c, (outcome, infer_s) in zip(ready, score_batched(det.runtime, frames), strict=True):
             key = (c.name, det.card.name)
-            if isinstance(outcome, Exception):
-                kind = "video" if isinstance(outcome, BadRequest) else "infra"
-                rows[key] = self._error_row(item, c, det, result.input_sha256, outcome, kind)
+            if isinstance(outcome, RuntimeUnavailable):
+                unavailable.append(str(outcome) or type(outcome).__name__)
+                rows[key] = self._error_row(item, c, det, result.input_sha256, outcome, "infra")
+            elif isinstance(outcome, Exception):
+                rows[key] = self._error_row(item, c, det, result.input_sha256, outcome, "video")
             else:
                 variant = result.variants[c.name]
                 rows[key] = self._row(item, c, det, result, variant, outcome, transform_s, sampled[c.name], infer_s)
@@ -232,6 +253,8 @@ class Pipeline:
             label=item.label,
             source=item.source,
             anchor_id=item.anchor_id,
+            event_time=item.event_time,
+            canary=item.canary,
             model_sha256=self._model_sha[det.card.name],
         )
 

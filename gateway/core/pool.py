@@ -23,7 +23,10 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 
+from detectors.backoff import Backoff
+
 PAGE = os.sysconf("SC_PAGE_SIZE")
+RESTART_BACKOFF = Backoff(0.5, 30.0)  # between starts of a worker, while workers fail to start
 
 
 class WorkerFailure(Exception):
@@ -70,7 +73,7 @@ class WorkerPool:
     initargs: tuple = ()
     memory_mb: int | None = None
     timeout_s: float | None = None
-    restart_backoff_max_s: float = 30.0
+    restart_backoff: Backoff = RESTART_BACKOFF
     workers: list[_Worker] = field(default_factory=list, init=False)
     queue: deque = field(default_factory=deque, init=False)
     start_error: str | None = field(default=None, init=False)
@@ -173,8 +176,7 @@ class WorkerPool:
             done.append(Done(worker.job, error=error))
         elif not worker.ready:  # died while starting: back off before the next one
             self._start_failures += 1
-            delay = min(0.5 * 2 ** (self._start_failures - 1), self.restart_backoff_max_s)
-            self._next_start = time.monotonic() + delay
+            self._next_start = time.monotonic() + self.restart_backoff.delay(self._start_failures)
 
     def _refill(self) -> None:
         while len(self.workers) < self.size and time.monotonic() >= self._next_start:

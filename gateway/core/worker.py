@@ -3,18 +3,24 @@
 A process pool calls :func:`init` once per worker (it builds the pipeline from the settings and keeps the
 fetch rules), then :func:`run` once per video. :func:`handle` is the same logic without the process
 globals: fetch the bytes if the video comes by reference (a fetch failure is this video's error rows), then
-run the pipeline. Every failure of a video becomes rows; nothing a video does raises out of here.
+run the pipeline. Every failure of a video becomes rows; nothing a video does raises out of here. The
+:class:`Answer` says, typed where the exception was caught, when the rows are no verdict (``fault``): a runtime
+was ``unavailable``, or something ``unexpected`` happened. What becomes of the video is decided in the parent,
+by :mod:`gateway.core.supervisor`.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from gateway.core.config import PipelineSettings, SourceSettings
-from gateway.core.messages import ScoreRow, VideoItem
+from gateway.core.messages import ScoreRow, VideoFacts, VideoItem
 from gateway.core.pipeline import Pipeline
 from gateway.core.pool import WorkerPool
 from gateway.core.sources import fetch
@@ -45,41 +51,47 @@ class FetchRules(BaseModel):
         )
 
 
-class VideoRequest(BaseModel):
+class VideoRequest(VideoFacts):
     """One video for a worker: what is known about it, its bytes (inline) or a URI, and its conditions."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    video_id: str
-    label: str | None = None
-    source: str | None = None
-    anchor_id: str | None = None
-    tenant: str | None = None
     uri: str | None = None
     inline: bytes | None = None
     conditions: tuple[str, ...] | None = None  # None: every condition of the pipeline
 
     def item(self, data: bytes) -> VideoItem:
-        return VideoItem(
-            video_id=self.video_id,
-            data=data,
-            label=self.label,
-            source=self.source,
-            anchor_id=self.anchor_id,
-            tenant=self.tenant,
-        )
+        return VideoItem(**VideoFacts.of(self), data=data)
 
 
-def handle(pipeline: Pipeline, rules: FetchRules, request: VideoRequest) -> list[ScoreRow]:
+Fault = Literal["unavailable", "unexpected"]
+
+
+class Answer(BaseModel):
+    """A worker's answer for one video: its rows, and why they are no verdict when they are not (``fault``:
+    a runtime was ``unavailable``, caught as :class:`RuntimeUnavailable`; or an ``unexpected`` exception), with
+    the reason."""
+
+    model_config = ConfigDict(frozen=True)
+    rows: list[ScoreRow]
+    fault: Fault | None = None
+    reason: str = ""
+
+
+def handle(pipeline: Pipeline, rules: FetchRules, request: VideoRequest) -> Answer:
     """Every (condition, detector) row of one video. A video that cannot be fetched gets video-error rows;
-    anything unexpected (not this video's known fault) gets infra rows, which are retried, never verdicts."""
+    anything unexpected (not this video's known fault) gets infra rows and ``fault="unexpected"``."""
     try:
         data = request.inline if request.inline is not None else rules.fetch(request.uri or "")
-        return pipeline.process(request.item(data), pipeline.select(request.conditions))
+        scoring = pipeline.score(request.item(data), pipeline.select(request.conditions))
     except VideoError as exc:
-        return error_rows(pipeline, request, exc)
+        return Answer(rows=error_rows(pipeline, request, exc))
     except Exception as exc:  # a bug or an exhausted resource: say so in the rows, keep the worker
         log.exception("unexpected failure on %s", request.video_id)
-        return error_rows(pipeline, request, exc, kind="infra")
+        reason = f"{type(exc).__name__}: {exc}"
+        return Answer(rows=error_rows(pipeline, request, exc, kind="infra"), fault="unexpected", reason=reason)
+    if scoring.unavailable is not None:
+        return Answer(rows=scoring.rows, fault="unavailable", reason=scoring.unavailable)
+    return Answer(rows=scoring.rows)
 
 
 def error_rows(
@@ -105,19 +117,32 @@ def init(settings_json: str, rules_json: str) -> None:
     )
 
 
-def run(requests: list[VideoRequest]) -> list[dict]:
-    """Score videos in this worker process; rows as plain dicts (cheap to send back to the parent)."""
+def run(request: VideoRequest) -> Answer:
+    """Score one video in this worker process."""
     if _STATE is None:
         raise RuntimeError("gateway.core.worker.init was not called in this process")
     pipeline, rules = _STATE
-    return [row.model_dump() for request in requests for row in handle(pipeline, rules, request)]
+    return handle(pipeline, rules, request)
 
 
-def start_pool(settings: PipelineSettings, rules: FetchRules, size: int) -> WorkerPool:
-    """``size`` worker processes running this module, with the settings' memory cap and per-video deadline."""
+@dataclass(frozen=True)
+class Entry:
+    """What a worker process runs: ``init(settings_json, rules_json)`` once, then ``run(request) -> Answer`` per
+    video; both module-level functions, so that a spawned process can import them."""
+
+    run: Callable[[VideoRequest], Answer]
+    init: Callable[[str, str], None]
+
+
+ENTRY = Entry(run, init)
+
+
+def start_pool(settings: PipelineSettings, rules: FetchRules, size: int, entry: Entry = ENTRY) -> WorkerPool:
+    """``size`` worker processes running ``entry``, with the settings' memory cap and per-video deadline."""
     limits = settings.limits
+    args = initargs(settings, rules)
     return WorkerPool(
-        size, run, init, initargs(settings, rules), memory_mb=limits.worker_memory_mb, timeout_s=limits.video_timeout_s
+        size, entry.run, entry.init, args, memory_mb=limits.worker_memory_mb, timeout_s=limits.video_timeout_s
     )
 
 

@@ -14,16 +14,18 @@ from dataclasses import dataclass, field
 
 from prometheus_client import Gauge
 
+from detectors.backoff import Backoff
+
 log = logging.getLogger("lastmile.gateway")
 
 COMPONENTS = ("broker", "scorer")
+DEFAULT_BACKOFF = Backoff(1.0, 30.0)
 
 
 @dataclass
 class Health:
     gauge: Gauge
-    backoff_s: float = 1.0
-    backoff_max_s: float = 30.0
+    backoff: Backoff = DEFAULT_BACKOFF
     down_since: dict[str, float] = field(default_factory=dict)
     reasons: dict[str, str] = field(default_factory=dict)
     failures: dict[str, int] = field(default_factory=dict)
@@ -41,7 +43,7 @@ class Health:
         self.reasons[component] = reason
         self.failures[component] = self.failures.get(component, 0) + 1
         self.gauge.labels(component).set(0)
-        return min(self.backoff_s * 2 ** (self.failures[component] - 1), self.backoff_max_s)
+        return self.backoff.delay(self.failures[component])
 
     def up(self, component: str) -> None:
         if component in self.down_since:

@@ -7,7 +7,7 @@ import hashlib
 import time
 from dataclasses import dataclass, field
 
-from gateway.core.messages import ScoreRow, VideoEvent
+from gateway.core.messages import ScoreRow, VideoEvent, VideoFacts
 from gateway.core.worker import VideoRequest
 
 
@@ -21,20 +21,19 @@ class Job:
     headers: list
     conditions: list[str]
     started: float
-    attempts: int = 0  # runs whose own worker died or overran: the retry cap counts only these
     rows: list[ScoreRow] | None = None  # computed, waiting for the broker to acknowledge them
     event_time: float | None = None  # the input message's Kafka timestamp, in seconds
+    key: int = 0  # the job's key with the supervisor, the same on every run of it
 
-    def stamp(self, rows: list[ScoreRow]) -> list[ScoreRow]:
-        """The rows with what the monitor needs from the input message: its event time and canary flag."""
-        return [r.model_copy(update={"event_time": self.event_time, "canary": self.event.canary}) for r in rows]
+    @property
+    def digest(self) -> str:
+        """The sha256 of the input message's value, for rows written without the worker."""
+        return hashlib.sha256(self.original).hexdigest()
 
     def request(self) -> VideoRequest:
-        return VideoRequest(
-            **self.event.model_dump(include={"video_id", "label", "source", "anchor_id", "tenant", "uri"}),
-            inline=self.inline,
-            conditions=tuple(self.conditions),
-        )
+        """The worker's request: the event's facts (its rows carry its event time and canary flag too)."""
+        facts = VideoFacts.of(self.event, event_time=self.event_time)
+        return VideoRequest(**facts, uri=self.event.uri, inline=self.inline, conditions=tuple(self.conditions))
 
 
 def fanout(video_id: str, all_names: list[str], policy: str, rate: float) -> list[str]:

@@ -8,28 +8,28 @@ offset done; offsets are committed per partition up to the first message not yet
 (at-least-once) and never skips. Scores are deterministic, so a redelivery yields equal duplicates that
 consumers drop by key.
 
-Failures, by whose they are: a bad video is error rows and a dead letter; a video whose own worker died or
-overran is run again up to ``limits.max_attempts``, then dead-lettered (``WorkerCrashed``, ``VideoTimeout``);
-an unavailable scorer or broker is never a verdict: the gateway stops admitting, reports not ready, backs
-off and retries until it answers (:mod:`gateway.stream.health`).
+Failures, by whose they are, as :mod:`gateway.core.supervisor` decides them (the replay gets the same fates): a
+bad video is error rows and a dead letter; a video whose own worker died, overran or raised unexpectedly is run
+again up to ``limits.max_attempts``, then dead-lettered (``WorkerCrashed``, ``VideoTimeout``, ``JobError``); an
+unavailable scorer or broker is never a verdict: the gateway stops admitting, reports not ready, backs off and
+retries until it answers (:mod:`gateway.stream.health`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import signal
 import threading
 import time
 from itertools import count
 
-from gateway.core import worker
+from detectors.backoff import Backoff
 from gateway.core.assembly import build_pipeline
 from gateway.core.config import GatewayConfig
 from gateway.core.messages import ScoreRow
-from gateway.core.pool import Done, WorkerFailure
-from gateway.core.worker import FetchRules
+from gateway.core.supervisor import Fate, RetryLater, Scored, Supervisor
+from gateway.core.worker import ENTRY, Entry, FetchRules
 from gateway.stream import kafka_io, records
 from gateway.stream.health import Health
 from gateway.stream.http import Endpoints
@@ -40,19 +40,18 @@ from gateway.stream.publisher import Publisher
 from transforms.errors import LimitExceeded
 
 log = logging.getLogger("lastmile.gateway")
-UNAVAILABLE = "RuntimeUnavailable"
 
 
 class Gateway:
-    def __init__(self, cfg: GatewayConfig, metrics: LiveMetrics | None = None) -> None:
-        self.cfg = cfg
+    def __init__(self, cfg: GatewayConfig, metrics: LiveMetrics | None = None, entry: Entry = ENTRY) -> None:
+        self.cfg, self.entry = cfg, entry  # entry: what the worker processes run
         self.metrics = metrics or LiveMetrics()
-        self.health = Health(self.metrics.runtime_up, cfg.retry_backoff_s, cfg.retry_backoff_max_s)
+        self.health = Health(self.metrics.runtime_up, Backoff(cfg.retry_backoff_s, cfg.retry_backoff_max_s))
         self.stop_event = threading.Event()
         self.ready = threading.Event()  # set once the loop runs
         self.heartbeat = time.monotonic()
         self.tracker = OffsetTracker()
-        self.running: dict[int, Job] = {}  # pool job id -> job
+        self.running: dict[int, Job] = {}  # job key -> job, while the supervisor has it
         self.waiting = Waiting()
         self.http: Endpoints | None = None
         self._ids = count()
@@ -69,7 +68,7 @@ class Gateway:
         topics = [k.input_topic]  # labels are the monitor's (lastmile monitor run), not the gateway's
         self.consumer.subscribe(topics, listener=rebalance_listener(self._commit, self.tracker))
         rules = FetchRules(sources=self.cfg.sources, max_bytes=limits.max_bytes)
-        self.pool = worker.start_pool(self.cfg, rules, self.cfg.workers)
+        self.supervisor = Supervisor(self.cfg, rules, self.cfg.workers, self.pipeline, self.entry, self._attempt_failed)
         self.start_http()
         log.info("gateway consuming %s as group %s", topics, k.group_id)
         try:
@@ -91,7 +90,7 @@ class Gateway:
                 for msg in messages:
                     self._accept(tp, msg)
             self._due()
-            self._collect(self.pool.poll(0.0 if records else 0.05))
+            self._collect(self.supervisor.poll(0.0 if records else 0.05))
             self._check_workers()
             self._commit()
             if time.monotonic() - last_probe > self.cfg.kafka.probe_interval_s:
@@ -106,9 +105,9 @@ class Gateway:
         deadline = time.monotonic() + self.cfg.shutdown_timeout_s
         while self.tracker.count and time.monotonic() < deadline and self.health.ok:
             self._due()
-            self._collect(self.pool.poll(0.2))
+            self._collect(self.supervisor.poll(0.2))
             self._commit()
-        self.pool.close()
+        self.supervisor.close()
         self._commit()
         with contextlib.suppress(Exception):
             self.publisher.close()
@@ -146,56 +145,36 @@ class Gateway:
             return
         names = fanout(got.event.video_id, self.condition_names, self.cfg.fanout.policy, self.cfg.fanout.sample_rate)
         job = Job(tp, msg.offset, got.event, got.inline, got.value, got.headers, names, time.monotonic())
-        job.event_time = got.event_time
+        job.event_time, job.key = got.event_time, next(self._ids)
         if got.inline is not None and len(got.inline) > self.cfg.limits.max_bytes:  # before any heavy work
             limit = self.cfg.limits.max_bytes
             too_big = LimitExceeded(f"inline video is {len(got.inline)} bytes; the limit is {limit}")
-            self._finish(job, self._rows(job, too_big))
+            self._finish(job, self.supervisor.refuse(job.request(), too_big, job.digest).rows)
             return
         self._submit(job)
 
     def _submit(self, job: Job) -> None:
-        job_id = next(self._ids)
-        self.running[job_id] = job
-        self.pool.submit(job_id, [job.request()])
+        self.running[job.key] = job
+        self.supervisor.submit(job.key, job.request(), job.digest)
         self.metrics.in_flight.set(self.tracker.count)
 
     # -- outcomes --------------------------------------------------------------------------------------------
-    def _collect(self, done: list[Done]) -> None:
-        for d in done:
-            job = self.running.pop(d.job_id)
-            if isinstance(d.error, WorkerFailure):  # its own worker died or overran
-                self._worker_failed(job, d.error)
-                continue
-            if d.error is not None:
-                log.error("worker raised on %s: %s", job.event.video_id, d.error)
-                self._worker_failed(job, d.error)
-                continue
-            rows = [ScoreRow.model_validate(r) for r in d.result]
-            unavailable = [r for r in rows if r.error_kind == "infra" and r.error_class == UNAVAILABLE]
-            if unavailable:  # the scorer could not answer: never a verdict; wait, then run it again
+    def _collect(self, fates: list[tuple[int, Fate]]) -> None:
+        for key, fate in fates:
+            job = self.running.pop(key)
+            if isinstance(fate, RetryLater):  # never a verdict: wait, then run it again
                 self.metrics.retries.inc()
-                delay = self.health.down("scorer", unavailable[0].error or UNAVAILABLE)
-                self.waiting.add(job, delay)
-            elif any(r.error_kind == "infra" for r in rows):  # unexpected, on this video: counts as an attempt
-                self._worker_failed(job, RuntimeError(next(r.error for r in rows if r.error_kind == "infra")))
-            else:
+                self.waiting.add(job, self.health.down(fate.down, fate.reason))
+                continue
+            if isinstance(fate, Scored):
                 self.health.up("scorer")
-                self._finish(job, rows)
+            self._finish(job, fate.rows)
 
-    def _worker_failed(self, job: Job, error: Exception) -> None:
-        job.attempts += 1
+    def _attempt_failed(self, error: Exception, again: bool) -> None:
+        """A failed attempt (the supervisor runs the video again, or makes it final)."""
         self.metrics.worker_failures.labels(type(error).__name__).inc()
-        if job.attempts < self.cfg.limits.max_attempts:
+        if again:
             self.metrics.retries.inc()
-            self._submit(job)
-        else:
-            log.warning("dead-lettering %s after %d attempts: %s", job.event.video_id, job.attempts, error)
-            self._finish(job, self._rows(job, error, kind="video"))
-
-    def _rows(self, job: Job, exc: Exception, kind: str = "video") -> list[ScoreRow]:
-        digest = hashlib.sha256(job.original).hexdigest()
-        return worker.error_rows(self.pipeline, job.request(), exc, kind, digest)
 
     def _due(self) -> None:
         """Run again, or publish again, what waited for the scorer or the broker."""
@@ -207,16 +186,15 @@ class Gateway:
 
     def _check_workers(self) -> None:
         """A pool whose workers cannot start (e.g. Triton down at start-up) makes the scorer down."""
-        if self.pool.start_error and not self.pool.any_ready:
-            self.health.down("scorer", self.pool.start_error.strip().splitlines()[-1])
-        elif self.pool.any_ready and "scorer" in self.health.down_since and not self.waiting and not self.running:
+        if self.supervisor.start_error is not None:
+            self.health.down("scorer", self.supervisor.start_error)
+        elif self.supervisor.started and "scorer" in self.health.down_since and not (self.waiting or self.running):
             self.health.up("scorer")
 
     # -- publishing ------------------------------------------------------------------------------------------
     def _finish(self, job: Job, rows: list[ScoreRow]) -> None:
         """Publish a video's rows; once the broker acknowledged them, its offset is done."""
         t0 = time.monotonic()
-        rows = job.stamp(rows)
         try:
             cause = self.publisher.publish(rows, job.original, job.headers, job.event.video_id)
         except Exception as exc:  # not acknowledged: keep the rows, retry later, commit nothing past it
