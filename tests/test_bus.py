@@ -12,7 +12,8 @@ import pytest
 from kafka import errors as kafka_errors
 
 from gateway import bus
-from gateway.bus import clients
+from gateway.bus import clients, oversize
+from gateway.bus import records as bus_records
 from gateway.bus.errors import mapped, to_bus_error
 from gateway.bus.fetch import NEXT_RECORDS, PARKED_RECORDS, poll_client
 from gateway.core.config import KafkaSettings
@@ -181,3 +182,85 @@ def test_a_record_over_the_producers_limit_is_record_too_large(broker):
         assert producer.send_and_wait(k.input_topic, b"small", headers=[("null", None)], partition=1) == 0
     finally:
         producer.close()
+
+
+# -- records too large to fetch -----------------------------------------------------------------------------------
+OVER = 3 * 1024 * 1024  # over the consumer's response limit at max_message_bytes 64 KiB (64 KiB + 2 MiB)
+
+
+def _stuck_topic(broker, name: str, **extra) -> KafkaSettings:
+    """Partition 0: two small records in one batch, an oversize one, a small one; partition 1: one small one."""
+    k = _settings(broker, name, max_message_bytes=64 * 1024, stall_check_s=0.3, **extra)
+    producer = bus.producer(k.model_copy(update={"max_message_bytes": 8 * 1024 * 1024}))
+    try:
+        for i in range(2):
+            producer.send(k.input_topic, f"before-{i}".encode(), partition=0)
+        producer.flush()
+        _produce_raw(k.bootstrap, k.input_topic, b"huge", b"\0" * OVER, [("content-type", None)])
+        producer.send_and_wait(k.input_topic, b"after", partition=0)
+        producer.send_and_wait(k.input_topic, b"other", partition=1)
+    finally:
+        producer.close()
+    return k
+
+
+def test_one_batch_is_fetched_whole_within_the_limit_and_by_its_header_over_it(broker):
+    k = _stuck_topic(broker, "probe")
+    host, port = k.bootstrap.rsplit(":", 1)
+    small = oversize.fetch_batch(host, int(port), k.input_topic, 0, 1, k.max_message_bytes, 10)
+    assert (small.first_offset, small.last_offset, small.end) == (0, 1, 4) and small.size < 200  # one batch
+    assert [(r.offset, r.value) for r in bus_records.from_batch(k.input_topic, 0, small.data, 1)] == [(1, b"before-1")]
+    huge = oversize.fetch_batch(host, int(port), k.input_topic, 0, 2, k.max_message_bytes, 10)
+    assert (huge.first_offset, huge.last_offset) == (2, 2) and OVER < huge.size < OVER + 200
+    assert huge.data is None  # over the limit: its header alone was read
+    with pytest.raises(oversize.ProbeError, match="no record batch at offset 1 of probe/1"):
+        oversize.fetch_batch(host, int(port), k.input_topic, 1, 1, k.max_message_bytes, 10)  # the partition's end
+
+
+def test_an_oversize_batch_is_passed_by_reference_and_both_partitions_move_on(broker):
+    k = _stuck_topic(broker, "oversize")
+    consumer = bus.consumer(k)
+    consumer.subscribe([k.input_topic])
+    try:
+        got = _poll_until(lambda: consumer.poll(200), 5, timeout_s=60)
+    finally:
+        consumer.close()
+    by_offset = {(r.partition, r.offset): r for r in got}
+    assert sorted(by_offset) == [(0, 0), (0, 1), (0, 2), (0, 3), (1, 0)] and len(got) == 5  # each once
+    huge = by_offset[0, 2]
+    assert isinstance(huge, bus.OversizeRecord) and OVER < huge.size < OVER + 200 and huge.limit == 64 * 1024
+    assert "offset 2 of oversize/0 is in a batch of" in huge.reason and "kafka.max_message_bytes" in huge.reason
+    assert by_offset[0, 3].value == b"after" and by_offset[1, 0].value == b"other"
+
+
+def test_with_stop_an_oversize_batch_is_a_stall_naming_partition_and_offset(broker):
+    k = _stuck_topic(broker, "stopped", oversize_records="stop")
+    consumer = bus.consumer(k)
+    consumer.subscribe([k.input_topic])
+    try:
+        got = _poll_until(lambda: consumer.poll(200), 3, timeout_s=30)
+        assert [(r.partition, r.offset) for r in got if r.partition == 0] == [(0, 0), (0, 1)]
+        deadline = time.monotonic() + 30
+        while not (stalls := consumer.stalls(1.0)) and time.monotonic() < deadline:
+            assert not consumer.poll(200)  # nothing more comes
+    finally:
+        consumer.close()
+    assert [(s.partition, s.offset, s.behind) for s in stalls] == [(bus.Partition("stopped", 0), 2, 2)]
+    assert stalls[0].for_s >= 1.0
+    assert "stopped/0 stuck at offset 2" in str(stalls[0])
+
+
+def test_a_paused_partition_is_no_stall(broker):
+    k = _settings(broker, "paused", stall_check_s=0.1)
+    _produce(k, 3)
+    consumer = bus.consumer(k)
+    consumer.subscribe([k.input_topic])
+    try:
+        _poll_until(lambda: consumer.poll(200), 1)
+        consumer.pause(*consumer.assignment())
+        start = time.monotonic()
+        while time.monotonic() - start < 1.0:
+            assert consumer.poll(100) == []
+        assert consumer.stalls(0.5) == []
+    finally:
+        consumer.close()

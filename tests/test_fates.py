@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from gateway import bus
 from gateway.batch.replay import ReplayConfig, replay
 from gateway.batch.results import read_results
 from gateway.core.config import GatewayConfig, KafkaSettings
 from gateway.core.messages import VideoEvent
 from gateway.core.supervisor import Final, RetryLater, Scored
-from gateway.stream import kafka_io
 from tests import fate_jobs
 from tests.streaming import FAST_GROUP, read_topics, require_broker, wait_for
 
@@ -90,7 +90,7 @@ def test_replay(videos, fates, tmp_path):
 
 def test_stream(videos, fates):
     require_broker()
-    with kafka_io.start_broker() as broker:
+    with bus.start_broker() as broker:
         kafka = KafkaSettings(
             bootstrap=broker.bootstrap,
             input_topic="fates.videos",
@@ -112,7 +112,7 @@ def test_stream(videos, fates):
             sources={"file_roots": [str(videos)]},
             **SETTINGS,
         )
-        kafka_io.ensure_topics(cfg.kafka, partitions=1)
+        bus.ensure_topics(cfg.kafka, partitions=1)
         letters, scores = _run_gateway(cfg, videos)
     dead = {m.key.decode(): dict(m.headers)["lastmile-error-class"].decode() for m in letters}
     assert {json.loads(m.value)["video_id"] for m in scores if json.loads(m.value)["score"] is not None} == {
@@ -132,7 +132,7 @@ def _run_gateway(cfg: GatewayConfig, videos: Path) -> tuple[list, list]:
     thread.start()
     try:
         assert gw.ready.wait(120)
-        producer = kafka_io.producer(cfg.kafka)
+        producer = bus.producer(cfg.kafka)
         for vid in EXPECTED:
             event = VideoEvent(video_id=vid, uri=(videos / _file(vid)).as_uri())
             producer.send(cfg.kafka.input_topic, key=vid.encode(), value=event.model_dump_json().encode())

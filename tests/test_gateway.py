@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 import yaml
 
+from gateway import bus
 from gateway.core.config import GatewayConfig, KafkaSettings
 from gateway.core.messages import ScoreEvent, VideoEvent, inline_headers
-from gateway.stream import kafka_io
 from tests.streaming import FAST_GROUP, metric, read_topics, require_broker, scrape, start_gateway
 
 CONDITIONS = "original,spatial"
@@ -27,7 +27,7 @@ DETECTORS = "d3_px,spectral"
 @pytest.fixture(scope="module")
 def broker():
     require_broker()
-    with kafka_io.start_broker() as b:
+    with bus.start_broker() as b:
         yield b
 
 
@@ -59,7 +59,7 @@ def _config(broker, tmp_path: Path, name: str, **extra) -> GatewayConfig:
         **extra,
     }
     cfg = GatewayConfig(kafka=kafka, **settings)
-    kafka_io.ensure_topics(cfg.kafka, partitions=2)
+    bus.ensure_topics(cfg.kafka, partitions=2)
     return cfg
 
 
@@ -70,7 +70,7 @@ def _read(broker, topics: list[str], until, timeout_s: float = 120):
 def test_end_to_end_with_bad_inputs(broker, tmp_path, videos, media):
     cfg = _config(broker, tmp_path, "e2e", limits={"max_bytes": 2_000_000})
     gw, thread = start_gateway(cfg)
-    producer = kafka_io.producer(cfg.kafka)
+    producer = bus.producer(cfg.kafka)
     k = cfg.kafka
     good = {"ref-basic": videos["basic"], "ref-odd": videos["odd"]}
     for vid, path in good.items():
@@ -168,7 +168,7 @@ def test_a_killed_gateway_loses_nothing_and_never_changes_a_score(broker, tmp_pa
     config_file.write_text(yaml.safe_dump(json.loads(cfg.model_dump_json())))
     k = cfg.kafka
     cmd = [sys.executable, "-m", "gateway.cli", "gateway", "run", "--config", str(config_file)]
-    producer = kafka_io.producer(k)
+    producer = bus.producer(k)
     clips = list(videos.values())
     n = 10
     for i in range(n):
@@ -240,7 +240,7 @@ def test_backpressure_is_exact(broker, tmp_path, videos):
     slots (it used to admit up to max_in_flight + max_poll_records - 1), and every video is still scored."""
     cfg = _config(broker, tmp_path, "bp", max_in_flight=2, workers=1, detectors="d3_px", conditions="original")
     gw, thread = start_gateway(cfg)
-    producer = kafka_io.producer(cfg.kafka)
+    producer = bus.producer(cfg.kafka)
     clips = list(videos.values())
     for i in range(12):
         event = VideoEvent(video_id=f"bp{i}", uri=clips[i % len(clips)].as_uri())

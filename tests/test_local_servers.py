@@ -71,9 +71,9 @@ def _terminate_and_check(proc: subprocess.Popen, ports: list[int]) -> None:
 
 
 def test_kafka_up_stops_its_broker_on_sigterm():
-    from gateway.stream import kafka_io
+    from gateway import bus
 
-    require_part(kafka_io.tansu_binary, "the Tansu broker")
+    require_part(bus.tansu_binary, "the Tansu broker")
     port = free_port()
     proc = _start(["kafka", "up", "--port", str(port), "--partitions", "1"], "bootstrap:")
     _terminate_and_check(proc, [port])

@@ -21,12 +21,12 @@ import yaml
 from sklearn.metrics import recall_score, roc_auc_score
 
 from detectors.serving.processes import free_port
+from gateway import bus
 from gateway.core.config import GatewayConfig, KafkaSettings
 from gateway.core.messages import LabelEvent, ScoreEvent, VideoEvent
 from gateway.monitor.canary import CanaryFeed
 from gateway.monitor.config import MonitorConfig, MonitorKafka
 from gateway.monitor.signals import FAMILIES
-from gateway.stream import kafka_io
 from tests.conftest import require_tool
 from tests.streaming import (
     FAST_GROUP,
@@ -47,7 +47,7 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture(scope="module")
 def broker():
     require_broker()
-    with kafka_io.start_broker() as b:
+    with bus.start_broker() as b:
         yield b
 
 
@@ -61,7 +61,7 @@ def _topics(broker, name: str, partitions: int = 2) -> MonitorKafka:
         probe_timeout_ms=1000,
         request_timeout_ms=3000,
     )
-    kafka_io.ensure_topics(k, partitions=partitions, extra=(k.labels_topic,))
+    bus.ensure_topics(k, partitions=partitions, extra=(k.labels_topic,))
     return k
 
 
@@ -78,7 +78,7 @@ def _labelled(scraped, name, det, cond) -> float:
 
 
 def _produce(k: KafkaSettings, topic: str, items: list[tuple[str, bytes]], partition=None) -> None:
-    producer = kafka_io.producer(k)
+    producer = bus.producer(k)
     for i, (key, value) in enumerate(items):
         p = None if partition is None else partition(i)
         producer.send(topic, key=key.encode(), value=value, partition=p)
@@ -224,7 +224,7 @@ def test_sigkill_and_restart_export_the_same_values(broker, tmp_path):
 # -- 3. a frozen broker ---------------------------------------------------------------------------------------
 def test_a_frozen_broker_makes_the_monitor_unready_and_nothing_looks_fresh():
     require_broker()
-    with kafka_io.start_broker() as b:
+    with bus.start_broker() as b:
         k = _topics(b, "frozen")
         _synthetic(k, 20, time.time())
         mon, thread = start_monitor(MonitorConfig(kafka=k, http_port=0))

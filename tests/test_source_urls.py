@@ -13,6 +13,7 @@ import threading
 
 import pytest
 
+from gateway import bus
 from gateway.core.config import SourceSettings
 from gateway.core.messages import (
     InvalidMessage,
@@ -22,7 +23,6 @@ from gateway.core.messages import (
     score_event_bound,
 )
 from gateway.core.sources import SourceError, fetch, parse_source_url
-from gateway.stream import kafka_io
 from tests.conftest import make_clip
 from tests.streaming import read_topics, require_broker, start_gateway
 from tests.test_gateway import _config
@@ -250,7 +250,7 @@ def test_video_id_is_bounded_by_both_its_schema_and_the_setting():
 @pytest.fixture(scope="module")
 def broker():
     require_broker()
-    with kafka_io.start_broker() as b:
+    with bus.start_broker() as b:
         yield b
 
 
@@ -267,7 +267,7 @@ def test_overlong_fields_and_duplicate_keys_are_dead_lettered_and_score_events_s
         "10 MB source": json.dumps({"video_id": "big", "uri": clip.as_uri(), "source": "s" * 10_000_000}).encode(),
         "duplicate key": json.dumps({"video_id": "dup", "uri": clip.as_uri()}).encode()[:-1] + b', "video_id": "x"}',
     }
-    producer = kafka_io.producer(cfg.kafka)
+    producer = bus.producer(cfg.kafka)
     topic = cfg.kafka.input_topic
     for value in raw.values():
         producer.send(topic, value=value)

@@ -145,23 +145,23 @@ def test_send_refuses_before_sending_anything(tmp_path, args):
 
 
 def test_send_inline_and_scores_show_verdicts_and_dead_letters(tmp_path):
+    from gateway import bus
     from gateway.core.config import GatewayConfig, KafkaSettings
     from gateway.core.messages import ScoreEvent, idempotency_key, parse_video_message
-    from gateway.stream import kafka_io
     from gateway.stream.follow import follow
     from gateway.stream.send import Sender, expand
     from tests.streaming import read_topics
 
     require_broker()
     (tmp_path / "v.mp4").write_bytes(b"\x00\x01" * 1000)
-    with kafka_io.start_broker() as b:
+    with bus.start_broker() as b:
         cfg = GatewayConfig(kafka=KafkaSettings(bootstrap=b.bootstrap))
-        kafka_io.ensure_topics(cfg.kafka, partitions=1)
+        bus.ensure_topics(cfg.kafka, partitions=1)
         assert Sender(cfg, inline=True).send(expand([tmp_path / "v.mp4"], "generated"), progress=False) == 1
         got = read_topics(b.bootstrap, [cfg.kafka.input_topic], lambda g: g[cfg.kafka.input_topic])
         event, data = parse_video_message(got[cfg.kafka.input_topic][0].value, got[cfg.kafka.input_topic][0].headers)
         assert data == b"\x00\x01" * 1000 and event.label == "generated" and event.video_id.startswith("v-")
-        producer = kafka_io.producer(cfg.kafka)
+        producer = bus.producer(cfg.kafka)
         key = idempotency_key("v1", "original", "npr", "1")
         fields = {"video_id": "v1", "condition": "original", "detector": "npr", "detector_version": "1"}
         score = ScoreEvent(**fields, runtime="embedded", score=2.5, decision=True, threshold=1.0, idempotency_key=key)

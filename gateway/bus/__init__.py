@@ -13,11 +13,11 @@ from gateway.bus.errors import (
     CorruptBatch,
     RecordTooLarge,
     UnknownTopic,
-    client_errors,
 )
 from gateway.bus.producer import Delivery, Producer, producer
 from gateway.bus.rebalance import Rebalance
-from gateway.bus.records import Header, Partition, Record, UnreadableRecord
+from gateway.bus.records import Header, OversizeRecord, Partition, Record, UnreadableRecord
+from gateway.bus.stalls import Stall
 
 __all__ = [
     "BrokerError",
@@ -29,14 +29,15 @@ __all__ = [
     "Delivery",
     "Header",
     "LocalBroker",
+    "OversizeRecord",
     "Partition",
     "Producer",
     "Rebalance",
     "Record",
     "RecordTooLarge",
+    "Stall",
     "UnknownTopic",
     "UnreadableRecord",
-    "client_errors",
     "committed_offsets",
     "consumer",
     "ensure_topics",

@@ -1,5 +1,4 @@
-"""kafka-python's clients, built from the project's settings. Only the bus holds them (and, until the stream
-service and the command line are ported, ``gateway.stream.kafka_io`` hands them out): everything else gets the
+"""kafka-python's clients, built from the project's settings. Only the bus holds them: everything else gets the
 wrappers of :mod:`gateway.bus.consumer`, :mod:`gateway.bus.producer` and :mod:`gateway.bus.admin`."""
 
 from __future__ import annotations
@@ -50,6 +49,8 @@ def consumer_client(settings: KafkaSettings):
         request_timeout_ms=max(settings.request_timeout_ms, settings.session_timeout_ms + 1000),
         fetch_max_bytes=settings.max_message_bytes + FETCH_HEADROOM_BYTES,
         max_partition_fetch_bytes=settings.max_message_bytes + FETCH_HEADROOM_BYTES,
+        # the largest response it reads: a bigger batch (broker-side, KIP-74) is passed by gateway.bus.stalls
+        receive_message_max_bytes=settings.max_message_bytes + 2 * FETCH_HEADROOM_BYTES,
     )
 
 

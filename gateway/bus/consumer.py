@@ -12,13 +12,14 @@ from gateway.bus import clients
 from gateway.bus.errors import mapped
 from gateway.bus.fetch import poll_client
 from gateway.bus.rebalance import Rebalance
-from gateway.bus.records import Partition, Record, UnreadableRecord
+from gateway.bus.records import OversizeRecord, Partition, Record, UnreadableRecord
+from gateway.bus.stalls import Stall, Watch
 from gateway.core.config import KafkaSettings
 
 
 class Consumer:
-    def __init__(self, client: object) -> None:
-        self._client = client
+    def __init__(self, client: object, watch: Watch | None = None) -> None:
+        self._client, self._watch = client, watch
 
     # -- what is read ----------------------------------------------------------------------------------------
     def subscribe(self, topics: list[str], listener: Rebalance | None = None) -> None:
@@ -39,11 +40,20 @@ class Consumer:
             return set(self._client.partitions_for_topic(topic) or ())
 
     # -- flow --------------------------------------------------------------------------------------------------
-    def poll(self, timeout_ms: int, max_records: int | None = None) -> list[Record | UnreadableRecord]:
+    def poll(self, timeout_ms: int, max_records: int | None = None) -> list[Record | UnreadableRecord | OversizeRecord]:
         """The next records (at most ``max_records``), in offset order per partition; a record the client cannot
-        decode comes as an :class:`UnreadableRecord`, the position already past it."""
+        decode comes as an :class:`UnreadableRecord`, and (a group consumer) a record of a batch too large to
+        fetch as an :class:`OversizeRecord`, the position already past it."""
         got = poll_client(self._client, timeout_ms, max_records)
-        return [r for records in got.values() for r in records]
+        out: list[Record | UnreadableRecord | OversizeRecord] = [r for records in got.values() for r in records]
+        if self._watch is not None:
+            out += self._watch.observe(self._client)
+        return out
+
+    def stalls(self, after_s: float) -> list[Stall]:
+        """Assigned, unpaused partitions with records to read whose position has not moved for ``after_s``
+        seconds (a group consumer; a reader reports none)."""
+        return [] if self._watch is None else self._watch.stalls(after_s)
 
     def paused(self) -> set[Partition]:
         with mapped():
@@ -116,7 +126,7 @@ def client_lag(client, topic: str, timeout_ms: int | None = None) -> int | None:
 def consumer(settings: KafkaSettings) -> Consumer:
     """A member of ``settings.group_id``: manual commits, from the earliest offset of a new group."""
     with mapped():
-        return Consumer(clients.consumer_client(settings))
+        return Consumer(clients.consumer_client(settings), Watch(settings))
 
 
 def reader(settings: KafkaSettings) -> Consumer:

@@ -81,10 +81,3 @@ def mapped() -> Iterator[None]:
             raise
         raise mapped_exc from exc
 
-
-def client_errors() -> tuple[type[BaseException], ...]:
-    """What a command line tells in one line: the bus's errors and, until every caller goes through the bus
-    (``gateway.stream.kafka_io`` hands out raw clients), the client's own."""
-    from kafka.errors import KafkaError
-
-    return (BusError, KafkaError)

@@ -49,6 +49,29 @@ class UnreadableRecord:
         return Partition(self.topic, self.partition)
 
 
+@dataclass(frozen=True)
+class OversizeRecord:
+    """In place of a record in a batch too large to fetch (over ``max_message_bytes``): where it was and the
+    batch's size. Its bytes were never read; the consumer's position is already past its batch."""
+
+    topic: str
+    partition: int
+    offset: int
+    size: int  # of its record batch, in bytes
+    limit: int
+
+    @property
+    def topic_partition(self) -> Partition:
+        return Partition(self.topic, self.partition)
+
+    @property
+    def reason(self) -> str:
+        return (
+            f"record at offset {self.offset} of {self.topic}/{self.partition} is in a batch of {self.size} bytes; "
+            f"the largest accepted is {self.limit} (kafka.max_message_bytes)"
+        )
+
+
 def from_client(msg: object) -> Record:
     """A kafka-python ``ConsumerRecord`` (no deserializers: bytes as sent) as a :class:`Record`."""
     stamp = getattr(msg, "timestamp", None)
@@ -62,3 +85,25 @@ def from_client(msg: object) -> Record:
         value=None if msg.value is None else bytes(msg.value),
         headers=headers,
     )
+
+
+def from_batch(topic: str, partition: int, data: bytes, start: int) -> list[Record]:
+    """The records of one record batch (bytes as fetched) at or after offset ``start``."""
+    from kafka.record import MemoryRecords
+
+    batch = MemoryRecords(data).next_batch()
+    if batch is None:
+        return []
+    return [
+        Record(
+            topic=topic,
+            partition=partition,
+            offset=m.offset,
+            timestamp_ms=m.timestamp if isinstance(m.timestamp, int) and m.timestamp >= 0 else None,
+            key=m.key,
+            value=m.value,
+            headers=tuple((str(k), v) for k, v in m.headers),
+        )
+        for m in batch
+        if m.offset >= start
+    ]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 from pydantic import ValidationError
 
+from gateway.bus import BrokerError, BusError
 from gateway.ops.stack import StackError
-from gateway.stream.kafka_io import BrokerError, client_errors
 from transforms.config_errors import ConfigError, describe, one_line
 
 
@@ -28,7 +28,5 @@ class LastmileGroup(click.Group):
             raise BadConfiguration(describe(exc, f"the {exc.title} settings (options, LASTMILE_* variables)")) from None
         except (BrokerError, StackError) as exc:  # a local broker or stack that cannot start: say why, no traceback
             raise click.ClickException(str(exc)) from None
-        except Exception as exc:
-            if isinstance(exc, client_errors()):  # a broker that does not answer: which, and what the client said
-                raise click.ClickException(f"Kafka: {one_line(exc)}") from None
-            raise
+        except BusError as exc:  # a broker that does not answer: which, and what the client said
+            raise click.ClickException(f"Kafka: {one_line(exc)}") from None

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import click
 
+from gateway import bus
 from gateway.cli.options import LOG_LEVEL, UP_DIR, config_option, gateway_config, profile_option, with_bootstrap
 from gateway.cli.signals import serve, serve_until_signalled, shielded, stop_on_signal
 from gateway.monitor.config import MonitorKafka
 from gateway.ops.stack import Stack, StackOptions
-from gateway.stream import kafka_io
 
 STATUS_EVERY_S = 1.0  # how often `lastmile up` looks at its parts' states
 
@@ -80,9 +80,9 @@ def kafka_group() -> None:
 def kafka_up(port, config_path, partitions) -> None:
     """Start the broker on 127.0.0.1:PORT, create the gateway's topics, print the bootstrap address; Ctrl-C stops it."""
     cfg = gateway_config(config_path)
-    broker = kafka_io.start_broker(port)
+    broker = bus.start_broker(port)
     settings = with_bootstrap(cfg.kafka, broker.bootstrap)
-    topics = kafka_io.ensure_topics(settings, partitions, extra=(MonitorKafka().labels_topic,))
+    topics = bus.ensure_topics(settings, partitions, extra=(MonitorKafka().labels_topic,))
     click.echo(f"bootstrap: {broker.bootstrap}\ntopics: {', '.join(topics)}", err=False)
     serve_until_signalled(broker.process, broker.stop)
 

@@ -118,6 +118,11 @@ WORKER_FAILURES = _counter(
 )
 CONSUMER_LAG = _gauge("lastmile_consumer_lag_messages", "Messages behind the input topic's end", unit="messages")
 IN_FLIGHT = _gauge("lastmile_in_flight_videos", "Videos in the worker pool")
+STALLED = _gauge(
+    "lastmile_stalled_partitions",
+    "Input partitions with lag whose position has not moved for kafka.stall_after_s (the gateway is not ready)",
+    unit="partitions",
+)
 DETECTOR_INFO = Family(
     "lastmile_detector_info",
     "1 per detector served: its version, runtime and where it scores (execution provider or server)",

@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Literal, Self
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from detectors.runtimes.providers import ProviderSettings
-from gateway.core.messages import MAX_FIELD_BYTES, MAX_URI_BYTES
+from gateway.core.messages import MAX_FIELD_BYTES, MAX_URI_BYTES, score_event_bound
 from gateway.core.sources import SourceError, allow_set
 from transforms.catalog import resolve_conditions
 from transforms.config_errors import ConfigError, describe, one_line
@@ -44,6 +44,15 @@ class KafkaSettings(BaseModel):
     probe_interval_s: float = Field(5.0, gt=0, description="how often the gateway checks that the broker answers")
     probe_timeout_ms: int = Field(5000, ge=100, description="how long that check waits for an answer")
     ack_timeout_s: float = Field(30.0, gt=0, description="longest wait for the broker to acknowledge a video's events")
+    oversize_records: Literal["dead_letter", "stop"] = Field(
+        "dead_letter",
+        description="a record batch over max_message_bytes, which no client can fetch: dead-lettered by reference "
+        "(topic, partition, offset, size) and passed, or left to stop its partition (readiness then fails)",
+    )
+    stall_check_s: float = Field(5.0, gt=0, description="a position unmoved this long is checked for lag")
+    stall_after_s: float = Field(
+        60.0, gt=0, description="not ready once a partition with lag has not moved this long (paused ones aside)"
+    )
 
     @property
     def dlq(self) -> str:
@@ -191,3 +200,15 @@ class GatewayConfig(YamlSettings, PipelineSettings):
     retry_backoff_s: float = Field(1.0, gt=0, description="first wait before retrying an unavailable scorer or broker")
     retry_backoff_max_s: float = Field(30.0, gt=0, description="the cap of that exponential backoff")
     shutdown_timeout_s: float = Field(60.0, gt=0, description="on SIGTERM, how long in-flight videos may finish")
+
+    @model_validator(mode="after")
+    def _records_fit(self) -> Self:
+        """The one record limit, ``kafka.max_message_bytes``, must hold the largest score event the message
+        bounds allow (the consumer's fetch sizes and the producer's request size derive from it)."""
+        needed = score_event_bound(self.messages.max_field_bytes)
+        if self.kafka.max_message_bytes < needed:
+            raise ValueError(
+                f"kafka.max_message_bytes ({self.kafka.max_message_bytes}) is below the largest score event "
+                f"({needed} bytes with messages.max_field_bytes {self.messages.max_field_bytes})"
+            )
+        return self

@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 
 StartResponse = Callable[..., object]
 PROBES = {"/healthz": (b"ok", b"stalled"), "/readyz": (b"ready", b"not ready")}
+MAX_REASON_BYTES = 2000  # of a not-ready body
 
 
 class _ThreadingServer(ThreadingMixIn, WSGIServer):
@@ -25,10 +26,13 @@ class _QuietHandler(WSGIRequestHandler):
 
 
 def endpoints_app(
-    registry: CollectorRegistry, healthy: Callable[[], bool], ready: Callable[[], bool]
+    registry: CollectorRegistry,
+    healthy: Callable[[], bool],
+    ready: Callable[[], bool],
+    why: Callable[[], str] | None = None,
 ) -> Callable[[dict, StartResponse], Iterable[bytes]]:
     """A WSGI app: ``/metrics`` from ``registry``; ``/healthz`` and ``/readyz`` answer 200 or 503 as the
-    callables say; anything else is 404."""
+    callables say (a 503 from ``/readyz`` followed by ``why()``, when given); anything else is 404."""
     metrics = make_wsgi_app(registry)
 
     def app(environ: dict, start_response: StartResponse) -> Iterable[bytes]:
@@ -39,6 +43,8 @@ def endpoints_app(
             yes, no = PROBES[path]
             ok = healthy() if path == "/healthz" else ready()
             body, status = (yes, "200 OK") if ok else (no, "503 Service Unavailable")
+            if not ok and path == "/readyz" and why is not None:
+                body += b": " + why().encode(errors="replace")[:MAX_REASON_BYTES]
         else:
             body, status = b"not found", "404 Not Found"
         start_response(status, [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
@@ -51,9 +57,15 @@ class Endpoints:
     """The endpoints served on ``host:port`` (port 0: any free port, see :attr:`port`) until :meth:`close`."""
 
     def __init__(
-        self, host: str, port: int, registry: CollectorRegistry, healthy: Callable[[], bool], ready: Callable[[], bool]
+        self,
+        host: str,
+        port: int,
+        registry: CollectorRegistry,
+        healthy: Callable[[], bool],
+        ready: Callable[[], bool],
+        why: Callable[[], str] | None = None,
     ) -> None:
-        app = endpoints_app(registry, healthy, ready)
+        app = endpoints_app(registry, healthy, ready, why)
         self.server = make_server(host, port, app, _ThreadingServer, handler_class=_QuietHandler)
         self.port = self.server.server_address[1]
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True, name="lastmile-http")

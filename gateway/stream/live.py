@@ -33,6 +33,7 @@ class LiveMetrics:
         self.worker_failures = mc.instrument(mc.WORKER_FAILURES, r)
         self.lag = mc.instrument(mc.CONSUMER_LAG, r)
         self.in_flight = mc.instrument(mc.IN_FLIGHT, r)
+        self.stalled = mc.instrument(mc.STALLED, r)
         self.detector_info = mc.instrument(mc.DETECTOR_INFO, r)
 
     def observe_detectors(self, detectors: Iterable) -> None:

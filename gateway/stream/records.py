@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from gateway.bus import Record, UnreadableRecord
+from gateway.bus import OversizeRecord, Record, UnreadableRecord
 from gateway.core.config import MessageSettings
 from gateway.core.messages import InvalidMessage, VideoEvent, clean_headers, parse_video_message
 
@@ -47,9 +47,15 @@ class Skip:
     reason: str
 
 
-def read(msg: Record | UnreadableRecord, max_message_bytes: int, bounds: MessageSettings) -> Video | Refusal | Skip:
+Fetched = Record | UnreadableRecord | OversizeRecord
+
+
+def read(msg: Fetched, max_message_bytes: int, bounds: MessageSettings) -> Video | Refusal | Skip:
     """What the gateway does with one record from the bus. Its fields are typed there, but nothing here trusts
-    them: a key, value or header of another type is refused (or dropped), never raised on."""
+    them: a key, value or header of another type is refused (or dropped), never raised on. A record over
+    ``max_message_bytes`` is refused by reference: its dead letter carries none of its bytes."""
+    if isinstance(msg, OversizeRecord):  # a batch no client could fetch: never read, passed by the bus
+        return Refusal("MessageTooLarge", msg.reason[:MAX_REASON_CHARS], b"", [], None)
     if isinstance(msg, UnreadableRecord):  # the client could not decode it: refused without its bytes
         return Refusal("InvalidMessage", msg.reason[:MAX_REASON_CHARS], b"", [], None)
     key = msg.key

@@ -25,18 +25,19 @@ import time
 from itertools import count
 
 from detectors.backoff import Backoff
+from gateway import bus
 from gateway.core.assembly import build_pipeline
 from gateway.core.config import GatewayConfig
 from gateway.core.messages import ScoreRow
 from gateway.core.supervisor import Fate, RetryLater, Scored, Supervisor
 from gateway.core.worker import ENTRY, Entry, FetchRules
-from gateway.stream import kafka_io, records
+from gateway.stream import records
 from gateway.stream.health import Health
 from gateway.stream.http import Endpoints
 from gateway.stream.jobs import Job, Waiting, fanout
 from gateway.stream.live import LiveMetrics
 from gateway.stream.offsets import OffsetTracker, rebalance_listener
-from gateway.stream.publisher import Publisher
+from gateway.stream.publisher import Publisher, Source
 from transforms.errors import LimitExceeded
 
 log = logging.getLogger("lastmile.gateway")
@@ -54,6 +55,7 @@ class Gateway:
         self.running: dict[int, Job] = {}  # job key -> job, while the supervisor has it
         self.waiting = Waiting()
         self.http: Endpoints | None = None
+        self.stalls: list[bus.Stall] = []  # input partitions with lag that have not moved (kafka.stall_after_s)
         self._ids = count()
 
     # -- lifecycle -------------------------------------------------------------------------------------------
@@ -63,8 +65,8 @@ class Gateway:
         self.pipeline = build_pipeline(self.cfg, runtimes=False)
         self.condition_names = [c.name for c in self.pipeline.conditions]
         self.metrics.observe_detectors(self.pipeline.detectors)
-        self.publisher = Publisher(kafka_io.producer(k), k)
-        self.consumer = kafka_io.consumer(k)
+        self.publisher = Publisher(bus.producer(k), k)
+        self.consumer = bus.consumer(k)
         topics = [k.input_topic]  # labels are the monitor's (lastmile monitor run), not the gateway's
         self.consumer.subscribe(topics, listener=rebalance_listener(self._commit, self.tracker))
         rules = FetchRules(sources=self.cfg.sources, max_bytes=limits.max_bytes)
@@ -84,13 +86,12 @@ class Gateway:
         last_probe = 0.0
         while not self.stop_event.is_set():
             self.heartbeat = time.monotonic()
-            records = self._poll()
+            fetched = self._poll()
             self.ready.set()
-            for tp, messages in records.items():
-                for msg in messages:
-                    self._accept(tp, msg)
+            for msg in fetched:
+                self._accept(msg.topic_partition, msg)
             self._due()
-            self._collect(self.supervisor.poll(0.0 if records else 0.05))
+            self._collect(self.supervisor.poll(0.0 if fetched else 0.05))
             self._check_workers()
             self._commit()
             if time.monotonic() - last_probe > self.cfg.kafka.probe_interval_s:
@@ -100,7 +101,7 @@ class Gateway:
     def _shutdown(self) -> None:
         """Stop admitting, finish what is in flight (bounded by ``shutdown_timeout_s``), publish, commit, close."""
         log.info("gateway stopping: %d videos in flight", self.tracker.count)
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(bus.BusError):
             self.consumer.pause(*self.consumer.assignment())
         deadline = time.monotonic() + self.cfg.shutdown_timeout_s
         while self.tracker.count and time.monotonic() < deadline and self.health.ok:
@@ -109,16 +110,16 @@ class Gateway:
             self._commit()
         self.supervisor.close()
         self._commit()
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(bus.BusError):
             self.publisher.close()
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(bus.BusError):
             self.consumer.close(autocommit=False)
         if self.http:
             self.http.close()
         log.info("gateway stopped (%d videos left uncommitted, redelivered on restart)", self.tracker.count)
 
     # -- admission -------------------------------------------------------------------------------------------
-    def _poll(self) -> dict:
+    def _poll(self) -> list[records.Fetched]:
         """Fetch at most as many records as there are free slots; admit nothing while a part is down."""
         free = self.cfg.max_in_flight - self.tracker.count
         inputs = {tp for tp in self.consumer.assignment() if tp.topic == self.cfg.kafka.input_topic}
@@ -128,9 +129,9 @@ class Gateway:
                 self.consumer.resume(*paused)
         elif inputs - paused:
             self.consumer.pause(*(inputs - paused))
-        return kafka_io.poll(self.consumer, timeout_ms=100, max_records=max(free, 1))
+        return self.consumer.poll(timeout_ms=100, max_records=max(free, 1))
 
-    def _accept(self, tp: object, msg: object) -> None:
+    def _accept(self, tp: bus.Partition, msg: records.Fetched) -> None:
         """Every record gets an outcome, and its offset is done once that outcome is acknowledged
         (:mod:`gateway.stream.records`): a video is scored, anything else dead-lettered or skipped and counted."""
         self.tracker.start(tp, msg.offset)
@@ -196,8 +197,9 @@ class Gateway:
         """Publish a video's rows; once the broker acknowledged them, its offset is done."""
         t0 = time.monotonic()
         try:
-            cause = self.publisher.publish(rows, job.original, job.headers, job.event.video_id)
-        except Exception as exc:  # not acknowledged: keep the rows, retry later, commit nothing past it
+            source = Source(job.tp.topic, job.tp.partition, job.offset)
+            cause = self.publisher.publish(rows, job.original, job.headers, job.event.video_id, source)
+        except bus.BusError as exc:  # not acknowledged: keep the rows, retry later, commit nothing past it
             job.rows = rows
             self.waiting.add(job, self.health.down("broker", str(exc) or type(exc).__name__))
             return
@@ -212,12 +214,12 @@ class Gateway:
         self.tracker.done(job.tp, job.offset)
         self.metrics.in_flight.set(self.tracker.count)
 
-    def _dead_letter_message(self, tp: object, offset: int, refusal: records.Refusal) -> None:
+    def _dead_letter_message(self, tp: bus.Partition, offset: int, refusal: records.Refusal) -> None:
         """A record that is not a video at all: its dead letter, acknowledged, then its offset is done."""
-        r = refusal
+        r, source = refusal, Source(tp.topic, tp.partition, offset)
         try:
-            self.publisher.dead_letter(r.value, r.headers, r.error_class, r.reason, None, key=r.key)
-        except Exception as exc:  # the broker did not acknowledge: the message is redelivered after a restart
+            self.publisher.dead_letter(r.value, r.headers, r.error_class, r.reason, None, key=r.key, source=source)
+        except bus.BusError as exc:  # the broker did not acknowledge: the message is redelivered after a restart
             self.health.down("broker", str(exc) or type(exc).__name__)
             return
         self.metrics.videos.labels("dead_lettered").inc()
@@ -226,26 +228,29 @@ class Gateway:
 
     # -- offsets ---------------------------------------------------------------------------------------------
     def _commit(self) -> None:
-        from kafka.errors import CommitFailedError
-        from kafka.structs import OffsetAndMetadata
-
         offsets = self.tracker.committable()
         if not offsets:
             return
         try:
-            self.consumer.commit({tp: OffsetAndMetadata(o, "", -1) for tp, o in offsets.items()})
+            self.consumer.commit(offsets)
             self.tracker.mark_committed(offsets)
-        except CommitFailedError as exc:  # a rebalance took the partition: its next owner redelivers
+        except bus.CommitFailed as exc:  # a rebalance took the partition: its next owner redelivers
             log.warning("commit failed (%s); uncommitted videos will be redelivered", exc)
-        except Exception as exc:
+        except bus.BusError as exc:
             self.health.down("broker", f"commit failed: {exc}")
 
     def _probe_broker(self) -> None:
         """Every few seconds, the input's end offsets: the consumer lag, and proof that the broker answers (so an
-        idle gateway notices an outage too). Success clears a broker outage once nothing waits to be published."""
+        idle gateway notices an outage too). Success clears a broker outage once nothing waits to be published.
+        Also the partitions stuck with lag, which make the gateway not ready (:mod:`gateway.bus.stalls`)."""
+        k = self.cfg.kafka
+        self.stalls = [s for s in self.consumer.stalls(k.stall_after_s) if s.partition.topic == k.input_topic]
+        self.metrics.stalled.set(len(self.stalls))
+        for stall in self.stalls:
+            log.error("not ready: %s", stall)
         try:
-            lag = kafka_io.consumer_lag(self.consumer, self.cfg.kafka.input_topic, self.cfg.kafka.probe_timeout_ms)
-        except Exception as exc:
+            lag = self.consumer.lag(k.input_topic, k.probe_timeout_ms)
+        except bus.BusError as exc:
             self.health.down("broker", f"no answer to an offsets request: {exc or type(exc).__name__}")
             return
         if lag is not None:
@@ -259,11 +264,17 @@ class Gateway:
         return time.monotonic() - self.heartbeat < 60
 
     def is_ready(self) -> bool:
-        return self.ready.is_set() and not self.stop_event.is_set() and self.health.ok
+        return self.ready.is_set() and not self.stop_event.is_set() and self.health.ok and not self.stalls
+
+    def not_ready_reason(self) -> str:
+        """What keeps it from being ready, for ``/readyz``'s body."""
+        parts = [f"{c} unavailable: {r}" for c, r in self.health.reasons.items()] + [str(s) for s in self.stalls]
+        return "; ".join(parts) or ("stopping" if self.stop_event.is_set() else "starting")
 
     def start_http(self) -> int:
+        cfg = self.cfg
         self.http = Endpoints(
-            self.cfg.http_host, self.cfg.http_port, self.metrics.registry, self.healthy, self.is_ready
+            cfg.http_host, cfg.http_port, self.metrics.registry, self.healthy, self.is_ready, self.not_ready_reason
         )
         self.port = self.http.port
         log.info("metrics and health on :%d", self.port)

@@ -1,0 +1,115 @@
+"""One record batch, fetched on a socket of its own: read whole when it is within the limit, described (size,
+offsets) from its header alone when it is not.
+
+A broker returns the first record batch at a fetch position whole, whatever the fetch size (KIP-74), and
+kafka-python drops a connection whose response frame is over ``receive_message_max_bytes``, then asks again: one
+oversize batch stops every partition fetched from that broker, silently. (Tansu also adds the next batch to a
+reply whatever its size, so records *before* an oversize batch stop too.) :func:`fetch_batch` asks the
+partition's leader for the one batch at a position (Fetch v4, ``max_bytes`` 1: the first batch only), and hangs
+up after its header when it is over the limit, so no oversize payload is ever read.
+"""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import struct
+from dataclasses import dataclass
+
+from gateway.bus.errors import BusError
+
+FETCH, FETCH_VERSION = 1, 4  # Fetch v4: record batches (magic 2), no flexible fields
+MAX_WAIT_MS = 500  # a broker may answer an empty fetch at once when asked not to wait (Tansu does)
+BATCH_HEADER = ">qiibIhi"  # base offset, length, leader epoch, magic, crc, attributes, last offset delta
+_BATCH_OVERHEAD = 12  # base offset and length fields, not counted in a batch's length
+
+
+@dataclass(frozen=True)
+class Batch:
+    """The record batch holding a partition's position: its offsets, its size in bytes on the wire, the
+    partition's end (high watermark) as the leader told it, and its bytes when they were read."""
+
+    first_offset: int
+    last_offset: int
+    size: int
+    end: int
+    data: bytes | None = None  # the batch as fetched; None: over the limit, not read
+
+
+class ProbeError(BusError):
+    """The leader did not describe the batch (an error code, no records, or a reply cut short)."""
+
+
+def _fetch_request(topic: str, partition: int, offset: int, correlation_id: int) -> bytes:
+    name = topic.encode()
+    body = (
+        struct.pack(">hhih", FETCH, FETCH_VERSION, correlation_id, -1)  # header v1, no client id
+        + struct.pack(">iiiib", -1, MAX_WAIT_MS, 1, 1, 0)  # replica, max wait, min 1 byte, max 1 byte, uncommitted
+        + struct.pack(">ih", 1, len(name))
+        + name
+        + struct.pack(">iiqi", 1, partition, offset, 1)
+    )
+    return struct.pack(">i", len(body)) + body
+
+
+class _Reader:
+    def __init__(self, conn: socket.socket) -> None:
+        self.conn = conn
+
+    def raw(self, n: int) -> bytes:
+        """The next ``n`` bytes, read exactly."""
+        data = bytearray()
+        while len(data) < n:
+            chunk = self.conn.recv(min(n - len(data), 1 << 20))
+            if not chunk:
+                raise ProbeError("the leader closed the connection mid-reply")
+            data += chunk
+        return bytes(data)
+
+    def take(self, fmt: str) -> tuple:
+        """The next fields of ``fmt`` (big-endian struct format)."""
+        return struct.unpack(fmt, self.raw(struct.calcsize(fmt)))
+
+
+def fetch_batch(
+    host: str,
+    port: int,
+    topic: str,
+    partition: int,
+    offset: int,
+    limit: int,
+    timeout_s: float,
+    tls: ssl.SSLContext | None = None,
+) -> Batch:
+    """The batch at ``offset`` of ``topic``/``partition`` from its leader at ``host``:``port`` (over TLS when
+    ``tls`` is given): with its bytes when it is at most ``limit`` bytes, else its header alone."""
+    with socket.create_connection((host, port), timeout=timeout_s) as raw:
+        conn = tls.wrap_socket(raw, server_hostname=host) if tls is not None else raw
+        conn.sendall(_fetch_request(topic, partition, offset, 1))
+        r = _Reader(conn)
+        r.take(">iii")  # frame length, correlation id, throttle time
+        (n_topics,) = r.take(">i")
+        if n_topics != 1:
+            raise ProbeError(f"no record batch at offset {offset} of {topic}/{partition} (an empty reply)")
+        (name_len,) = r.take(">h")
+        r.raw(name_len)
+        (n_parts,) = r.take(">i")
+        if n_parts != 1:
+            raise ProbeError(f"expected one partition in the reply, got {n_parts}")
+        _, error, end, _, n_aborted = r.take(">ihqqi")
+        if error:
+            raise ProbeError(f"the leader answered error code {error} for {topic}/{partition} at offset {offset}")
+        r.raw(16 * max(0, n_aborted))
+        (records_size,) = r.take(">i")
+        if records_size < struct.calcsize(BATCH_HEADER):
+            raise ProbeError(f"no record batch at offset {offset} of {topic}/{partition}")
+        header = r.raw(struct.calcsize(BATCH_HEADER))
+        base, length, _, magic, _, _, last_delta = struct.unpack(BATCH_HEADER, header)
+        if magic != 2:
+            raise ProbeError(f"record batch format {magic} at offset {offset} of {topic}/{partition}")
+        size = length + _BATCH_OVERHEAD
+        if size > limit:
+            return Batch(base, base + last_delta, size, end)
+        if records_size < size:
+            raise ProbeError(f"the batch at offset {offset} of {topic}/{partition} came cut short")
+        return Batch(base, base + last_delta, size, end, header + r.raw(size - len(header)))
