@@ -150,8 +150,10 @@ def broker():
         yield b
 
 
-def _produce_raw(bootstrap: str, topic: str, key: bytes | None, value: bytes | None, headers: list) -> None:
-    """One record on partition 0 of ``topic`` as clients that send null header values do (librdkafka, franz-go;
+def _produce_raw(
+    bootstrap: str, topic: str, key: bytes | None, value: bytes | None, headers: list, partition: int = 0
+) -> None:
+    """One record on ``partition`` of ``topic`` as clients that send null header values do (librdkafka, franz-go;
     kafka-python's ``send`` refuses them): a record batch from kafka-python's own encoder, which writes a None
     header value as null, in a Produce v3 request on a plain socket; the broker's acknowledgement is checked."""
     from kafka.record.default_records import DefaultRecordBatchBuilder
@@ -164,7 +166,7 @@ def _produce_raw(bootstrap: str, topic: str, key: bytes | None, value: bytes | N
         + struct.pack(">hhi", -1, -1, 30_000)  # no transactional id, acks all, timeout
         + struct.pack(">ih", 1, len(name))
         + name
-        + struct.pack(">iii", 1, 0, len(records))  # one partition: 0
+        + struct.pack(">iii", 1, partition, len(records))  # one partition
         + records
     )
     host, port = bootstrap.rsplit(":", 1)

@@ -24,7 +24,12 @@ class WindowSettings(BaseModel):
     seconds: float = Field(3600.0, gt=0, description="the time window: videos whose event time is this recent")
     count: int = Field(500, ge=2, description="the count window: the latest N videos of a series, by event time")
     stale_after_s: float = Field(900.0, gt=0, description="a series with no sample this recent leaves /metrics")
-    label_ttl_s: float = Field(86_400.0, gt=0, description="how long a label waits for its video's scores")
+    label_ttl_s: float = Field(
+        86_400.0, gt=0, description="how long a label may come before its video's first score (Kafka timestamps)"
+    )
+    timestamp_skew_s: float = Field(
+        5.0, ge=0, description="how far a record's timestamp may trail one read before it on the same partition"
+    )
     max_videos: int = Field(
         100_000, ge=10, description="bound on videos held (about 1 KB per score event); past it the oldest go"
     )

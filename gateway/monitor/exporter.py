@@ -72,7 +72,7 @@ class StoreCollector:
             for outcome, n in sorted(self.store.labels.items()):
                 labels.add_metric([outcome], n)
             videos.add_metric([], len(self.store.videos))
-            waiting.add_metric([], len(self.store.waiting))
+            waiting.add_metric([], self.store.waiting_count)
         yield from (events, labels, videos, waiting)
 
 

@@ -32,7 +32,7 @@ POLL_MS = 200
 class Monitor:
     def __init__(self, cfg: MonitorConfig, clock: Callable[[], float] = time.time) -> None:
         self.cfg, self.clock = cfg, clock
-        self.store = Store(cfg.windows, clock)
+        self.store = Store(cfg.windows, clock, lambda: self._watermark)
         self.caught_up = threading.Event()
         self.stop_event = threading.Event()
         self.metrics = MonitorMetrics(self.store, cfg.windows, clock, self.caught_up.is_set)
@@ -40,7 +40,10 @@ class Monitor:
         self.heartbeat = time.monotonic()
         self.http: Endpoints | None = None
         self.consumer: bus.Consumer | None = None
-        self._ends: dict[bus.Partition, int] = {}
+        self._ends: dict[bus.Partition, int] = {}  # at the start: read to these once, the windows are rebuilt
+        self._latest_ends: tuple[float, dict[bus.Partition, int]] = (0.0, {})  # (when asked, the ends then)
+        self._seen: dict[bus.Partition, float] = {}  # per score partition, the latest Kafka timestamp read
+        self._watermark = float("-inf")
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     def run(self) -> None:
@@ -79,7 +82,9 @@ class Monitor:
                     starts[bus.Partition(topic, p)] = int((self.clock() - lookback) * 1000)
             self.consumer.assign(starts)
             found = self.consumer.offsets_for_times(starts)
+            asked = self.clock()
             self._ends = self.consumer.end_offsets(starts)
+            self._latest_ends = (asked, dict(self._ends))
             for tp, hit in found.items():  # none that recent: nothing of this partition is in a window
                 self.consumer.seek(tp, self._ends[tp] if hit is None else hit)
         except bus.BusError as exc:
@@ -95,10 +100,14 @@ class Monitor:
             self.heartbeat = time.monotonic()
             records = self.consumer.poll(timeout_ms=POLL_MS, max_records=self.cfg.poll_max_records)
             for msg in records:
-                if isinstance(msg, bus.UnreadableRecord):  # no score or label in it: counted, skipped
+                if not isinstance(msg, bus.Record):  # no score or label in it: counted, skipped
                     self.metrics.invalid.labels(msg.topic).inc()
-                else:
-                    self.handle(msg.topic, msg.value, msg.timestamp_ms)
+                    continue
+                if msg.topic == self.cfg.kafka.output_topic and msg.timestamp_ms is not None:
+                    tp = msg.topic_partition
+                    self._seen[tp] = max(self._seen.get(tp, float("-inf")), msg.timestamp_ms / 1000)
+                self.handle(msg.topic, msg.value, msg.timestamp_ms)
+            self._watermark = max(self._watermark, self.watermark())  # it never goes back
             if not records and not self.caught_up.is_set() and self._at_end():
                 self.caught_up.set()
                 self.metrics.caught_up.set(1)
@@ -121,6 +130,21 @@ class Monitor:
         except ValueError:
             self.metrics.invalid.labels(topic).inc()
 
+    def watermark(self) -> float:
+        """A time before which no score event remains to be read: per score partition, the latest timestamp read,
+        or, once read to the end the broker last reported, the time it was asked; the least of those, less
+        ``timestamp_skew_s`` (timestamps on a partition are only nearly in order)."""
+        asked, ends = self._latest_ends
+        marks = []
+        try:
+            for tp, end in ends.items():
+                if tp.topic == self.cfg.kafka.output_topic:
+                    at_end = self.consumer.position(tp) >= end
+                    marks.append(asked if at_end else self._seen.get(tp, float("-inf")))
+        except bus.BusError:
+            return self._watermark
+        return min(marks, default=float("-inf")) - self.cfg.windows.timestamp_skew_s
+
     def _at_end(self) -> bool:
         try:
             return all(self.consumer.position(tp) >= end for tp, end in self._ends.items())
@@ -131,7 +155,9 @@ class Monitor:
         """The topics' end offsets: the lag, and proof that the broker answers."""
         try:
             tps = list(self.consumer.assignment())
+            asked = self.clock()
             ends = self.consumer.end_offsets(tps, timeout_ms=self.cfg.kafka.probe_timeout_ms)
+            self._latest_ends = (asked, ends)
         except bus.BusError as exc:
             self.health.down("broker", f"no answer to an offsets request: {exc or type(exc).__name__}")
             return

@@ -99,8 +99,16 @@ class Publisher:
         headers = [*headers, ("lastmile-dropped-value-bytes", str(len(value)).encode())]
         if _size(b"", [*headers, *reason], key) <= limit:
             return b"", headers
-        cut = [(k[:KEPT_HEADER_BYTES], None if v is None else v[:KEPT_HEADER_BYTES]) for k, v in headers[:KEPT_HEADERS]]
-        return b"", [*cut, headers[-1], ("lastmile-headers-truncated", str(len(headers) - 1).encode())]
+        notes = [headers[-1], ("lastmile-headers-truncated", str(len(headers) - 1).encode())]
+        budget = limit - _size(b"", [*notes, *reason], key)
+        kept: Headers = []
+        for k, v in headers[: min(KEPT_HEADERS, len(headers) - 1)]:  # in order, while they fit
+            item = (k[:KEPT_HEADER_BYTES], None if v is None else v[:KEPT_HEADER_BYTES])
+            budget -= _size(b"", [item], None) - RECORD_OVERHEAD_BYTES
+            if budget < 0:
+                break
+            kept.append(item)
+        return b"", [*kept, *notes]
 
     def _await(self, deliveries: list[Delivery]) -> None:
         """Wait at most ``ack_timeout_s`` in all (a frozen broker must not freeze the caller); raise unless every

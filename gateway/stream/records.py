@@ -63,6 +63,10 @@ def read(msg: Fetched, max_message_bytes: int, bounds: MessageSettings) -> Video
     value = msg.value
     if value is None:  # a tombstone: a deletion on a compacted topic, no video
         return Skip(TOMBSTONE, "tombstone (null value)")
+    size = _record_bytes(key, value, msg.headers)
+    if size > max_message_bytes:  # before any parsing; by reference: neither its value nor its headers
+        reason = f"message of {size} bytes (key, value and headers); max_message_bytes is {max_message_bytes}"
+        return Refusal("MessageTooLarge", reason, b"", [], key)
     try:
         headers = clean_headers(msg.headers)
     except InvalidMessage as exc:
@@ -71,9 +75,6 @@ def read(msg: Fetched, max_message_bytes: int, bounds: MessageSettings) -> Video
         reason = f"the value is a {type(value).__name__}, not bytes"
         return Refusal("InvalidMessage", reason, b"", headers, key)
     value = bytes(value)
-    if len(value) > max_message_bytes:
-        reason = f"message of {len(value)} bytes; max_message_bytes is {max_message_bytes}"
-        return Refusal("MessageTooLarge", reason, b"", headers, key)
     try:
         event, inline = parse_video_message(value, headers, bounds.max_field_bytes, bounds.max_uri_bytes)
     except InvalidMessage as exc:
@@ -88,3 +89,16 @@ def read(msg: Fetched, max_message_bytes: int, bounds: MessageSettings) -> Video
 
 def _bytes(value: object) -> bytes:
     return bytes(value) if isinstance(value, bytes | bytearray | memoryview) else b""
+
+
+def _record_bytes(key: bytes | None, value: object, headers: object) -> int:
+    """A record's size as it counts against ``max_message_bytes``: key, value, header names and values (what is
+    not bytes or text counts nothing here; :func:`read` refuses it after)."""
+
+    def n(x: object) -> int:
+        if isinstance(x, str):
+            return len(x.encode(errors="surrogatepass"))
+        return len(x) if isinstance(x, bytes | bytearray | memoryview) else 0
+
+    pairs = headers if isinstance(headers, list | tuple) else ()
+    return n(key) + n(value) + sum(n(h[0]) + n(h[1]) for h in pairs if isinstance(h, tuple) and len(h) == 2)

@@ -1,0 +1,156 @@
+"""Records of any size against a real broker and gateway: one no client can fetch (200 MB) is dead-lettered by
+reference and both partitions move on; with ``oversize_records: stop`` the stall makes ``/readyz`` say which
+partition and offset; a dead letter too large for the limit is reduced rather than blocking its partition."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+
+import pytest
+
+from gateway import bus
+from gateway.bus import Producer
+from gateway.core.config import GatewayConfig, KafkaSettings
+from gateway.core.messages import VideoEvent
+from gateway.stream.publisher import KEPT_HEADER_BYTES, Publisher, Source
+from tests.conftest import make_clip
+from tests.streaming import metric, read_topics, require_broker, scrape, start_gateway, wait_for
+from tests.test_gateway import _config
+from tests.test_poison_records import _produce_raw
+
+MB = 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def broker():
+    require_broker()
+    with bus.start_broker() as b:
+        yield b
+
+
+def _with_kafka(cfg: GatewayConfig, **kafka) -> GatewayConfig:
+    return cfg.model_copy(update={"kafka": cfg.kafka.model_copy(update=kafka)})
+
+
+def _readyz(port: int) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=10) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def _video(clip, vid: str) -> bytes:
+    return VideoEvent(video_id=vid, uri=clip.as_uri()).model_dump_json().encode()
+
+
+def _stop(gw, thread) -> None:
+    gw.stop_event.set()
+    thread.join(90)
+    assert not thread.is_alive()
+
+
+def _letters(got: dict, dlq: str) -> dict[int, tuple[bytes, dict]]:
+    """Dead letters by the offset of the record they stand for."""
+    out = {}
+    for m in got[dlq]:
+        headers = dict(m.headers)
+        out[int(headers["lastmile-source-offset"])] = (m.value, headers)
+    return out
+
+
+@pytest.mark.slow
+def test_a_200_mb_record_is_dead_lettered_by_reference_and_both_partitions_move_on(broker, tmp_path):
+    cfg = _with_kafka(
+        _config(broker, tmp_path, "huge", conditions="original", detectors="d3_px", workers=1), stall_check_s=1.0
+    )
+    k, clip = cfg.kafka, tmp_path / "clip.mp4"
+    clip.write_bytes(make_clip(tmp_path, "made.mp4"))
+    _produce_raw(k.bootstrap, k.input_topic, b"null-header", _video(clip, "nh"), [("lastmile-video-id", None)])
+    _produce_raw(k.bootstrap, k.input_topic, b"huge", b"\0" * (200 * MB), [("content-type", b"video/mp4")])
+    _produce_raw(k.bootstrap, k.input_topic, b"after", _video(clip, "after"), [])
+    _produce_raw(k.bootstrap, k.input_topic, b"other", _video(clip, "other"), [], partition=1)
+    gw, thread = start_gateway(cfg)
+    got = read_topics(
+        k.bootstrap, [k.output_topic, k.dlq], lambda g: len(g[k.output_topic]) >= 2 and len(g[k.dlq]) >= 2
+    )
+    assert wait_for(lambda: bus.committed_offsets(k, k.group_id, k.input_topic) == {0: 3, 1: 1}, 60, "commits")
+    letters = _letters(got, k.dlq)
+    assert sorted(letters) == [0, 1] and len(got[k.dlq]) == 2  # each once
+    value, headers = letters[1]
+    assert value == b"" and headers["lastmile-error-class"] == b"MessageTooLarge"  # by reference: no payload
+    assert headers["lastmile-source-topic"] == b"huge.videos" and headers["lastmile-source-partition"] == b"0"
+    assert b"record at offset 1 of huge.videos/0 is in a batch of 2097" in headers["lastmile-error-message"]
+    assert letters[0][1]["lastmile-error-class"] == b"InvalidMessage"
+    assert b"null value" in letters[0][1]["lastmile-error-message"]
+    scored = {json.loads(m.value)["video_id"]: json.loads(m.value) for m in got[k.output_topic]}
+    assert set(scored) == {"after", "other"} and all(e["score"] is not None for e in scored.values())
+    scraped = scrape(gw.port)
+    assert metric(scraped, "lastmile_dead_letters_total", outcome="MessageTooLarge") == 1
+    assert metric(scraped, "lastmile_videos_total", outcome="dead_lettered") == 2
+    assert thread.is_alive() and gw.healthy() and _readyz(gw.port)[0] == 200
+    _stop(gw, thread)
+
+
+def test_an_oversize_stall_makes_readyz_name_the_partition_and_the_fix_passes_it(broker, tmp_path):
+    base = _config(broker, tmp_path, "stall", conditions="original", detectors="d3_px", workers=1)
+    cfg = _with_kafka(base, max_message_bytes=256 * 1024, stall_check_s=0.3, stall_after_s=1.5, probe_interval_s=0.3)
+    k, clip = cfg.kafka, tmp_path / "clip.mp4"
+    clip.write_bytes(make_clip(tmp_path, "made.mp4"))
+    _produce_raw(k.bootstrap, k.input_topic, b"big", b"\0" * (4 * MB), [])  # over 256 KiB + 2 MiB: unfetchable
+    _produce_raw(k.bootstrap, k.input_topic, b"after", _video(clip, "after"), [])
+    gw, thread = start_gateway(_with_kafka(cfg, oversize_records="stop"))
+    _, body = wait_for(lambda: (r := _readyz(gw.port))[0] == 503 and r, 60, "not ready")
+    assert "stall.videos/0 stuck at offset 0" in body and "2 records behind it" in body
+    assert metric(scrape(gw.port), "lastmile_stalled_partitions") == 1
+    assert thread.is_alive() and gw.healthy()  # stuck, alive, and saying so
+    assert bus.committed_offsets(k, k.group_id, k.input_topic).get(0, 0) == 0
+    _stop(gw, thread)
+    gw, thread = start_gateway(cfg)  # oversize_records: dead_letter (the default)
+    got = read_topics(k.bootstrap, [k.output_topic, k.dlq], lambda g: g[k.output_topic] and g[k.dlq])
+    assert wait_for(lambda: bus.committed_offsets(k, k.group_id, k.input_topic).get(0) == 2, 60, "commit")
+    assert [json.loads(m.value)["video_id"] for m in got[k.output_topic]] == ["after"]
+    assert wait_for(lambda: _readyz(gw.port)[0] == 200, 30, "ready")
+    assert metric(scrape(gw.port), "lastmile_stalled_partitions") == 0
+    _stop(gw, thread)
+
+
+def test_a_dead_letter_over_the_limit_is_reduced_and_its_partition_moves_on(broker, tmp_path):
+    cfg = _with_kafka(
+        _config(broker, tmp_path, "reduce", conditions="original", detectors="d3_px", workers=1),
+        max_message_bytes=MB,
+    )
+    k = cfg.kafka
+    small = [("x-small", b"kept")]
+    # within the record limit (key, value and headers count), but not once the letter's reason is added
+    big_value = b"{" + b"x" * (MB - 200 - len(b"big-value") - len("x-small") - len(b"kept"))
+    big_header = [("x-trace", b"\x01\x02" * ((MB - 200 - len(b"big-header") - len("x-trace")) // 2))]
+    _produce_raw(k.bootstrap, k.input_topic, b"big-value", big_value, small)
+    _produce_raw(k.bootstrap, k.input_topic, b"big-header", b"{", big_header)
+    gw, thread = start_gateway(cfg)
+    got = read_topics(k.bootstrap, [k.dlq], lambda g: len(g[k.dlq]) >= 2)
+    assert wait_for(lambda: bus.committed_offsets(k, k.group_id, k.input_topic).get(0) == 2, 60, "commit")
+    letters = _letters(got, k.dlq)
+    value, headers = letters[0]
+    assert value == b"" and headers["lastmile-dropped-value-bytes"] == str(len(big_value)).encode()
+    assert headers["x-small"] == b"kept" and headers["lastmile-error-class"] == b"InvalidMessage"
+    value, headers = letters[1]
+    assert len(headers["x-trace"]) == KEPT_HEADER_BYTES and headers["lastmile-headers-truncated"] == b"1"
+    assert headers["lastmile-error-class"] == b"InvalidMessage"
+    assert thread.is_alive() and _readyz(gw.port)[0] == 200
+    _stop(gw, thread)
+
+
+def test_a_reduced_letter_fits_the_limit():
+    settings = KafkaSettings(max_message_bytes=64 * 1024)
+    publisher = Publisher(Producer(None, 1.0), settings)
+    reason = [("lastmile-error-class", b"InvalidMessage"), *Source("t", 0, 7).headers()]
+    headers = [(f"h{i}", b"v" * 4000) for i in range(100)]
+    value, kept = publisher._fit(b"x" * 10_000, headers, reason, b"key")
+    assert value == b"" and [k for k, _ in kept[-2:]] == ["lastmile-dropped-value-bytes", "lastmile-headers-truncated"]
+    assert [k for k, _ in kept[:-2]] == [f"h{i}" for i in range(len(kept) - 2)] and 32 < len(kept) - 2 < 64
+    assert all(len(v or b"") <= KEPT_HEADER_BYTES for _, v in kept)
+    assert sum(len(k) + len(v or b"") for k, v in [*kept, *reason]) < settings.max_message_bytes
+    assert publisher._fit(b"small", headers[:2], reason, None) == (b"small", headers[:2])  # fits: unchanged
