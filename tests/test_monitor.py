@@ -77,7 +77,8 @@ def test_windowed_metrics_equal_sklearn_on_deduplicated_rows_whatever_the_label_
     for vid, label in labels:
         store.add_label(vid, label, NOW)
     assert store.events["duplicate"] == 100 and not store.waiting
-    samples = compute(store.snapshot(), store.settings, NOW)
+    samples = compute(store.frame(), store.settings, NOW)
+    assert _by_key(samples) == _by_key(compute(store.snapshot(), store.settings, NOW))
     unique = {r.idempotency_key: r for r in rows}.values()
     for det in ("npr", "d3"):
         for cond in ("original", "full"):
@@ -100,6 +101,38 @@ def test_windowed_metrics_equal_sklearn_on_deduplicated_rows_whatever_the_label_
                 a, b = np.array([r.score for r in sel]), np.array([orig[r.video_id].score for r in sel])
                 drift = values(samples, "lastmile_auc_drift", window="time", population="labelled")[(det, cond)]
                 assert drift == pytest.approx(roc_auc_score(y, a) - roc_auc_score(y, b), abs=1e-9)
+
+
+def _by_key(samples) -> dict:
+    out = {(s.name, tuple(sorted(s.labels.items()))): s.value for s in samples}
+    assert len(out) == len(samples)
+    return out
+
+
+def test_the_columnar_computation_equals_the_from_scratch_one_exactly():
+    """The store's frame (columns, slots, compaction) against the plain per-video snapshot of the same store, at
+    every step of a stream with canaries, unknown labels, equal event times, expiry and eviction by the bound."""
+    rng = np.random.default_rng(11)
+    clock = Clock(NOW)
+    store = Store(WindowSettings(seconds=400, count=30, max_videos=150, stale_after_s=400), clock)
+    checked = 0
+    for step in range(6):
+        for i in range(step * 100, step * 100 + 100):
+            t = NOW + step * 100 - 300 + (i % 50) * 2  # pairs of videos share an event time
+            y = rng.random() < 0.5
+            for det in ("npr", "d3"):
+                for cond in ("original", "spatial", "full")[: 1 + i % 3]:
+                    label = ("real", "generated")[y] if i % 4 == 0 else None
+                    store.add_score(event(f"v{i}", cond, float(rng.normal(y)), t, det, label, canary=i % 7 == 0), t)
+            if i % 4 == 1:
+                store.add_label(f"v{i}", ("real", "generated")[y], t)
+        clock.t = NOW + step * 100
+        store.expire()
+        got, want = compute(store.frame(), store.settings, clock.t), compute(store.snapshot(), store.settings, clock.t)
+        assert _by_key(got) == _by_key(want)
+        checked += len(got)
+    assert store.events["video_evicted"] > 0 and store.events["video_expired"] > 0 and checked > 2000
+    assert store.table.n <= 2 * store.held and store.table.n < 600  # dead rows were compacted away
 
 
 def test_label_free_signals_equal_numpy_and_scipy():
@@ -204,12 +237,15 @@ def test_canary_messages_carry_a_fresh_id_the_label_and_the_flag(tmp_path):
         CanaryFeed(KafkaSettings(max_message_bytes=1024), manifest, 1.0).message(feed.rows()[0])
 
 
-def test_the_monitor_benchmark_fills_its_windows_and_scrapes_them():
+def test_the_monitor_benchmark_fills_its_windows_from_a_broker_scrapes_and_restarts():
     from gateway.ops.bench_monitor import bench_monitor
+    from tests.streaming import require_broker
 
-    out = bench_monitor(window=300, extra_videos=60)
-    assert out["videos_held"] == 360 and out["fill_events"] == 300 * 24
+    require_broker()
+    out = bench_monitor(videos=360, partitions=2)
+    assert out["videos_held"] == 360 and out["ingest_events"] == out["events_produced"] == 360 * 24
     assert out["scrape_bytes"] > 10_000 and out["ingest_events_per_s"] > 0 and out["peak_rss_mb"] > 0
+    assert out["restart_videos_held"] == 360 and out["restart_to_ready_s"] > 0 and out["compute_s"] > 0
 
 
 def test_windowed_series_are_withheld_until_the_windows_are_rebuilt():

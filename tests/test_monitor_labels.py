@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,6 +27,8 @@ from gateway.monitor.signals import FAMILIES, compute
 from gateway.monitor.store import Store
 from tests.streaming import metric, require_broker, scrape, status, wait_for
 from tests.test_monitor import NOW, Clock, event
+
+FAST = {"count": 100, "timestamp_skew_s": 1.0, "compute_interval_s": 0.2}  # a test's windows, computed often
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +52,11 @@ def topics(broker, name: str, partitions: int = 2) -> MonitorKafka:
     return k
 
 
+def computed_after(port: int, t: float) -> dict:
+    """A scrape whose windowed series were computed after ``t`` (the monitor's clock is this machine's)."""
+    return wait_for(lambda: (s := scrape(port)) and metric(s, "lastmile_monitor_computed_timestamp_seconds") > t and s)
+
+
 def windowed(scraped: dict) -> dict:
     return {k: v for k, v in scraped.items() if k.split("{")[0] in FAMILIES}
 
@@ -56,16 +64,16 @@ def windowed(scraped: dict) -> dict:
 class MonitorProcess:
     """``lastmile monitor run`` in a process of its own (its own session, so a SIGKILL takes all of it)."""
 
-    def __init__(self, cfg: MonitorConfig, tmp_path) -> None:
-        self.port = cfg.http_port
+    def __init__(self, cfg: MonitorConfig, tmp_path, log: Path | None = None) -> None:
+        self.port, self.log = cfg.http_port, log
         config = tmp_path / "monitor.yaml"
         config.write_text(yaml.safe_dump(json.loads(cfg.model_dump_json())))
         self.cmd = [sys.executable, "-m", "gateway.cli", "monitor", "run", "--config", str(config)]
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> MonitorProcess:
-        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     start_new_session=True)  # fmt: skip
+        err = self.log.open("a") if self.log else subprocess.DEVNULL
+        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
         wait_for(lambda: status(self.port, "/readyz") == 200, what="the monitor to be ready")
         return self
 
@@ -138,7 +146,7 @@ def restart_and_compare(mon: MonitorProcess, before: dict, labels_sent_at: float
 def test_labels_sent_after_their_scores_survive_a_restart_past_their_ttl(broker, tmp_path):
     """Scaled from the issue: label_ttl_s 20 -> 2, 2,000 labelled videos, labels sent after their scores."""
     k, ttl, vids = topics(broker, "after"), 2.0, [f"a{i}" for i in range(2000)]
-    windows = WindowSettings(seconds=900, stale_after_s=900, label_ttl_s=ttl, count=100, timestamp_skew_s=1)
+    windows = WindowSettings(seconds=900, stale_after_s=900, label_ttl_s=ttl, **FAST)
     mon = MonitorProcess(MonitorConfig(kafka=k, windows=windows, http_port=free_port()), tmp_path).start()
     n = produce_scores(k, vids, np.random.default_rng(1))
     sent = produce_labels(k, vids)
@@ -152,7 +160,7 @@ def test_labels_sent_before_their_scores_survive_a_restart_past_their_ttl(broker
     """Scaled from the issue: label_ttl_s 150 -> 6, a 120 s window -> 60 s, 600 videos, labels 100 s -> 2 s
     before their scores (the wait between the two productions is the scenario, not a synchronisation)."""
     k, ttl, vids = topics(broker, "before"), 6.0, [f"b{i}" for i in range(600)]
-    windows = WindowSettings(seconds=60, stale_after_s=60, label_ttl_s=ttl, count=100, timestamp_skew_s=1)
+    windows = WindowSettings(seconds=60, stale_after_s=60, label_ttl_s=ttl, **FAST)
     mon = MonitorProcess(MonitorConfig(kafka=k, windows=windows, http_port=free_port()), tmp_path).start()
     sent = produce_labels(k, vids)
     wait_for(lambda: metric(scrape(mon.port), "lastmile_monitor_waiting_labels") == len(vids))

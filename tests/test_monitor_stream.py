@@ -25,7 +25,7 @@ from gateway import bus
 from gateway.core.config import GatewayConfig, KafkaSettings
 from gateway.core.messages import LabelEvent, ScoreEvent, VideoEvent
 from gateway.monitor.canary import CanaryFeed
-from gateway.monitor.config import MonitorConfig, MonitorKafka
+from gateway.monitor.config import MonitorConfig, MonitorKafka, WindowSettings
 from gateway.monitor.signals import FAMILIES
 from tests.conftest import require_tool
 from tests.streaming import (
@@ -40,8 +40,10 @@ from tests.streaming import (
     wait_for,
 )
 from tests.test_monitor import event
+from tests.test_monitor_labels import computed_after
 
 ROOT = Path(__file__).resolve().parent.parent
+FAST_WINDOWS = WindowSettings(compute_interval_s=0.2)  # the windowed series computed often
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +108,7 @@ def test_two_replicas_and_labels_on_any_partition_give_sklearns_numbers(broker, 
     )
     replicas = [start_gateway(cfg), start_gateway(cfg)]
     wait_for(lambda: all(gw.consumer.assignment() for gw, _ in replicas), what="both replicas to own a partition")
-    mon, mon_thread = start_monitor(MonitorConfig(kafka=k, http_port=0))
+    mon, mon_thread = start_monitor(MonitorConfig(kafka=k, http_port=0, windows=FAST_WINDOWS))
     truth = {f"v{i}": ("generated" if i % 2 else "real") for i in range(8)}
     labels = [(vid, LabelEvent(video_id=vid, label=lab).model_dump_json().encode()) for vid, lab in truth.items()]
     _produce(k, k.labels_topic, labels[:4], partition=lambda i: (i + 1) % 2)  # before the scores, any partition
@@ -196,14 +198,14 @@ def test_sigkill_and_restart_export_the_same_values(broker, tmp_path):
     n = _synthetic(k, 60, time.time())
     port = free_port()
     config = tmp_path / "monitor.yaml"
-    config.write_text(yaml.safe_dump(json.loads(MonitorConfig(kafka=k, http_port=port).model_dump_json())))
+    cfg = MonitorConfig(kafka=k, http_port=port, windows=WindowSettings(compute_interval_s=0.2))
+    config.write_text(yaml.safe_dump(json.loads(cfg.model_dump_json())))
     cmd = [sys.executable, "-m", "gateway.cli", "monitor", "run", "--config", str(config)]
 
     def settled():
         wait_for(lambda: status(port, "/readyz") == 200, what="the monitor to be ready")
-        return wait_for(
-            lambda: (s := scrape(port)) and metric(s, "lastmile_monitor_events_total", outcome="added") == n and s
-        )
+        wait_for(lambda: metric(scrape(port), "lastmile_monitor_events_total", outcome="added") == n)
+        return computed_after(port, time.time())
 
     first = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
@@ -227,7 +229,7 @@ def test_a_frozen_broker_makes_the_monitor_unready_and_nothing_looks_fresh():
     with bus.start_broker() as b:
         k = _topics(b, "frozen")
         _synthetic(k, 20, time.time())
-        mon, thread = start_monitor(MonitorConfig(kafka=k, http_port=0))
+        mon, thread = start_monitor(MonitorConfig(kafka=k, http_port=0, windows=FAST_WINDOWS))
         before = wait_for(lambda: (s := scrape(mon.port)) and metric(s, "lastmile_window_videos") > 0 and s)
         os.kill(b.process.pid, signal.SIGSTOP)
         try:
@@ -265,7 +267,7 @@ def test_prometheus_scrapes_the_monitor_and_raises_the_faker_collapse_alert(brok
     prometheus = require_tool("prometheus")
     k = _topics(broker, "prom")
     _synthetic(k, 80, time.time(), collapse="npr", canary=True)  # canaries: labelled without the labels topic
-    mon, thread = start_monitor(MonitorConfig(kafka=k, http_port=0))
+    mon, thread = start_monitor(MonitorConfig(kafka=k, http_port=0, windows=FAST_WINDOWS))
     rules = tmp_path / "rules.yaml"
     _fast_rules(ROOT / "dashboards" / "prometheus" / "lastmile-rules.yaml", rules)
     prom_port = free_port()

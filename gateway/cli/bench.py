@@ -102,13 +102,12 @@ def bench_gateway_cmd(json_out, anchors, workers, profile) -> None:
 
 @bench.command("monitor")
 @JSON_OUT
-@click.option("--window", default=10_000, show_default=True, type=int, help="videos per series in the windows")
-@click.option("--events", "extra_videos", default=2_000, show_default=True, type=int, help="videos timed (x24 events)")
-def bench_monitor_cmd(json_out, window, extra_videos) -> None:
-    """Score events/s the monitor sustains on one core with full windows and a scrape every 15 s."""
+@click.option("--videos", default=100_000, show_default=True, type=int, help="videos held (x24 score events)")
+def bench_monitor_cmd(json_out, videos) -> None:
+    """The monitor end to end from a local broker: ingest events/s, computation, scrape, peak RSS, restart."""
     from gateway.ops.bench_monitor import bench_monitor
 
-    _emit_json(bench_monitor(window=window, extra_videos=extra_videos), json_out)
+    _emit_json(bench_monitor(videos=videos), json_out)
 
 
 @bench.command("triton")

@@ -156,6 +156,12 @@ MONITOR_COMPUTE_SECONDS = Family(
     unit="seconds",
     **_MON,
 )
+MONITOR_COMPUTED_TIME = _gauge(
+    "lastmile_monitor_computed_timestamp_seconds",
+    "When the windowed families served were computed (a scrape serves the latest computation)",
+    unit="seconds",
+    **_MON,
+)
 # -- the monitor's windows (gateway.monitor.signals) -------------------------------------------------------------
 LAST_SAMPLE_TIME = _windowed(
     "lastmile_window_last_sample_timestamp_seconds",

@@ -3,6 +3,8 @@ overridable by ``LASTMILE_MONITOR_*`` variables (nested with ``__``)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
@@ -35,6 +37,9 @@ class WindowSettings(BaseModel):
     )
     max_waiting_labels: int = Field(1_000_000, ge=10, description="bound on labels waiting for their video")
     confidence: float = Field(0.95, gt=0, lt=1, description="of every exported interval")
+    compute_interval_s: float = Field(
+        5.0, gt=0, description="pause between two computations of the windowed series (a scrape serves the latest)"
+    )
 
     @property
     def lookback_s(self) -> float:
@@ -47,10 +52,21 @@ class WindowSettings(BaseModel):
         return self.seconds + self.label_ttl_s
 
 
+class CheckpointSettings(BaseModel):
+    """The store written to ``directory`` every ``interval_s`` (with the partition positions it covers); a start
+    loads the newest valid one and reads only the topics' tail after it. Null directory: no checkpoints."""
+
+    model_config = ConfigDict(extra="forbid")
+    directory: Path | None = Field(None, description="where checkpoints are written (a volume of the pod)")
+    interval_s: float = Field(60.0, gt=0, description="time between two checkpoints, once the windows are rebuilt")
+    keep: int = Field(2, ge=1, description="checkpoints kept, newest first")
+
+
 class MonitorConfig(YamlSettings):
     model_config = SettingsConfigDict(env_prefix="LASTMILE_MONITOR_", env_nested_delimiter="__", extra="forbid")
     kafka: MonitorKafka = Field(default_factory=MonitorKafka)
     windows: WindowSettings = Field(default_factory=WindowSettings)
+    checkpoint: CheckpointSettings = Field(default_factory=CheckpointSettings)
     http_host: str = Field("127.0.0.1", description="where /metrics, /healthz, /readyz listen (a pod: 0.0.0.0)")
     http_port: int = Field(9309, ge=0, le=65535)
     poll_max_records: int = Field(2000, ge=1, description="score events read per poll")

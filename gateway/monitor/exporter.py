@@ -1,5 +1,6 @@
-"""The monitor's /metrics: the windowed families, computed at scrape time from a snapshot of the store, and
-its own operational series (events and labels by outcome, videos held, lag, broker up).
+"""The monitor's /metrics: the windowed families of the latest completed computation
+(:mod:`gateway.monitor.windows`), with the time it was made, and the monitor's own operational series (events
+and labels by outcome, videos held, lag, broker up).
 
 While the monitor is rebuilding its windows from the topics (after a start or a restart) the windowed
 families are withheld: a partial window is never presented as the current one.
@@ -7,34 +8,27 @@ families are withheld: a partial window is never presented as the current one.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 
-from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import Metric
 
 from gateway.core import catalogue as mc
 from gateway.monitor.config import WindowSettings
-from gateway.monitor.signals import compute
 from gateway.monitor.store import Store
+from gateway.monitor.windows import Windows
 
 
 class WindowCollector:
-    """Yields every family the catalogue lists for ``windows`` (empty while not ``ready()``)."""
+    """Yields every family the catalogue lists for ``windows`` (empty while not ``ready()``) from the latest
+    computation, and its time; a scrape computes nothing unless no computation runs in the background."""
 
-    def __init__(
-        self,
-        store: Store,
-        settings: WindowSettings,
-        clock: Callable[[], float],
-        ready: Callable[[], bool],
-        seconds: Histogram,
-    ) -> None:
-        self.store, self.settings, self.clock, self.ready, self.seconds = store, settings, clock, ready, seconds
+    def __init__(self, windows: Windows, ready: Callable[[], bool]) -> None:
+        self.windows, self.ready = windows, ready
 
     @staticmethod
     def _families() -> dict[str, Metric]:
-        return {f.name: mc.snapshot_family(f) for f in mc.families(mc.Exporter.WINDOWS)}
+        return {f.name: mc.snapshot_family(f) for f in (*mc.families(mc.Exporter.WINDOWS), mc.MONITOR_COMPUTED_TIME)}
 
     def describe(self) -> list[Metric]:
         return list(self._families().values())
@@ -42,10 +36,13 @@ class WindowCollector:
     def collect(self) -> Iterator[Metric]:
         fams = self._families()
         if self.ready():
-            t0 = time.perf_counter()
-            for s in compute(self.store.snapshot(), self.settings, self.clock()):
-                fams[s.name].add_metric([s.labels[n] for n in s.family.labels], s.value)
-            self.seconds.observe(time.perf_counter() - t0)
+            done = self.windows.latest
+            if done is None and not self.windows.background:
+                done = self.windows.refresh()
+            if done is not None:
+                for s in done.samples:
+                    fams[s.name].add_metric([s.labels[n] for n in s.family.labels], s.value)
+                fams[mc.MONITOR_COMPUTED_TIME.name].add_metric([], done.at)
         yield from fams.values()
 
 
@@ -71,7 +68,7 @@ class StoreCollector:
                 events.add_metric([outcome], n)
             for outcome, n in sorted(self.store.labels.items()):
                 labels.add_metric([outcome], n)
-            videos.add_metric([], len(self.store.videos))
+            videos.add_metric([], self.store.held)
             waiting.add_metric([], self.store.waiting_count)
         yield from (events, labels, videos, waiting)
 
@@ -91,5 +88,6 @@ class MonitorMetrics:
         self.caught_up = mc.instrument(mc.MONITOR_CAUGHT_UP, r)
         self.invalid = mc.instrument(mc.MONITOR_INVALID, r)
         seconds = mc.instrument(mc.MONITOR_COMPUTE_SECONDS, r)
-        r.register(WindowCollector(store, settings, clock, ready, seconds))
+        self.windows = Windows(store, settings, clock, seconds)
+        r.register(WindowCollector(self.windows, ready))
         r.register(StoreCollector(store))

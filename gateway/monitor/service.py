@@ -1,11 +1,13 @@
 """``lastmile monitor run``: reads the score topic of every gateway replica and the labels topic, and serves
 the windowed metrics (:mod:`gateway.monitor.signals`) on /metrics.
 
-It keeps no offsets: on every start it assigns itself every partition of both topics, seeks to the first
+It commits no offsets: on a start it assigns itself every partition of both topics and seeks to the first
 message of its longest window (by timestamp; a broker that answers with an earlier offset only costs reading
-more, since the windows filter by event time), and rebuilds its windows; until it has read to the end of both
-topics once, /readyz says 503 and the windowed families are withheld. So a killed monitor comes back with the
-same values, and two monitors on the same topics export the same values.
+more, since the windows filter by event time), or, when a checkpoint (:mod:`gateway.monitor.checkpoint`) was
+loaded, to the positions it covers where those are later; then it rebuilds its windows. Until it has read to the
+end of both topics once and one computation of the windowed series is served, /readyz says 503 and the
+windowed families are withheld. So a killed monitor comes back with the same values, and two monitors on the
+same topics export the same values.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import Callable
 
 from gateway import bus
 from gateway.core.messages import LabelEvent, ScoreEvent
+from gateway.monitor.checkpoint import Checkpointer
 from gateway.monitor.config import MonitorConfig
 from gateway.monitor.exporter import MonitorMetrics
 from gateway.monitor.store import Store
@@ -44,16 +47,24 @@ class Monitor:
         self._latest_ends: tuple[float, dict[bus.Partition, int]] = (0.0, {})  # (when asked, the ends then)
         self._seen: dict[bus.Partition, float] = {}  # per score partition, the latest Kafka timestamp read
         self._watermark = float("-inf")
+        self.checkpoints = Checkpointer(cfg, self.store, clock)
+        self._resume: dict[bus.Partition, int] = {}  # from a checkpoint: where its tail starts
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     def run(self) -> None:
         self.start_http()
+        self.metrics.windows.start(self.stop_event, self.caught_up.is_set)
+        if (cp := self.checkpoints.load()) is not None:
+            self._resume = {bus.Partition(*tp): offset for tp, offset in cp.positions.items()}
+            self._seen = {bus.Partition(*tp): t for tp, t in cp.seen.items()}
+            self._watermark = cp.watermark
         self.consumer = bus.reader(self.cfg.kafka)
         try:
             while not self.stop_event.is_set() and not self._assign():
                 self.stop_event.wait(self.health.down("broker", "topics not found or broker not answering"))
             self._loop()
         finally:
+            self.metrics.windows.kick.set()  # its thread sees stop_event now
             with contextlib.suppress(bus.BusError):
                 self.consumer.close()
             if self.http:
@@ -86,7 +97,8 @@ class Monitor:
             self._ends = self.consumer.end_offsets(starts)
             self._latest_ends = (asked, dict(self._ends))
             for tp, hit in found.items():  # none that recent: nothing of this partition is in a window
-                self.consumer.seek(tp, self._ends[tp] if hit is None else hit)
+                start = self._ends[tp] if hit is None else hit
+                self.consumer.seek(tp, max(start, self._resume.get(tp, start)))  # a checkpoint: only its tail
         except bus.BusError as exc:
             log.warning("cannot assign the monitor's partitions: %s", exc)
             return False
@@ -108,10 +120,15 @@ class Monitor:
                     self._seen[tp] = max(self._seen.get(tp, float("-inf")), msg.timestamp_ms / 1000)
                 self.handle(msg.topic, msg.value, msg.timestamp_ms)
             self._watermark = max(self._watermark, self.watermark())  # it never goes back
+            if self.store.held > self.cfg.windows.max_videos:
+                self.store.expire()
             if not records and not self.caught_up.is_set() and self._at_end():
                 self.caught_up.set()
                 self.metrics.caught_up.set(1)
-                log.info("windows rebuilt: %d videos held", len(self.store.videos))
+                self.metrics.windows.kick.set()  # ready once this first computation is served
+                log.info("windows rebuilt: %d videos held", self.store.held)
+            if self.caught_up.is_set() and self.checkpoints.due():
+                self.checkpoint()
             if time.monotonic() - last_probe > self.cfg.kafka.probe_interval_s:
                 self._probe()
                 self.store.expire()
@@ -145,6 +162,14 @@ class Monitor:
             return self._watermark
         return min(marks, default=float("-inf")) - self.cfg.windows.timestamp_skew_s
 
+    def checkpoint(self) -> None:
+        """Start writing a checkpoint of what is held now, with the positions it covers (the reader's thread)."""
+        try:
+            positions = {tp: self.consumer.position(tp) for tp in self.consumer.assignment()}
+        except bus.BusError:
+            return
+        self.checkpoints.save(positions, self._seen, self._watermark)
+
     def _at_end(self) -> bool:
         try:
             return all(self.consumer.position(tp) >= end for tp, end in self._ends.items())
@@ -171,7 +196,8 @@ class Monitor:
         return time.monotonic() - self.heartbeat < 60
 
     def is_ready(self) -> bool:
-        return self.caught_up.is_set() and self.health.ok and not self.stop_event.is_set()
+        computed = self.metrics.windows.latest is not None or not self.metrics.windows.background
+        return self.caught_up.is_set() and computed and self.health.ok and not self.stop_event.is_set()
 
     def start_http(self) -> int:
         cfg = self.cfg

@@ -14,7 +14,7 @@ sample is older than ``stale_after_s`` is not exported at all. The families are 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -23,6 +23,7 @@ from gateway.core import catalogue as mc
 from gateway.core.catalogue import Family
 from gateway.monitor.config import WindowSettings
 from gateway.monitor.store import Series, Video
+from gateway.monitor.table import Frame
 
 FAMILIES = {f.name: f for f in mc.families(mc.Exporter.WINDOWS)}  # the families computed here, by name
 
@@ -47,10 +48,57 @@ class Column:
     score: np.ndarray
     decision: np.ndarray
     label: np.ndarray  # 1 generated, 0 real, -1 not known
+    _where: np.ndarray | None = field(default=None, repr=False)
+
+    def where(self) -> np.ndarray:
+        """Per video index, its position here (-1: not scored here)."""
+        if self._where is None:
+            self._where = np.full(int(self.vid.max()) + 1, -1, np.int64)
+            self._where[self.vid] = np.arange(self.vid.size)
+        return self._where
+
+
+class FrameColumns:
+    """The columns of a :class:`~gateway.monitor.table.Frame`, built one series at a time (a computation holds
+    one series and the ``original`` ones), equal to :func:`columns` of the same videos: a video's index is its
+    position among the frame's live videos by (event time, video_id)."""
+
+    def __init__(self, frame: Frame) -> None:
+        self.frame, self.rank, self.y = frame, frame.order(), frame.labels()
+        self._originals: dict[Series, dict[str, Column]] = {}
+
+    def _build(self, series: Series) -> dict[str, Column]:
+        if series in self._originals:
+            return self._originals[series]
+        slot, score, decision = self.frame.rows[series]
+        r = self.rank[slot]
+        by_rank = np.full(int(r.max(initial=-1)) + 1, -1, np.int64)
+        by_rank[r[r >= 0]] = np.flatnonzero(r >= 0)
+        rows = by_rank[by_rank >= 0]
+        slots = slot[rows]
+        canary, out = self.frame.videos["canary"][slots], {}
+        for kind, sel in (("traffic", ~canary), ("canary", canary)):
+            if sel.any():
+                s = slots[sel]
+                out[kind] = Column(r[rows[sel]], self.frame.videos["event_time"][s], score[rows[sel]],
+                                   decision[rows[sel]], self.y[s].astype(np.int8))  # fmt: skip
+        if series[2] == "original":
+            self._originals[series] = out
+        return out
+
+    def items(self) -> Iterator[tuple[tuple[Series, str], Column]]:
+        for series in self.frame.rows:
+            for kind, col in self._build(series).items():
+                yield (series, kind), col
+
+    def get(self, key: tuple[Series, str]) -> Column | None:
+        series, kind = key
+        return self._build(series).get(kind) if series in self.frame.rows else None
 
 
 def columns(videos: list[tuple[str, Video]]) -> dict[tuple[Series, str], Column]:
-    """Per (series, traffic|canary): its samples, in the snapshot's (event time) order."""
+    """Per (series, traffic|canary): its samples, in the snapshot's (event time) order (the from-scratch
+    reference for :class:`FrameColumns`)."""
     raw: dict[tuple[Series, str], list[tuple]] = {}
     for i, (_vid, v) in enumerate(videos):
         kind = "canary" if v.canary else "traffic"
@@ -66,9 +114,9 @@ def columns(videos: list[tuple[str, Video]]) -> dict[tuple[Series, str], Column]
     return out
 
 
-def compute(videos: list[tuple[str, Video]], settings: WindowSettings, now: float) -> list[Sample]:
-    """Every exported sample of the monitor's windowed families."""
-    cols = columns(videos)
+def compute(source: list[tuple[str, Video]] | Frame, settings: WindowSettings, now: float) -> list[Sample]:
+    """Every exported sample of the monitor's windowed families, from a snapshot's videos or a store's frame."""
+    cols = columns(source) if isinstance(source, list) else FrameColumns(source)
     fresh_after = now - settings.stale_after_s
     out: list[Sample] = []
     for (series, kind), col in cols.items():
@@ -99,8 +147,12 @@ def _paired(col: Column, sel: np.ndarray, base: Column | None) -> tuple[np.ndarr
     """Positions in ``col`` (within ``sel``) and in ``base`` of the videos scored under both."""
     if base is None:
         return np.empty(0, int), np.empty(0, int)
-    _, in_sel, in_base = np.intersect1d(col.vid[sel], base.vid, assume_unique=True, return_indices=True)
-    return sel[in_sel], in_base
+    where, v = base.where(), col.vid[sel]
+    in_base = np.full(v.size, -1, np.int64)
+    inside = v < where.size
+    in_base[inside] = where[v[inside]]
+    paired = in_base >= 0
+    return sel[paired], in_base[paired]
 
 
 def _bounded(family: Family, labels: dict, interval: tuple[float, float, float]) -> list[Sample]:

@@ -1,4 +1,5 @@
-"""What the monitor holds: every scored video of its longest window, by event time, with its label once known.
+"""What the monitor holds: every scored video of its longest window, by event time, with its label once known,
+in columns (:mod:`gateway.monitor.table`).
 
 Exact by construction: a video stays while its event time (the input message's Kafka timestamp) is within
 ``windows.seconds`` of now, whatever order its scores and label arrived in; a score event is kept once per
@@ -7,7 +8,8 @@ came at most ``label_ttl_s`` before the video's first score event, both by their
 video has several the earliest such label holds. So the order in which a rebuild reads the two topics changes
 nothing. A label whose video is not held yet waits until the score topic's watermark (given by the reader: no
 score event can still come with an earlier timestamp) has passed its timestamp plus the TTL. Both bounds
-(``max_videos``, ``max_waiting_labels``) evict the oldest and count it.
+(``max_videos``, ``max_waiting_labels``) evict the oldest (the videos' at the next :meth:`Store.expire`, by
+event time, so whatever order they came in) and count them.
 """
 
 from __future__ import annotations
@@ -20,31 +22,30 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from gateway.core.messages import ScoreRow
 from gateway.monitor.config import WindowSettings
+from gateway.monitor.table import NO_LABEL, Frame, Rows, Videos
 
 Series = tuple[str, str, str]  # (detector, version, condition)
 LABELS = ("real", "generated")
+CODE = {"real": 0, "generated": 1}
 TimedLabel = tuple[float, str]  # (the label event's Kafka timestamp, the label)
 
 
 @dataclass
 class Video:
+    """One held video as plain values (tests and the from-scratch reference computation)."""
+
     event_time: float
     canary: bool
-    row_label: str | None  # carried by its score events (the input message's)
-    first_seen: float = 0.0  # the Kafka timestamp of its first score event
-    topic_label: TimedLabel | None = None  # the earliest label of the labels topic that joined it
+    label: str | None
     scores: dict[Series, tuple[float, bool]] = field(default_factory=dict)  # series -> (score, decision)
-
-    @property
-    def label(self) -> str | None:
-        """The score events' label if they carry one, else the labels topic's."""
-        return self.row_label or (self.topic_label[1] if self.topic_label else None)
 
 
 class Store:
-    """Scored videos and waiting labels; thread-safe (the consumer adds, the scrape reads).
+    """Scored videos and waiting labels; thread-safe (the consumer adds, the computation reads a :class:`Frame`).
 
     ``watermark()``: a time such that no score event with an earlier Kafka timestamp can still be read (the
     monitor's reader knows it from its positions; by default the clock)."""
@@ -57,14 +58,18 @@ class Store:
     ) -> None:
         self.settings, self.clock = settings, clock
         self.watermark = watermark or clock
-        self.videos: dict[str, Video] = {}
+        self.table = Videos()
+        self.series: dict[Series, Rows] = {}
         self.waiting: dict[str, list[TimedLabel]] = {}  # video_id -> its labels, earliest first
         self.waiting_count = 0
-        self._video_heap: list[tuple[float, str]] = []
         self._label_heap: list[tuple[float, str]] = []
         self.events: Counter[str] = Counter()  # score events by outcome
         self.labels: Counter[str] = Counter()  # label events by outcome
         self.lock = threading.Lock()
+
+    @property
+    def held(self) -> int:
+        return self.table.held
 
     # -- score events ----------------------------------------------------------------------------------------
     def add_score(self, row: ScoreRow, record_time: float) -> str:
@@ -81,27 +86,25 @@ class Store:
         t = row.event_time if row.event_time is not None else record_time
         if t < self.clock() - self.settings.seconds:
             return "expired"
-        video = self.videos.get(row.video_id)
-        if video is None:
-            video = self._new_video(row, t, record_time)
-        elif video.row_label is None and row.label in LABELS:
-            video.row_label = row.label
-        key = (row.detector, row.detector_version, row.condition)
-        if key in video.scores:
+        slot = self.table.index.get(row.video_id)
+        if slot is None:
+            slot = self._new_video(row, t, record_time)
+        elif self.table.row_label[slot] == NO_LABEL and row.label in LABELS:
+            self.table.row_label[slot] = CODE[row.label]
+        rows = self.series.get(key := (row.detector, row.detector_version, row.condition))
+        if rows is None:
+            rows = self.series[key] = Rows()
+        if rows.scored(slot):
             return "duplicate"
-        video.scores[key] = (float(row.score), bool(row.decision))
+        rows.add(slot, float(row.score), bool(row.decision))
         return "added"
 
-    def _new_video(self, row: ScoreRow, t: float, first_seen: float) -> Video:
-        video = Video(t, row.canary, row.label if row.label in LABELS else None, first_seen)
+    def _new_video(self, row: ScoreRow, t: float, first_seen: float) -> int:
+        slot = self.table.add(row.video_id, t, first_seen, row.canary, CODE.get(row.label, NO_LABEL))
         for timed in self.waiting.pop(row.video_id, []):
             self.waiting_count -= 1
-            self.labels[self._join(video, timed)] += 1
-        self.videos[row.video_id] = video
-        heapq.heappush(self._video_heap, (t, row.video_id))
-        while len(self.videos) > self.settings.max_videos:
-            self._pop_video("evicted")
-        return video
+            self.labels[self._join(slot, timed)] += 1
+        return slot
 
     # -- labels ----------------------------------------------------------------------------------------------
     def add_label(self, video_id: str, label: str, t: float) -> str:
@@ -112,20 +115,25 @@ class Store:
             self.labels[outcome] += 1
             return outcome
 
-    def _join(self, video: Video, timed: TimedLabel) -> str:
+    def _join(self, slot: int, timed: TimedLabel) -> str:
         """A label for a held video: it holds if it came within the TTL before the video's first score event and
         before any other that did (so the outcome of a set of labels does not depend on their reading order)."""
-        if timed[0] + self.settings.label_ttl_s < video.first_seen:
+        v = self.table
+        if timed[0] + self.settings.label_ttl_s < v.first_seen[slot]:
             return "expired"
-        held, video.topic_label = video.topic_label, min(timed, video.topic_label or timed)
-        if held is None:
+        code = CODE[timed[1]]
+        if v.topic_label[slot] == NO_LABEL:
+            v.topic_time[slot], v.topic_label[slot] = timed[0], code
             return "joined"
-        return "duplicate" if held[1] == timed[1] else "conflict"
+        held = (float(v.topic_time[slot]), int(v.topic_label[slot]))
+        if (timed[0], code) < held:
+            v.topic_time[slot], v.topic_label[slot] = timed[0], code
+        return "duplicate" if held[1] == code else "conflict"
 
     def _add_label(self, video_id: str, label: str, t: float) -> str:
-        video = self.videos.get(video_id)
-        if video is not None:
-            return self._join(video, (t, label))
+        slot = self.table.index.get(video_id)
+        if slot is not None:
+            return self._join(slot, (t, label))
         if t + self.settings.label_ttl_s < self.watermark():
             return "expired"  # every score event it could have joined has been read
         labels = self.waiting.setdefault(video_id, [])
@@ -140,20 +148,30 @@ class Store:
 
     # -- expiry ----------------------------------------------------------------------------------------------
     def expire(self) -> None:
-        """Drop videos older than the time window, and waiting labels older than the TTL before the watermark."""
+        """Drop videos older than the time window, then the oldest past ``max_videos``, and waiting labels older
+        than the TTL before the watermark."""
         with self.lock:
-            now, mark = self.clock(), self.watermark()
-            while self._video_heap and self._video_heap[0][0] < now - self.settings.seconds:
-                self._pop_video("expired")
-            while self._label_heap and self._label_heap[0][0] + self.settings.label_ttl_s < mark:
-                self._pop_label("expired")
+            self._expire()
 
-    def _pop_video(self, outcome: str) -> None:
-        t, vid = heapq.heappop(self._video_heap)
-        video = self.videos.get(vid)
-        if video is not None and video.event_time == t:
-            del self.videos[vid]
-            self.events[f"video_{outcome}"] += 1
+    def _expire(self) -> None:
+        v, now, mark = self.table, self.clock(), self.watermark()
+        alive, t = v.alive[: v.n], v.event_time[: v.n]
+        self._kill(np.flatnonzero(alive & (t < now - self.settings.seconds)), "expired")
+        over = v.held - self.settings.max_videos
+        if over > 0:
+            live = np.flatnonzero(v.alive[: v.n])
+            self._kill(live[np.lexsort((live, v.event_time[live]))[:over]], "evicted")
+        while self._label_heap and self._label_heap[0][0] + self.settings.label_ttl_s < mark:
+            self._pop_label("expired")
+        if v.n - v.held > v.held:  # dead rows outnumber live ones: renumber (amortised: at most once per doubling)
+            new_slot = v.compact()
+            for rows in self.series.values():
+                rows.compact(new_slot)
+
+    def _kill(self, slots: np.ndarray, outcome: str) -> None:
+        if slots.size:
+            self.table.kill(slots)
+            self.events[f"video_{outcome}"] += int(slots.size)
 
     def _pop_label(self, outcome: str) -> None:
         t, vid = heapq.heappop(self._label_heap)
@@ -167,13 +185,56 @@ class Store:
             else:
                 del self.waiting[vid]
 
-    def snapshot(self) -> list[tuple[str, Video]]:
-        """The videos of the time window, oldest first (ties by video_id), each a copy."""
-        self.expire()
+    # -- what a computation reads ----------------------------------------------------------------------------------
+    def frame(self) -> Frame:
+        """The time window now, for a computation off the lock: copies of the per-video columns (small), views
+        of the series' rows (appends go past them; compaction and growth make new arrays)."""
         with self.lock:
-            items = [
-                (vid, Video(v.event_time, v.canary, v.row_label, v.first_seen, v.topic_label, dict(v.scores)))
-                for vid, v in self.videos.items()
-            ]
-        items.sort(key=lambda kv: (kv[1].event_time, kv[0]))
-        return items
+            self._expire()
+            return self._frame()
+
+    def _frame(self) -> Frame:
+        v = self.table
+        videos = {k: a[: v.n].copy() for k, a in v.cols.items()}
+        rows = {k: (r.slot[: r.n], r.score[: r.n], r.decision[: r.n]) for k, r in self.series.items()}
+        return Frame(v.ids[: v.n], videos, rows)
+
+    @property
+    def videos(self) -> dict[str, Video]:
+        """The held videos as plain values (for tests and the from-scratch reference; not on a hot path)."""
+        return dict(self.snapshot())
+
+    def snapshot(self) -> list[tuple[str, Video]]:
+        """The videos of the time window, oldest first (ties by video_id), as plain values."""
+        f = self.frame()
+        labels, out = f.labels(), {}
+        for slot in np.flatnonzero(f.videos["alive"]).tolist():
+            label = None if labels[slot] < 0 else LABELS[labels[slot]]
+            out[slot] = (f.ids[slot], Video(float(f.videos["event_time"][slot]), bool(f.videos["canary"][slot]), label))
+        for series, (slot, score, decision) in f.rows.items():
+            for s, x, d in zip(slot.tolist(), score.tolist(), decision.tolist(), strict=True):
+                if s in out:
+                    out[s][1].scores[series] = (x, d)
+        return sorted(out.values(), key=lambda kv: (kv[1].event_time, kv[0]))
+
+    # -- checkpoints -----------------------------------------------------------------------------------------
+    def saved(self) -> tuple[Frame, dict[str, list[TimedLabel]], dict[str, dict[str, int]]]:
+        """What a checkpoint writes: a frame (dead rows included), the waiting labels and the counters."""
+        with self.lock:
+            counters = {"events": dict(self.events), "labels": dict(self.labels)}
+            return self._frame(), {vid: list(ls) for vid, ls in self.waiting.items()}, counters
+
+    def restore(self, frame: Frame, waiting: dict[str, list[TimedLabel]], counters: dict[str, dict[str, int]]):
+        """Hold what a checkpoint held (a fresh store only)."""
+        with self.lock:
+            self.table = Videos.of(frame.ids, frame.videos)
+            for series, (slot, score, decision) in frame.rows.items():
+                self.series[series] = Rows.of(slot, score, decision, self.table.n)
+            for vid, labels in waiting.items():
+                for t, label in labels:
+                    self.waiting.setdefault(vid, []).append((t, label))
+                    heapq.heappush(self._label_heap, (t, vid))
+                    self.waiting_count += 1
+            self.events.update(counters["events"])
+            self.labels.update(counters["labels"])
+            self._expire()

@@ -1,0 +1,159 @@
+"""The monitor's columnar store: one row per video (event time, first score's timestamp, canary flag, labels) and
+per series numpy arrays of (video slot, score, decision), appended as score events come.
+
+A video's slot is its row here; an expired or evicted video is only marked dead, and the arrays are compacted
+(every slot renumbered) once dead rows outnumber live ones. Appends write past the last row only, and growth
+and compaction replace arrays rather than change them, so a :class:`Frame` holds views of the series arrays
+without copying them while the store goes on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+GROWTH = 1.5  # an array that is full grows by half
+START = 1024  # rows of a new array
+NO_LABEL = -1
+VIDEO_COLUMNS = {  # name -> (dtype, value of a new row)
+    "event_time": (np.float64, 0.0),
+    "first_seen": (np.float64, 0.0),  # the Kafka timestamp of the video's first score event
+    "canary": (np.bool_, False),
+    "row_label": (np.int8, NO_LABEL),  # 1 generated, 0 real: the score events' own label
+    "topic_time": (np.float64, np.nan),  # the earliest labels-topic label that joined: its timestamp
+    "topic_label": (np.int8, NO_LABEL),  # ... and the label
+    "alive": (np.bool_, False),
+}
+
+
+def _grown(a: np.ndarray, size: int, fill=0) -> np.ndarray:
+    out = np.full(max(size, int(len(a) * GROWTH), START), fill, dtype=a.dtype)
+    out[: len(a)] = a
+    return out
+
+
+class Videos:
+    """One row per video slot; ``ids[slot]`` its video_id, ``index`` the live ones' slots."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.ids: list[str] = []
+        self.index: dict[str, int] = {}
+        self.cols = {name: np.full(0, fill, dtype) for name, (dtype, fill) in VIDEO_COLUMNS.items()}
+
+    @classmethod
+    def of(cls, ids: list[str], cols: dict[str, np.ndarray]) -> Videos:
+        """The table of a checkpoint's columns (dead slots included)."""
+        out = cls()
+        out.n, out.ids = len(ids), list(ids)
+        out.cols = {k: np.array(cols[k], dtype=dtype) for k, (dtype, _) in VIDEO_COLUMNS.items()}
+        out.index = {vid: slot for slot, (vid, live) in enumerate(zip(ids, out.cols["alive"].tolist(), strict=True))
+                     if live}  # fmt: skip
+        return out
+
+    def __getattr__(self, name: str) -> np.ndarray:
+        try:
+            return self.__dict__["cols"][name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def add(self, video_id: str, event_time: float, first_seen: float, canary: bool, row_label: int) -> int:
+        slot = self.n
+        if slot == len(self.cols["alive"]):
+            self.cols = {k: _grown(a, slot + 1, VIDEO_COLUMNS[k][1]) for k, a in self.cols.items()}
+        c = self.cols
+        c["event_time"][slot], c["first_seen"][slot], c["canary"][slot] = event_time, first_seen, canary
+        c["row_label"][slot], c["alive"][slot] = row_label, True
+        self.ids.append(video_id)
+        self.index[video_id] = slot
+        self.n += 1
+        return slot
+
+    @property
+    def held(self) -> int:
+        return len(self.index)
+
+    def kill(self, slots: np.ndarray) -> None:
+        self.cols["alive"][slots] = False
+        for slot in slots.tolist():
+            del self.index[self.ids[slot]]
+
+    def compact(self) -> np.ndarray:
+        """Drop dead rows; returns the new slot of every old one (-1: dropped)."""
+        keep = self.cols["alive"][: self.n]
+        new = np.cumsum(keep) - 1
+        new[~keep] = -1
+        self.cols = {k: a[: self.n][keep].copy() for k, a in self.cols.items()}
+        self.ids = [vid for vid, k in zip(self.ids, keep.tolist(), strict=True) if k]
+        self.index = {vid: slot for slot, vid in enumerate(self.ids)}
+        self.n = len(self.ids)
+        return new
+
+
+class Rows:
+    """One series' score events: (video slot, score, decision), in arrival order; ``has[slot]`` once scored."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.slot = np.zeros(0, np.int32)
+        self.score = np.zeros(0, np.float64)
+        self.decision = np.zeros(0, np.bool_)
+        self.has = np.zeros(0, np.bool_)
+
+    @classmethod
+    def of(cls, slot: np.ndarray, score: np.ndarray, decision: np.ndarray, slots: int) -> Rows:
+        out = cls()
+        out.slot, out.score = np.array(slot, np.int32), np.array(score, np.float64)
+        out.decision, out.n = np.array(decision, np.bool_), len(out.slot)
+        out.has = np.zeros(slots, np.bool_)
+        out.has[out.slot] = True
+        return out
+
+    def scored(self, slot: int) -> bool:
+        return slot < len(self.has) and bool(self.has[slot])
+
+    def add(self, slot: int, score: float, decision: bool) -> None:
+        i = self.n
+        if i == len(self.slot):
+            self.slot, self.score = _grown(self.slot, i + 1), _grown(self.score, i + 1)
+            self.decision = _grown(self.decision, i + 1)
+        if slot >= len(self.has):
+            self.has = _grown(self.has, slot + 1)
+        self.slot[i], self.score[i], self.decision[i], self.has[slot] = slot, score, decision, True
+        self.n += 1
+
+    def compact(self, new_slot: np.ndarray) -> None:
+        slot = new_slot[self.slot[: self.n]]
+        keep = slot >= 0
+        self.slot, self.score = slot[keep].astype(np.int32), self.score[: self.n][keep].copy()
+        self.decision, self.n = self.decision[: self.n][keep].copy(), int(keep.sum())
+        self.has = np.zeros(len(new_slot), np.bool_)
+        self.has[self.slot] = True
+
+
+@dataclass(frozen=True)
+class Frame:
+    """What one computation reads: copies of the per-video columns, views of each series' rows."""
+
+    ids: list[str]
+    videos: dict[str, np.ndarray]
+    rows: dict[tuple[str, str, str], tuple[np.ndarray, np.ndarray, np.ndarray]]  # series -> (slot, score, decision)
+
+    def order(self) -> np.ndarray:
+        """Per slot, its position among the live videos by (event time, video_id); -1 for a dead slot."""
+        live = np.flatnonzero(self.videos["alive"])
+        t = self.videos["event_time"][live]
+        by_time = live[np.argsort(t, kind="stable")]
+        ts = self.videos["event_time"][by_time]
+        bounds = np.concatenate([[0], np.flatnonzero(np.diff(ts)) + 1, [ts.size]])
+        for i in np.flatnonzero(np.diff(bounds) > 1).tolist():  # equal event times (rare): by video_id
+            a, b = bounds[i], bounds[i + 1]
+            by_time[a:b] = sorted(by_time[a:b].tolist(), key=self.ids.__getitem__)
+        rank = np.full(len(self.videos["alive"]), -1, np.int64)
+        rank[by_time] = np.arange(by_time.size)
+        return rank
+
+    def labels(self) -> np.ndarray:
+        """Per slot: 1 generated, 0 real, -1 not known (the score events' label first)."""
+        row, topic = self.videos["row_label"], self.videos["topic_label"]
+        return np.where(row >= 0, row, topic)
