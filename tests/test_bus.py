@@ -264,3 +264,22 @@ def test_a_paused_partition_is_no_stall(broker):
         assert consumer.stalls(0.5) == []
     finally:
         consumer.close()
+
+
+def test_a_range_the_client_skipped_is_read_apart_oversize_batches_by_reference(broker):
+    k = _stuck_topic(broker, "apart")
+    consumer = bus.consumer(k)
+    consumer.assign([bus.Partition(k.input_topic, 0)])
+    try:
+        reader, p = consumer._watch.direct, bus.Partition(k.input_topic, 0)
+        got = reader.between(consumer._client, p, 0, 4)
+        assert [(type(r).__name__, r.offset) for r in got] == [
+            ("Record", 0),
+            ("Record", 1),
+            ("OversizeRecord", 2),
+            ("Record", 3),
+        ]
+        assert [r.value for r in got if isinstance(r, bus.Record)] == [b"before-0", b"before-1", b"after"]
+        assert reader.between(consumer._client, p, 4, 9) is None  # past the end: no batch there to read
+    finally:
+        consumer.close()

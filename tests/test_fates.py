@@ -53,8 +53,10 @@ def fates(monkeypatch, tmp_path):
     monkeypatch.setenv("LASTMILE_FATES_DIR", str(tmp_path))  # the workers inherit it
     handler, logger = FirstFates(), logging.getLogger("lastmile.supervisor")
     logger.addHandler(handler)
-    monkeypatch.setattr(logger, "level", logging.DEBUG)
+    level = logger.level
+    logger.setLevel(logging.DEBUG)  # (setLevel, not the attribute: it clears the enabled-for cache)
     yield handler.first
+    logger.setLevel(level)
     logger.removeHandler(handler)
 
 

@@ -6,20 +6,25 @@ client's exceptions (:mod:`gateway.bus.errors`)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 
 from gateway.bus import clients
-from gateway.bus.errors import mapped
+from gateway.bus.direct import Fetched
+from gateway.bus.errors import CorruptBatch, mapped
 from gateway.bus.fetch import poll_client
 from gateway.bus.rebalance import Rebalance
-from gateway.bus.records import OversizeRecord, Partition, Record, UnreadableRecord
+from gateway.bus.records import Partition
 from gateway.bus.stalls import Stall, Watch
 from gateway.core.config import KafkaSettings
+
+log = logging.getLogger("lastmile.bus")
 
 
 class Consumer:
     def __init__(self, client: object, watch: Watch | None = None) -> None:
         self._client, self._watch = client, watch
+        self._next: dict[Partition, int] = {}  # per partition, the offset after the last record handed out
 
     # -- what is read ----------------------------------------------------------------------------------------
     def subscribe(self, topics: list[str], listener: Rebalance | None = None) -> None:
@@ -40,14 +45,36 @@ class Consumer:
             return set(self._client.partitions_for_topic(topic) or ())
 
     # -- flow --------------------------------------------------------------------------------------------------
-    def poll(self, timeout_ms: int, max_records: int | None = None) -> list[Record | UnreadableRecord | OversizeRecord]:
+    def poll(self, timeout_ms: int, max_records: int | None = None) -> list[Fetched]:
         """The next records (at most ``max_records``), in offset order per partition; a record the client cannot
         decode comes as an :class:`UnreadableRecord`, and (a group consumer) a record of a batch too large to
         fetch as an :class:`OversizeRecord`, the position already past it."""
-        got = poll_client(self._client, timeout_ms, max_records)
-        out: list[Record | UnreadableRecord | OversizeRecord] = [r for records in got.values() for r in records]
-        if self._watch is not None:
-            out += self._watch.observe(self._client)
+        try:
+            got = poll_client(self._client, timeout_ms, max_records)
+        except CorruptBatch as exc:  # no position moves: the watch fetches that batch itself once it stalls
+            log.warning("%s; the batch is read apart once its partition stalls", exc)
+            got = {}
+        out: list[Fetched] = [r for records in got.values() for r in records]
+        if self._watch is None:
+            return out
+        return self._follow_on(out + self._watch.observe(self._client))
+
+    def _follow_on(self, fetched: list[Fetched]) -> list[Fetched]:
+        """Every partition's records in offset order with none skipped: a record after a gap is preceded by the
+        gap's records, read apart (kafka-python can move a position past records it never hands out, e.g. before
+        one it cannot decode). A gap with nothing stored in it (compaction, transaction markers) stays a gap."""
+        assigned = {Partition(tp.topic, tp.partition) for tp in self._client.assignment()}
+        self._next = {p: o for p, o in self._next.items() if p in assigned}  # revoked: forgotten
+        out: list[Fetched] = []
+        for r in fetched:
+            p, expected = r.topic_partition, self._next.get(r.topic_partition)
+            if expected is not None and r.offset > expected:
+                missed = self._watch.direct.between(self._client, p, expected, r.offset)
+                if missed:
+                    log.warning("%s/%s: %d records skipped by the client read apart", *p, len(missed))
+                out += missed or []
+            out.append(r)
+            self._next[p] = r.offset + 1
         return out
 
     def stalls(self, after_s: float) -> list[Stall]:
@@ -73,10 +100,13 @@ class Consumer:
             return self._client.position(clients.to_client(partition))
 
     def seek(self, partition: Partition, offset: int) -> None:
+        self._next.pop(partition, None)
         with mapped():
             self._client.seek(clients.to_client(partition), offset)
 
     def seek_to_beginning(self, *partitions: Partition) -> None:
+        for p in partitions:
+            self._next.pop(p, None)
         with mapped():
             self._client.seek_to_beginning(*map(clients.to_client, partitions))
 

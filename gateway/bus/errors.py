@@ -80,4 +80,3 @@ def mapped() -> Iterator[None]:
         if mapped_exc is None:
             raise
         raise mapped_exc from exc
-

@@ -88,12 +88,16 @@ def from_client(msg: object) -> Record:
 
 
 def from_batch(topic: str, partition: int, data: bytes, start: int) -> list[Record]:
-    """The records of one record batch (bytes as fetched) at or after offset ``start``."""
+    """The records of one record batch (bytes as fetched) at or after offset ``start``; ValueError if one of them
+    does not decode (as kafka-python's consumer, which cannot read such a record either)."""
+    from kafka.errors import CorruptRecordError
     from kafka.record import MemoryRecords
 
-    batch = MemoryRecords(data).next_batch()
-    if batch is None:
-        return []
+    try:
+        batch = MemoryRecords(data).next_batch()
+        messages = [m for m in batch or () if m.offset >= start]
+    except CorruptRecordError as exc:
+        raise ValueError(str(exc)) from exc
     return [
         Record(
             topic=topic,
@@ -104,6 +108,5 @@ def from_batch(topic: str, partition: int, data: bytes, start: int) -> list[Reco
             value=m.value,
             headers=tuple((str(k), v) for k, v in m.headers),
         )
-        for m in batch
-        if m.offset >= start
+        for m in messages
     ]
