@@ -154,3 +154,9 @@ def test_a_reduced_letter_fits_the_limit():
     assert all(len(v or b"") <= KEPT_HEADER_BYTES for _, v in kept)
     assert sum(len(k) + len(v or b"") for k, v in [*kept, *reason]) < settings.max_message_bytes
     assert publisher._fit(b"small", headers[:2], reason, None) == (b"small", headers[:2])  # fits: unchanged
+
+
+def test_a_record_limit_below_the_largest_score_event_is_refused_at_start_up():
+    with pytest.raises(ValueError, match=r"kafka.max_message_bytes \(16384\) is below the largest score event"):
+        GatewayConfig(kafka={"max_message_bytes": 16384})
+    assert GatewayConfig(kafka={"max_message_bytes": 64 * 1024}).kafka.max_message_bytes == 64 * 1024
