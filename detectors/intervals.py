@@ -142,3 +142,47 @@ def ks_statistic(a: Sequence | np.ndarray, b: Sequence | np.ndarray) -> float:
     cdf_x = np.searchsorted(x, grid, side="right") / x.size
     cdf_y = np.searchsorted(y, grid, side="right") / y.size
     return float(np.max(np.abs(cdf_x - cdf_y)))
+
+
+def auc_contrast(
+    y_true: Sequence | np.ndarray, scores: np.ndarray, contrast: Sequence[float], confidence: float = 0.95
+) -> Interval:
+    """A contrast L·AUC of k correlated AUCs on the same videos with DeLong's interval (DeLong et al. 1988, §3):
+    L·θ̂ is asymptotically normal with variance L S Lᵀ, S from :func:`delong_covariance`. ``scores`` has shape
+    (k, N); the interval is clipped to the contrast's range (its negative weights' sum to its positive weights')."""
+    weights = np.asarray(contrast, dtype=np.float64)
+    s = np.atleast_2d(np.asarray(scores, dtype=np.float64))
+    if weights.shape != (s.shape[0],):
+        raise MetricError(f"a contrast needs one weight per score vector, got {weights.shape} for {s.shape[0]}")
+    aucs, cov = delong_covariance(y_true, s)
+    value = float(weights @ aucs)
+    half = _z(confidence) * np.sqrt(max(float(weights @ cov @ weights), 0.0))
+    low, high = float(np.clip(weights, None, 0).sum()), float(np.clip(weights, 0, None).sum())  # AUCs in [0, 1]
+    return value, float(max(low, value - half)), float(min(high, value + half))
+
+
+def auc_difference(
+    y_true: Sequence | np.ndarray,
+    champion: Sequence | np.ndarray,
+    challenger: Sequence | np.ndarray,
+    confidence: float = 0.95,
+) -> Interval:
+    """AUC(challenger) - AUC(champion) on the same videos with DeLong's interval for two correlated AUCs
+    (contrast L = (1, -1)); equals :func:`paired_auc_difference` with the challenger first."""
+    stacked = np.stack([np.asarray(challenger, dtype=np.float64), np.asarray(champion, dtype=np.float64)])
+    return auc_contrast(y_true, stacked, (1, -1), confidence)
+
+
+def robustness_difference(
+    y_true: Sequence | np.ndarray,
+    champion: tuple[Sequence | np.ndarray, Sequence | np.ndarray],
+    challenger: tuple[Sequence | np.ndarray, Sequence | np.ndarray],
+    confidence: float = 0.95,
+) -> Interval:
+    """(AUC_challenger(condition) - AUC_challenger(original)) - (AUC_champion(condition) - AUC_champion(original)),
+    all four on the same videos, with DeLong's interval for the contrast L = (1, -1, -1, 1) of the four correlated
+    AUCs. ``champion`` and ``challenger`` are (original scores, condition scores). Below 0: the challenger loses
+    more AUC under the condition than the champion does; an upper bound below 0 says so significantly."""
+    (h_orig, h_cond), (c_orig, c_cond) = champion, challenger
+    stacked = np.stack([np.asarray(v, dtype=np.float64) for v in (c_cond, c_orig, h_cond, h_orig)])
+    return auc_contrast(y_true, stacked, (1, -1, -1, 1), confidence)

@@ -213,3 +213,72 @@ def test_ks_statistic_equals_scipy_with_ties_and_unequal_sizes():
         assert intervals.ks_statistic(a, b) == pytest.approx(ks_2samp(a, b).statistic, abs=1e-12)
     with pytest.raises(MetricError):
         intervals.ks_statistic([], [1.0])
+
+
+def test_four_auc_covariance_equals_the_placement_value_definition_with_ties():
+    rng = np.random.default_rng(7)
+    y = rng.random(120) < 0.45
+    base = rng.normal(size=120) + y
+    s = np.round(np.stack([base + rng.normal(scale=k, size=120) for k in (0.3, 0.6, 0.9, 1.2)]), 1)  # ties
+    aucs, cov = intervals.delong_covariance(y, s)
+    x, z = s[:, y], s[:, ~y]
+    psi = (x[:, :, None] > z[:, None, :]) + 0.5 * (x[:, :, None] == z[:, None, :])
+    v10, v01 = psi.mean(2), psi.mean(1)  # placement values of each positive, each negative, per score vector
+    m, n = y.sum(), (~y).sum()
+    want = (v10 - v10.mean(1, keepdims=True)) @ (v10 - v10.mean(1, keepdims=True)).T / ((m - 1) * m)
+    want += (v01 - v01.mean(1, keepdims=True)) @ (v01 - v01.mean(1, keepdims=True)).T / ((n - 1) * n)
+    assert cov.shape == (4, 4)
+    assert aucs == pytest.approx([roc_auc_score(y, v) for v in s], abs=1e-12)
+    assert np.abs(cov - want).max() < 1e-12
+    lc = np.array([1, -1, -1, 1])
+    value, lo, hi = intervals.robustness_difference(y, (s[3], s[2]), (s[1], s[0]))
+    assert value == pytest.approx(lc @ aucs, abs=1e-12)
+    assert hi - value == pytest.approx(1.959963984540054 * np.sqrt(lc @ want @ lc), abs=1e-12)
+    assert value - lo == pytest.approx(hi - value, abs=1e-12)
+
+
+def test_two_auc_difference_interval_on_a_worked_example():
+    # champion A: X = 0.9, 0.8, 0.4; Y = 0.7, 0.3 -> V10 = (1, 1, 1/2), V01 = (2/3, 1), AUC 5/6
+    # challenger B: X = 0.6, 0.2, 0.5; Y = 0.1, 0.5 (a tie) -> V10 = (1, 1/2, 3/4), V01 = (1, 1/2), AUC 3/4
+    # S10 = [[1/12, 0], [0, 1/16]], S01 = [[1/18, -1/12], [-1/12, 1/8]]; S = S10/3 + S01/2
+    #   = [[1/18, -1/24], [-1/24, 1/12]]; Var(B - A) = 1/18 + 1/12 + 2/24 = 2/9
+    y = [1, 1, 1, 0, 0]
+    a, b = [0.9, 0.8, 0.4, 0.7, 0.3], [0.6, 0.2, 0.5, 0.1, 0.5]
+    aucs, cov = intervals.delong_covariance(y, np.array([a, b]))
+    assert aucs == pytest.approx([5 / 6, 3 / 4])
+    assert cov == pytest.approx(np.array([[1 / 18, -1 / 24], [-1 / 24, 1 / 12]]), abs=1e-15)
+    diff, lo, hi = intervals.auc_difference(y, a, b)
+    assert diff == pytest.approx(-1 / 12)
+    assert hi == pytest.approx(-1 / 12 + 1.959963984540054 * np.sqrt(2 / 9))
+    assert lo == -1.0  # -1.0073 clipped to the range of a difference of two AUCs
+    diff, lo, hi = intervals.auc_difference(y, a, b, confidence=0.5)
+    assert (lo, hi) == pytest.approx(
+        (-1 / 12 - 0.6744897501960817 * np.sqrt(2 / 9), -1 / 12 + 0.6744897501960817 * np.sqrt(2 / 9))
+    )
+    assert intervals.auc_difference(y, a, b) == pytest.approx(intervals.paired_auc_difference(y, b, a))
+    with pytest.raises(MetricError):
+        intervals.auc_contrast(y, np.array([a, b]), (1, -1, 0))
+
+
+def test_auc_difference_and_robustness_difference_intervals_cover_the_true_values():
+    """Four correlated binormal score vectors (champion and challenger, original and condition) on the same
+    200 + 200 videos, 300 windows: both intervals cover the known true contrast within 0.92-0.98."""
+    from scipy.stats import norm
+
+    rng = np.random.default_rng(3)
+    shifts = np.array([1.4, 0.7, 1.2, 0.9])  # challenger original, condition; champion original, condition
+    corr = np.array([[1, 0.6, 0.5, 0.3], [0.6, 1, 0.3, 0.5], [0.5, 0.3, 1, 0.6], [0.3, 0.5, 0.6, 1]])
+    true = norm.cdf(shifts / np.sqrt(2))
+    true_diff = true[1] - true[3]  # under the condition: challenger minus champion
+    true_rob = (true[1] - true[0]) - (true[3] - true[2])
+    y = np.arange(400) < 200
+    hit_diff = hit_rob = 0
+    reps = 300
+    for _ in range(reps):
+        s = rng.multivariate_normal(np.zeros(4), corr, size=400).T + shifts[:, None] * y
+        _, lo, hi = intervals.auc_difference(y, s[3], s[1])
+        hit_diff += lo <= true_diff <= hi
+        _, lo, hi = intervals.robustness_difference(y, (s[2], s[3]), (s[0], s[1]))
+        hit_rob += lo <= true_rob <= hi
+    assert 0.92 <= hit_diff / reps <= 0.98
+    assert 0.92 <= hit_rob / reps <= 0.98

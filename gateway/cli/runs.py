@@ -104,12 +104,23 @@ def replay(
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--replicates", default=2000, show_default=True, type=int, help="bootstrap replicates")
 @click.option("--seed", default=None, type=int, help="bootstrap seed (default: the project's fixed seed)")
-def report(run_dir, replicates, seed) -> None:
+@click.option(
+    "--compare",
+    "comparisons",
+    multiple=True,
+    metavar="CHAMPION:CHALLENGER",
+    help="also compare two detectors (NAME or NAME@VERSION) on the videos both scored, into "
+    "comparison.md/.json and a forest plot (repeatable)",
+)
+def report(run_dir, replicates, seed, comparisons) -> None:
     """Write RUN_DIR/report.md, report.json and a self-contained report.html with plots."""
+    from gateway.evaluation.compare_report import build_comparisons
     from gateway.evaluation.report import build_report
 
     try:
         paths = build_report(run_dir, replicates=replicates, seed=seed)
+        if comparisons:
+            paths |= build_comparisons(run_dir, comparisons, replicates=replicates, seed=seed)
     except (EvaluationError, FileNotFoundError) as exc:
         raise click.ClickException(f"{run_dir}: {exc}") from exc
     for path in paths.values():

@@ -33,6 +33,7 @@ class Exporter(StrEnum):
     GATEWAY = "gateway"  # gateway.stream.live.LiveMetrics
     MONITOR = "monitor"  # gateway.monitor.exporter.MonitorMetrics
     WINDOWS = "windows"  # gateway.monitor.signals, computed from the store at each scrape
+    COMPARISONS = "comparisons"  # gateway.monitor.comparisons: the monitor's, where comparisons are configured
 
 
 SUFFIXES = {  # the series a family of each kind is scraped as
@@ -198,6 +199,46 @@ SCORE_SHIFT_MEAN = _windowed(
 )
 SCORE_KS = _windowed(
     "lastmile_score_ks_statistic", "Two-sample KS distance between this condition's and original's scores"
+)
+
+# -- the monitor's comparisons (gateway.monitor.comparisons): challenger minus champion on the same videos --------
+CONTENDERS = ("champion", "challenger")
+COMPARED = (*CONTENDERS, "condition", "window")
+
+
+def _compared(name: str, text: str, labels: tuple[str, ...] = COMPARED, **kw) -> Family:
+    return Family(name, text, Kind.GAUGE, labels, (Exporter.COMPARISONS,), **kw)
+
+
+COMPARISON_VIDEOS = _compared(
+    "lastmile_comparison_videos", "Videos scored by both under this condition (and under original), in the window"
+)
+COMPARISON_SAMPLES = _compared("lastmile_comparison_samples", "Labelled videos among the comparison's videos")
+COMPARISON_AUC_DIFFERENCE = _compared(
+    "lastmile_comparison_auc_difference", "Challenger's AUC minus champion's on the same videos", interval=True
+)
+COMPARISON_ROBUSTNESS_DIFFERENCE = _compared(
+    "lastmile_comparison_robustness_difference",
+    "Challenger's AUC drift from original minus champion's, all four AUCs on the same videos",
+    interval=True,
+)
+COMPARISON_FAKE_RECALL_DIFFERENCE = _compared(
+    "lastmile_comparison_fake_recall_difference", "Challenger's FakeR minus champion's", interval=True
+)
+COMPARISON_REAL_RECALL_DIFFERENCE = _compared(
+    "lastmile_comparison_real_recall_difference", "Challenger's RealR minus champion's", interval=True
+)
+COMPARISON_DISAGREEMENT = _compared(
+    "lastmile_comparison_disagreement", "Share of the comparison's videos the two decide differently"
+)
+COMPARISON_FLIP_RATE_DIFFERENCE = _compared(
+    "lastmile_comparison_flip_rate_difference", "Challenger's share of decisions flipped from original minus champion's"
+)
+COMPARISON_MARGIN = _compared(
+    "lastmile_comparison_margin", "The configured margin of the robustness-difference alert", CONTENDERS
+)
+COMPARISON_MIN_SAMPLES = _compared(
+    "lastmile_comparison_min_samples", "The configured labelled videos the robustness alert needs", CONTENDERS
 )
 
 

@@ -117,6 +117,14 @@ class FanoutSettings(BaseModel):
     sample_rate: float = Field(0.1, ge=0, le=1, description="share of videos that get every condition (sampled)")
 
 
+class ShadowSettings(BaseModel):
+    """Challengers scored on a deterministic share of traffic only (by video id hash, as the sampled fan-out)."""
+
+    model_config = ConfigDict(extra="forbid")
+    detectors: list[str] = Field(default_factory=list, description="detectors scored on the share only")
+    share: float = Field(1.0, ge=0, le=1, description="share of videos the shadow detectors score")
+
+
 class RunLimits(Limits):
     """The input's limits (:class:`transforms.limits.Limits`) and the worker's operational ones.
 
@@ -193,6 +201,7 @@ class GatewayConfig(YamlSettings, PipelineSettings):
     sources: SourceSettings = Field(default_factory=SourceSettings)
     messages: MessageSettings = Field(default_factory=MessageSettings)
     fanout: FanoutSettings = Field(default_factory=FanoutSettings)
+    shadow: ShadowSettings = Field(default_factory=ShadowSettings)
     workers: int = Field(2, ge=1, le=256)
     max_in_flight: int = Field(4, ge=1, description="videos admitted at once (queued, running or publishing)")
     http_host: str = Field("127.0.0.1", description="where /metrics, /healthz, /readyz listen (a pod: 0.0.0.0)")

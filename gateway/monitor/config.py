@@ -62,6 +62,17 @@ class CheckpointSettings(BaseModel):
     keep: int = Field(2, ge=1, description="checkpoints kept, newest first")
 
 
+class ComparisonSettings(BaseModel):
+    """A champion and a challenger (``DETECTOR`` or ``DETECTOR@VERSION``; without a version, the version with the
+    latest score) compared per condition on the videos both scored (:mod:`gateway.monitor.comparisons`)."""
+
+    model_config = ConfigDict(extra="forbid")
+    champion: str = Field(min_length=1)
+    challenger: str = Field(min_length=1)
+    margin: float = Field(-0.05, le=0, description="alert when the robustness difference's upper bound lies below this")
+    min_samples: int = Field(50, ge=4, description="labelled videos scored by both (and on original) to alert")
+
+
 class MonitorConfig(YamlSettings):
     model_config = SettingsConfigDict(env_prefix="LASTMILE_MONITOR_", env_nested_delimiter="__", extra="forbid")
     kafka: MonitorKafka = Field(default_factory=MonitorKafka)
@@ -70,6 +81,7 @@ class MonitorConfig(YamlSettings):
     http_host: str = Field("127.0.0.1", description="where /metrics, /healthz, /readyz listen (a pod: 0.0.0.0)")
     http_port: int = Field(9309, ge=0, le=65535)
     poll_max_records: int = Field(2000, ge=1, description="score events read per poll")
+    comparisons: list[ComparisonSettings] = Field(default_factory=list, description="champion vs challenger")
 
     @model_validator(mode="after")
     def _windows_fit(self) -> MonitorConfig:

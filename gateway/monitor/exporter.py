@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import Metric
 
 from gateway.core import catalogue as mc
-from gateway.monitor.config import WindowSettings
+from gateway.monitor.config import ComparisonSettings, WindowSettings
 from gateway.monitor.store import Store
 from gateway.monitor.windows import Windows
 
@@ -28,7 +28,8 @@ class WindowCollector:
 
     @staticmethod
     def _families() -> dict[str, Metric]:
-        return {f.name: mc.snapshot_family(f) for f in (*mc.families(mc.Exporter.WINDOWS), mc.MONITOR_COMPUTED_TIME)}
+        computed = (*mc.families(mc.Exporter.WINDOWS), *mc.families(mc.Exporter.COMPARISONS), mc.MONITOR_COMPUTED_TIME)
+        return {f.name: mc.snapshot_family(f) for f in computed}
 
     def describe(self) -> list[Metric]:
         return list(self._families().values())
@@ -81,6 +82,7 @@ class MonitorMetrics:
         clock: Callable[[], float],
         ready: Callable[[], bool],
         registry: CollectorRegistry | None = None,
+        comparisons: list[ComparisonSettings] | None = None,
     ) -> None:
         self.registry = r = registry or CollectorRegistry()
         self.runtime_up = mc.instrument(mc.RUNTIME_UP, r)
@@ -88,6 +90,6 @@ class MonitorMetrics:
         self.caught_up = mc.instrument(mc.MONITOR_CAUGHT_UP, r)
         self.invalid = mc.instrument(mc.MONITOR_INVALID, r)
         seconds = mc.instrument(mc.MONITOR_COMPUTE_SECONDS, r)
-        self.windows = Windows(store, settings, clock, seconds)
+        self.windows = Windows(store, settings, clock, seconds, comparisons)
         r.register(WindowCollector(self.windows, ready))
         r.register(StoreCollector(store))

@@ -38,7 +38,9 @@ class Monitor:
         self.store = Store(cfg.windows, clock, lambda: self._watermark)
         self.caught_up = threading.Event()
         self.stop_event = threading.Event()
-        self.metrics = MonitorMetrics(self.store, cfg.windows, clock, self.caught_up.is_set)
+        self.metrics = MonitorMetrics(
+            self.store, cfg.windows, clock, self.caught_up.is_set, comparisons=cfg.comparisons
+        )
         self.health = Health(self.metrics.runtime_up, components=("broker",))
         self.heartbeat = time.monotonic()
         self.http: Endpoints | None = None

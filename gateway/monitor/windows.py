@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from prometheus_client import Histogram
 
-from gateway.monitor.config import WindowSettings
+from gateway.monitor.comparisons import comparison_samples
+from gateway.monitor.config import ComparisonSettings, WindowSettings
 from gateway.monitor.signals import Sample, compute
 from gateway.monitor.store import Store
 
@@ -30,8 +31,16 @@ class Windows:
     """The latest computation. Until :meth:`run` is started, a scrape that finds none computes one itself (a
     monitor embedded in a test or a benchmark); a running monitor's scrapes never compute."""
 
-    def __init__(self, store: Store, settings: WindowSettings, clock: Callable[[], float], seconds: Histogram):
+    def __init__(
+        self,
+        store: Store,
+        settings: WindowSettings,
+        clock: Callable[[], float],
+        seconds: Histogram,
+        comparisons: list[ComparisonSettings] | None = None,
+    ):
         self.store, self.settings, self.clock, self.seconds = store, settings, clock, seconds
+        self.comparisons = comparisons or []
         self.latest: Computation | None = None
         self.background = False
         self.kick = threading.Event()  # compute now rather than at the next interval
@@ -41,7 +50,10 @@ class Windows:
         with self._lock:
             t0 = time.perf_counter()
             now = self.clock()
-            samples = compute(self.store.frame(), self.settings, now)
+            frame = self.store.frame()
+            samples = compute(frame, self.settings, now)
+            if self.comparisons:
+                samples += comparison_samples(frame, self.comparisons, self.settings, now)
             took = time.perf_counter() - t0
             self.latest = Computation(samples, now, took)
             self.seconds.observe(took)

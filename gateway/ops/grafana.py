@@ -15,6 +15,7 @@ from pathlib import Path
 from gateway.core import catalogue as mc
 from gateway.core.catalogue import Family
 from gateway.ops import rules
+from gateway.ops.ab_dashboard import comparisons
 from gateway.ops.panels import dashboard, panel, variable
 
 SEL = 'detector=~"$detector", version=~"$version", condition=~"$condition"'
@@ -251,7 +252,11 @@ def pipeline() -> dict:
     return dashboard("lastmile-pipeline", "LastMile pipeline health", panels, variables, ["lastmile", "pipeline"])
 
 
-DASHBOARDS = {"lastmile-robustness.json": robustness, "lastmile-pipeline.json": pipeline}
+DASHBOARDS = {
+    "lastmile-robustness.json": robustness,
+    "lastmile-pipeline.json": pipeline,
+    "lastmile-comparisons.json": comparisons,
+}
 
 
 def render() -> dict[str, str]:

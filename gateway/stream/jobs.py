@@ -36,14 +36,27 @@ class Job:
         return VideoRequest(**facts, uri=self.event.uri, inline=self.inline, conditions=tuple(self.conditions))
 
 
+def video_share(video_id: str) -> float:
+    """A video's place in [0, 1), from the hash of its id: the same on every gateway and every delivery."""
+    return int.from_bytes(hashlib.sha256(video_id.encode()).digest()[:8], "big") / 2**64
+
+
 def fanout(video_id: str, all_names: list[str], policy: str, rate: float) -> list[str]:
     """The conditions one video gets: all, ``original`` only, or all for a deterministic sample by id hash."""
     if policy == "all" or "original" not in all_names:
         return all_names
     if policy == "original_only":
         return ["original"]
-    share = int.from_bytes(hashlib.sha256(video_id.encode()).digest()[:8], "big") / 2**64
-    return all_names if share < rate else ["original"]
+    return all_names if video_share(video_id) < rate else ["original"]
+
+
+def scorers(video_id: str, all_names: list[str], shadow: list[str], share: float) -> list[str]:
+    """The detectors one video is scored by: every one, but a shadow detector (a challenger) only on the videos
+    whose :func:`video_share` is below ``share``. The same hash as :func:`fanout`: with ``share`` at least the
+    fan-out's rate, every video that gets every condition is also scored by the challengers."""
+    if video_share(video_id) < share:
+        return all_names
+    return [name for name in all_names if name not in shadow]
 
 
 @dataclass

@@ -1,0 +1,178 @@
+"""Champion against challenger on the same videos (issue 25): per condition, paired differences with the
+anchor-clustered bootstrap of :mod:`gateway.evaluation.paired`.
+
+Only (video, condition) pairs both scored (or both failed on) count. Per condition: the AUC difference
+(challenger minus champion), the *robustness difference* (challenger's AUC drift from ``original`` minus the
+champion's), the FakeR and RealR differences at each card's threshold, and two label-free quantities: the share
+of videos on which the two decide differently and the difference of their flip rates (the share of videos whose
+decision under the condition differs from the decision on ``original``). One anchor draw serves every quantity,
+so each replicate's difference keeps the covariance of the two detectors on the same videos.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gateway.core.messages import ScoreRow
+from gateway.evaluation.bootstrap import anchor_resamples, percentile_interval
+from gateway.evaluation.errors import EvaluationError
+from gateway.evaluation.paired import REPLICATES, SEED, _cell, _thresholds
+from transforms.spec import LASTMILE
+
+ROLES = ("champion", "challenger")
+Estimate = tuple[float, tuple[float, float]]  # point estimate, 95% percentile interval
+
+
+@dataclass(frozen=True)
+class Contender:
+    """A detector, optionally pinned to one version: ``npr`` or ``npr@1.1.0``."""
+
+    detector: str
+    version: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> Contender:
+        name, _, version = text.strip().partition("@")
+        if not name:
+            raise EvaluationError(f"a contender is DETECTOR or DETECTOR@VERSION, got {text!r}")
+        return cls(name, version or None)
+
+    def matches(self, row: ScoreRow) -> bool:
+        return row.detector == self.detector and (self.version is None or row.detector_version == self.version)
+
+    def __str__(self) -> str:
+        return self.detector + (f"@{self.version}" if self.version else "")
+
+
+@dataclass
+class ConditionContrast:
+    """Challenger minus champion under one condition (robustness and flips: against ``original``)."""
+
+    condition: str
+    auc_difference: Estimate
+    robustness_difference: Estimate | None  # None on original itself
+    fake_recall_difference: Estimate
+    real_recall_difference: Estimate
+    disagreement: Estimate
+    flip_rate_difference: Estimate | None
+    videos: int  # scored by both under this condition
+    generated: int
+    real: int
+
+
+@dataclass
+class Comparison:
+    champion: str
+    challenger: str
+    thresholds: dict[str, float]
+    conditions: list[ConditionContrast]
+    anchors: int
+    replicates: int
+    seed: int
+
+    def condition(self, name: str) -> ConditionContrast:
+        return next(c for c in self.conditions if c.condition == name)
+
+
+def shared_rows(rows: list[ScoreRow], champion: Contender, challenger: Contender) -> list[ScoreRow]:
+    """Both contenders' rows, relabelled ``champion``/``challenger``, on the (video, condition) pairs both have."""
+    picked: dict[str, dict[tuple[str, str], ScoreRow]] = {role: {} for role in ROLES}
+    for r in rows:
+        if champion.matches(r) and challenger.matches(r):
+            raise EvaluationError(f"{champion} and {challenger} select the same rows: pin a version to each")
+        for role, who in zip(ROLES, (champion, challenger), strict=True):
+            if who.matches(r):
+                picked[role][(r.video_id, r.condition)] = r.model_copy(update={"detector": role})
+    for role, who in zip(ROLES, (champion, challenger), strict=True):
+        if not picked[role]:
+            raise EvaluationError(f"no rows for {who} in this run")
+    both = picked["champion"].keys() & picked["challenger"].keys()
+    return [picked[role][k] for role in ROLES for k in sorted(both)]
+
+
+def compare(
+    rows: list[ScoreRow], champion: Contender, challenger: Contender, replicates: int = REPLICATES, seed: int = SEED
+) -> Comparison:
+    """Every quantity of the comparison per condition, with anchor-clustered bootstrap 95% intervals."""
+    pair = shared_rows(rows, champion, challenger)
+    scored = [r for r in pair if r.error_kind != "infra"]
+    seen = {r.condition for r in pair}
+    conditions = [c.name for c in LASTMILE if c.name in seen] + sorted(seen - {c.name for c in LASTMILE})
+    sources = sorted({r.source for r in pair if r.label == "generated" and r.source})
+    anchors = sorted({r.anchor_id for r in pair if r.anchor_id})
+    if not (sources and anchors):
+        raise EvaluationError("the shared videos hold no generated videos paired with real anchors")
+    thr = _thresholds(scored, list(ROLES), None, None)
+    w = anchor_resamples(pair, anchors, replicates, seed)
+    weights = dict.fromkeys(sources, w)
+    cells, boot = {}, {}
+    for role in ROLES:
+        for cond in conditions:
+            sel = [r for r in scored if r.detector == role and r.condition == cond]
+            cells[role, cond], boot[role, cond] = _cell(role, cond, sel, sources, anchors, weights, thr[role])
+    decisions = _decisions(scored, thr)
+    index = {a: i for i, a in enumerate(anchors)}
+    out = [_contrast(cond, cells, boot, conditions, _label_free(decisions, cond, index, w)) for cond in conditions]
+    return Comparison(str(champion), str(challenger), thr, out, len(anchors), replicates, seed)
+
+
+def _contrast(cond: str, cells: dict, boot: dict, conditions: list[str], label_free: tuple) -> ConditionContrast:
+    def diff(key: str, c: str = cond) -> Estimate:
+        point = getattr(cells["challenger", c], key) - getattr(cells["champion", c], key)
+        return float(point), percentile_interval(boot["challenger", c][key] - boot["champion", c][key])
+
+    def auc_gap(c: str) -> np.ndarray:
+        return boot["challenger", c]["auc"] - boot["champion", c]["auc"]
+
+    rob = None
+    if "original" in conditions and cond != "original":
+        rob = (diff("auc")[0] - diff("auc", "original")[0], percentile_interval(auc_gap(cond) - auc_gap("original")))
+    n_gen, n_real = cells["champion", cond].n_generated, cells["champion", cond].n_real
+    return ConditionContrast(
+        condition=cond,
+        auc_difference=diff("auc"),
+        robustness_difference=rob,
+        fake_recall_difference=diff("fake_recall"),
+        real_recall_difference=diff("real_recall"),
+        disagreement=label_free[0],
+        flip_rate_difference=label_free[1],
+        videos=n_gen + n_real,
+        generated=n_gen,
+        real=n_real,
+    )
+
+
+def _decisions(rows: list[ScoreRow], thr: dict[str, float]) -> dict[tuple[str, str, str], tuple[str, bool]]:
+    """(role, condition, video) -> (anchor, flagged generated at the role's threshold), scored rows only."""
+    return {
+        (r.detector, r.condition, r.video_id): (r.anchor_id, r.score >= thr[r.detector])
+        for r in rows
+        if r.score is not None and r.anchor_id
+    }
+
+
+def _label_free(decisions: dict, cond: str, index: dict[str, int], w: np.ndarray) -> tuple[Estimate, Estimate | None]:
+    """Disagreement share under ``cond`` and the flip-rate difference against original, per anchor counted."""
+    k = len(index)
+    n, differ, both, flip_c, flip_h = (np.zeros(k) for _ in range(5))
+    videos = {v for (role, c, v) in decisions if c == cond and role == "champion"}
+    for v in videos:
+        champ, chall = decisions.get(("champion", cond, v)), decisions.get(("challenger", cond, v))
+        if chall is None:
+            continue
+        i = index[champ[0]]
+        n[i] += 1
+        differ[i] += champ[1] != chall[1]
+        champ0, chall0 = decisions.get(("champion", "original", v)), decisions.get(("challenger", "original", v))
+        if cond != "original" and champ0 is not None and chall0 is not None:
+            both[i] += 1
+            flip_h[i] += champ[1] != champ0[1]
+            flip_c[i] += chall[1] != chall0[1]
+    ones = np.ones(k)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        disagree = (float((ones @ differ) / (ones @ n)), percentile_interval((w @ differ) / (w @ n)))
+        delta = flip_c - flip_h
+        flips = (float((ones @ delta) / (ones @ both)), percentile_interval((w @ delta) / (w @ both)))
+    return disagree, flips if both.any() else None

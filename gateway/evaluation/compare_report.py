@@ -1,0 +1,109 @@
+"""A comparison written out: a table per comparison (Markdown, from :class:`~gateway.evaluation.tables.Table`),
+a forest plot with one row per condition and one panel per quantity, and the numbers as JSON."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+from gateway.batch.results import RESULTS, read_results
+from gateway.evaluation.compare import Comparison, Contender, Estimate, compare
+from gateway.evaluation.errors import EvaluationError
+from gateway.evaluation.tables import Row, Table, pct
+
+QUANTITIES = (  # (attribute, heading): every one challenger minus champion, in percentage points
+    ("auc_difference", "ΔAUC"),
+    ("robustness_difference", "Δrobustness"),
+    ("fake_recall_difference", "ΔFakeR"),
+    ("real_recall_difference", "ΔRealR"),
+    ("disagreement", "disagree"),
+    ("flip_rate_difference", "Δflip rate"),
+)
+NOTE = (
+    "Challenger minus champion on the videos both scored, in percentage points, with 95% anchor-clustered paired "
+    "bootstrap intervals. Δrobustness: the challenger's AUC drift from original minus the champion's (below 0: the "
+    "challenger loses more). FakeR/RealR at each card's threshold. disagree: share of videos decided differently; "
+    "Δflip rate: difference of the shares of videos whose decision differs from their decision on original."
+)
+
+
+def _cell(e: Estimate | None, signed: bool = True) -> str:
+    if e is None:
+        return "-"
+    point, (lo, hi) = e
+    return f"{100 * point:{'+' if signed else ''}.1f} [{pct(lo)}, {pct(hi)}]"
+
+
+def comparison_table(cmp: Comparison) -> Table:
+    rows = tuple(
+        Row((c.condition, str(c.videos), *(_cell(getattr(c, key), key != "disagreement") for key, _ in QUANTITIES)))
+        for c in cmp.conditions
+    )
+    thresholds = ", ".join(f"{role} {t:.3g}" for role, t in cmp.thresholds.items())
+    return Table(
+        f"{cmp.challenger} (challenger) vs {cmp.champion} (champion)",
+        ("condition", "videos", *(h for _, h in QUANTITIES)),
+        rows,
+        (NOTE, f"Thresholds: {thresholds}; {cmp.anchors} anchors, {cmp.replicates} replicates, seed {cmp.seed}."),
+    )
+
+
+def forest_plot(cmp: Comparison, path: Path) -> Path:
+    """One panel per quantity, one row per condition: the estimate with its interval; the line marks 0."""
+    names = [c.condition for c in cmp.conditions]
+    fig, axes = plt.subplots(1, len(QUANTITIES), figsize=(3.0 * len(QUANTITIES), 0.5 * len(names) + 1.5), sharey=True)
+    for ax, (key, heading) in zip(axes, QUANTITIES, strict=True):
+        for y, c in enumerate(cmp.conditions):
+            e = getattr(c, key)
+            if e is None:
+                continue
+            point, (lo, hi) = e
+            ax.errorbar(
+                [100 * point], [y], xerr=[[100 * (point - lo)], [100 * (hi - point)]], fmt="o", capsize=3, color="C0"
+            )
+        ax.axvline(0, color="grey", linestyle="--", linewidth=1)
+        ax.set_title(heading)
+        ax.set_xlabel("points")
+    axes[0].set_yticks(range(len(names)), names)
+    axes[0].invert_yaxis()
+    fig.suptitle(f"{cmp.challenger} (challenger) minus {cmp.champion} (champion)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write_comparisons(comparisons: list[Comparison], folder: Path) -> dict[str, Path]:
+    """``comparison.md`` and ``comparison.json`` in ``folder``, one forest plot per comparison under plots/."""
+    (folder / "plots").mkdir(parents=True, exist_ok=True)
+    parts = ["# Champion vs challenger\n"]
+    out = {}
+    for i, cmp in enumerate(comparisons):
+        table = comparison_table(cmp)
+        plot = forest_plot(cmp, folder / "plots" / f"compare_{i}.png")
+        out[f"plot_{i}"] = plot
+        parts.append(f"\n## {table.title}\n\n{table.to_markdown()}\n![forest plot](plots/{plot.name})\n")
+    out["md"] = folder / "comparison.md"
+    out["json"] = folder / "comparison.json"
+    out["md"].write_text("".join(parts))
+    out["json"].write_text(json.dumps([dataclasses.asdict(c) for c in comparisons], indent=2))
+    return out
+
+
+def build_comparisons(run_dir: Path, pairs: list[str], replicates: int, seed: int | None = None) -> dict[str, Path]:
+    """Each ``CHAMPION:CHALLENGER`` of ``pairs`` compared on ``run_dir``'s results, written into ``run_dir``."""
+    rows = read_results(run_dir / RESULTS)
+    done = []
+    for pair in pairs:
+        champion, sep, challenger = pair.partition(":")
+        if not sep:
+            raise EvaluationError(f"a comparison is CHAMPION:CHALLENGER, got {pair!r}")
+        extra = {"seed": seed} if seed is not None else {}
+        done.append(compare(rows, Contender.parse(champion), Contender.parse(challenger), replicates, **extra))
+    return write_comparisons(done, run_dir)

@@ -1,0 +1,112 @@
+"""Champion against challenger in the monitor's windowed computation (issue 25).
+
+Per configured comparison and condition, on the traffic videos scored by both under the condition and, away from
+``original``, by both under ``original`` too (so all four AUCs are on the same videos): the AUC difference
+(challenger minus champion, DeLong), the robustness difference (challenger's AUC drift minus champion's, DeLong's
+contrast of four correlated AUCs), the FakeR and RealR differences at each one's own decisions (Newcombe's paired
+interval), the share of videos they decide differently and the difference of their flip rates. Windows as for
+the other series: ``time`` (every such video of the last ``windows.seconds``) and ``count`` (the latest
+``windows.count`` of them; labelled ones for the labelled quantities).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from detectors import intervals
+from gateway.core import catalogue as mc
+from gateway.monitor.config import ComparisonSettings, WindowSettings
+from gateway.monitor.signals import Column, FrameColumns, Sample, _bounded, _windows
+from gateway.monitor.table import Frame
+
+KIND = "traffic"  # canaries are the gateway's own probes: a comparison reads real traffic
+
+
+def resolve(frame: Frame, contender: str) -> tuple[str, str] | None:
+    """``DETECTOR@VERSION`` as given, or ``DETECTOR`` with the version whose latest event is newest."""
+    det, _, ver = contender.partition("@")
+    versions = {v for (d, v, _c) in frame.rows if d == det}
+    if ver:
+        return (det, ver) if ver in versions else None
+    if not versions:
+        return None
+
+    def latest(v: str) -> float:
+        slot = frame.rows[(det, v, "original")][0] if (det, v, "original") in frame.rows else np.empty(0, int)
+        return float(frame.videos["event_time"][slot].max(initial=-np.inf))
+
+    return det, max(sorted(versions), key=latest)
+
+
+def comparison_samples(
+    frame: Frame, comparisons: list[ComparisonSettings], settings: WindowSettings, now: float
+) -> list[Sample]:
+    """Every sample of the comparison families for ``comparisons`` on one frame of the store."""
+    cols, out = FrameColumns(frame), []
+    for cmp in comparisons:
+        ident = {"champion": cmp.champion, "challenger": cmp.challenger}
+        out += [
+            Sample(mc.COMPARISON_MARGIN, ident, cmp.margin),
+            Sample(mc.COMPARISON_MIN_SAMPLES, ident, cmp.min_samples),
+        ]
+        champ, chall = resolve(frame, cmp.champion), resolve(frame, cmp.challenger)
+        if champ is None or chall is None or champ == chall:
+            continue
+        conditions = sorted(
+            {c for (d, v, c) in frame.rows if (d, v) == champ} & {c for (d, v, c) in frame.rows if (d, v) == chall}
+        )
+        for cond in conditions:
+            out += _condition(cols, champ, chall, cond, {**ident, "condition": cond}, settings, now)
+    return out
+
+
+def _condition(cols: FrameColumns, champ, chall, cond: str, ident: dict, settings: WindowSettings, now: float):
+    need = [(champ, cond), (chall, cond)] + ([(champ, "original"), (chall, "original")] if cond != "original" else [])
+    got = [cols.get(((*who, c), KIND)) for who, c in need]
+    if any(g is None for g in got):
+        return []
+    shared = got[0].vid
+    for g in got[1:]:
+        shared = np.intersect1d(shared, g.vid)  # video indices are event-time ranks: sorted is oldest first
+    if not shared.size:
+        return []
+    pos = [g.where()[shared] for g in got]
+    if got[0].t[pos[0]].max() < now - settings.stale_after_s:
+        return []
+    out = []
+    known = np.flatnonzero(got[0].label[pos[0]] >= 0)
+    for window, sel in _windows(np.arange(shared.size), settings.count):
+        labels = {**ident, "window": window}
+        out += _label_free(got, [p[sel] for p in pos], labels)
+    for window, sel in _windows(known, settings.count):
+        out += _labelled(got, [p[sel] for p in pos], {**ident, "window": window}, settings.confidence)
+    return out
+
+
+def _label_free(got: list[Column], pos: list[np.ndarray], labels: dict) -> list[Sample]:
+    dec = [g.decision[p] for g, p in zip(got, pos, strict=True)]
+    out = [Sample(mc.COMPARISON_VIDEOS, labels, float(pos[0].size))]
+    out.append(Sample(mc.COMPARISON_DISAGREEMENT, labels, float(np.mean(dec[0] != dec[1]))))
+    if len(dec) == 4:
+        flips = np.mean(dec[1] != dec[3]) - np.mean(dec[0] != dec[2])
+        out.append(Sample(mc.COMPARISON_FLIP_RATE_DIFFERENCE, labels, float(flips)))
+    return out
+
+
+def _labelled(got: list[Column], pos: list[np.ndarray], labels: dict, conf: float) -> list[Sample]:
+    y = got[0].label[pos[0]] == 1
+    score = [g.score[p] for g, p in zip(got, pos, strict=True)]
+    dec = [g.decision[p] for g, p in zip(got, pos, strict=True)]
+    out = [Sample(mc.COMPARISON_SAMPLES, labels, float(y.size))]
+    if y.sum() >= 2 and (~y).sum() >= 2:
+        out += _bounded(mc.COMPARISON_AUC_DIFFERENCE, labels, intervals.auc_difference(y, score[0], score[1], conf))
+        if len(score) == 4:
+            rob = intervals.robustness_difference(y, (score[2], score[0]), (score[3], score[1]), conf)
+            out += _bounded(mc.COMPARISON_ROBUSTNESS_DIFFERENCE, labels, rob)
+    if y.any():
+        fr = intervals.paired_proportion_difference(dec[1][y], dec[0][y], conf)
+        out += _bounded(mc.COMPARISON_FAKE_RECALL_DIFFERENCE, labels, fr)
+    if (~y).any():
+        rr = intervals.paired_proportion_difference(~dec[1][~y], ~dec[0][~y], conf)
+        out += _bounded(mc.COMPARISON_REAL_RECALL_DIFFERENCE, labels, rr)
+    return out

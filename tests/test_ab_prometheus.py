@@ -1,0 +1,81 @@
+"""A real Prometheus server with the shipped rules scrapes a monitor comparing a champion with two challengers
+(issue 25): LastmileChallengerLessRobust fires for the one whose AUC drops under full by far more than the
+champion's, and stays silent for the one that drifts like the champion."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import numpy as np
+import yaml
+
+from detectors.serving.processes import free_port
+from gateway.monitor.config import ComparisonSettings, MonitorConfig
+from gateway.monitor.service import Monitor
+from tests.conftest import require_tool
+from tests.streaming import wait_for
+from tests.test_monitor import event
+from tests.test_monitor_stream import ROOT, _fast_rules, _prom
+
+SHIFTS = {"npr": (2.0, 1.6), "worse": (2.0, 0.2), "alike": (2.0, 1.6)}  # (original, full) separation
+
+
+def _monitor() -> Monitor:
+    comparisons = [ComparisonSettings(champion="npr", challenger=c, margin=-0.05, min_samples=50)
+                   for c in ("worse", "alike")]  # fmt: skip
+    mon = Monitor(MonitorConfig(http_port=0, comparisons=comparisons))
+    rng, now = np.random.default_rng(4), time.time()
+    for i in range(300):
+        y = i % 2 == 1
+        base = rng.normal()
+        for det, shifts in SHIFTS.items():
+            for cond, shift in zip(("original", "full"), shifts, strict=True):
+                score = float(base + shift * y + rng.normal(0, 0.5))
+                ev = event(f"v{i}", cond, score, now, det, label="generated" if y else "real", thr=1.0)
+                mon.store.add_score(ev, now)
+    mon.caught_up.set()
+    mon.metrics.caught_up.set(1)
+    return mon
+
+
+def test_prometheus_raises_the_challenger_alert_only_for_the_less_robust_challenger(tmp_path):
+    prometheus = require_tool("prometheus")
+    mon = _monitor()
+    port = mon.start_http()
+    rules = tmp_path / "rules.yaml"
+    _fast_rules(ROOT / "dashboards" / "prometheus" / "lastmile-rules.yaml", rules)
+    prom_port = free_port()
+    (tmp_path / "prometheus.yml").write_text(
+        yaml.safe_dump(
+            {
+                "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+                "rule_files": [str(rules)],
+                "scrape_configs": [{"job_name": "monitor", "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}],
+            }
+        )
+    )
+    proc = subprocess.Popen(
+        [prometheus, f"--config.file={tmp_path / 'prometheus.yml'}", f"--web.listen-address=127.0.0.1:{prom_port}",
+         f"--storage.tsdb.path={tmp_path / 'tsdb'}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+
+        def firing():
+            try:
+                alerts = _prom(prom_port, "/api/v1/alerts")["data"]["alerts"]
+            except OSError:
+                return None
+            mine = [a for a in alerts if a["labels"]["alertname"] == "LastmileChallengerLessRobust"]
+            return mine if any(a["state"] == "firing" for a in mine) else None
+
+        alerts = wait_for(firing, timeout_s=90, what="the challenger alert firing")
+        assert {(a["labels"]["challenger"], a["labels"]["condition"]) for a in alerts} == {("worse", "full")}
+        query = "/api/v1/query?query=champion_challenger_condition:lastmile_comparison_robustness_difference_upper:time"
+        upper = {r["metric"]["challenger"]: float(r["value"][1]) for r in _prom(prom_port, query)["data"]["result"]}
+        assert upper["worse"] < -0.05 < upper["alike"]  # the silent one is within the margin, and was scraped
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        mon.http.close()

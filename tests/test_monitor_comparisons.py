@@ -1,0 +1,105 @@
+"""The monitor's champion-vs-challenger series (issue 25): computed in the windowed computation on the videos both
+scored (under the condition and under original), equal to the interval functions applied to the same score
+events, every comparison family exported once a comparison is configured, none without one."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from detectors import intervals
+from gateway.core import catalogue as mc
+from gateway.monitor.config import ComparisonSettings, MonitorConfig, WindowSettings
+from gateway.monitor.exporter import MonitorMetrics
+from gateway.monitor.store import Store
+from tests.test_monitor import NOW, Clock, stream
+
+DROPPED = {f"v{i}" for i in range(0, 80, 7)}  # d3 never scored these under full
+
+
+def _store(rng, comparisons):
+    truth, rows = stream(rng, n=160)
+    rows = [r for r in rows if not (r.detector == "d3" and r.condition == "full" and r.video_id in DROPPED)]
+    store = Store(WindowSettings(count=60), Clock())
+    for row in rows:
+        store.add_score(row, 0.0)
+    for vid, label in truth.items():
+        store.add_label(vid, label, NOW)
+    return truth, rows, MonitorMetrics(store, store.settings, Clock(), lambda: True, comparisons=comparisons)
+
+
+def _scrape(metrics) -> dict[tuple[str, tuple], float]:
+    page = generate_latest(metrics.registry).decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for f in text_string_to_metric_families(page)
+        for s in f.samples
+    }
+
+
+def test_comparison_series_equal_the_intervals_on_the_shared_videos():
+    cmp = ComparisonSettings(champion="npr@1", challenger="d3", margin=-0.03, min_samples=40)
+    truth, rows, metrics = _store(np.random.default_rng(9), [cmp])
+    got = _scrape(metrics)
+    by = {(r.detector, r.condition, r.video_id): r for r in rows}
+    shared = sorted(
+        {v for (d, c, v) in by if d == "d3" and c == "full"}, key=lambda v: (by["npr", "full", v].event_time, v)
+    )
+    assert len(shared) == 160 - len(DROPPED)
+
+    def arr(det, cond, what):
+        return np.array([getattr(by[det, cond, v], what) for v in shared])
+
+    y = np.array([truth[v] == "generated" for v in shared])
+    want = {
+        "lastmile_comparison_videos": float(len(shared)),
+        "lastmile_comparison_samples": float(len(shared)),
+        "lastmile_comparison_disagreement": np.mean(arr("npr", "full", "decision") != arr("d3", "full", "decision")),
+        "lastmile_comparison_flip_rate_difference": np.mean(
+            arr("d3", "full", "decision") != arr("d3", "original", "decision")
+        )
+        - np.mean(arr("npr", "full", "decision") != arr("npr", "original", "decision")),
+    }
+    diff = intervals.auc_difference(y, arr("npr", "full", "score"), arr("d3", "full", "score"))
+    rob = intervals.robustness_difference(
+        y, (arr("npr", "original", "score"), arr("npr", "full", "score")),
+        (arr("d3", "original", "score"), arr("d3", "full", "score")),
+    )  # fmt: skip
+    fr = intervals.paired_proportion_difference(arr("d3", "full", "decision")[y], arr("npr", "full", "decision")[y])
+    for name, value in (("auc", diff), ("robustness", rob), ("fake_recall", fr)):
+        for suffix, v in zip(("", "_lower", "_upper"), value, strict=True):
+            want[f"lastmile_comparison_{name}_difference{suffix}"] = v
+    labels = (("challenger", "d3"), ("champion", "npr@1"), ("condition", "full"), ("window", "time"))
+    for name, value in want.items():
+        assert got[name, labels] == pytest.approx(value, abs=1e-12), name
+    ident = (("challenger", "d3"), ("champion", "npr@1"))
+    assert got["lastmile_comparison_margin", ident] == -0.03
+    assert got["lastmile_comparison_min_samples", ident] == 40
+    count = (("challenger", "d3"), ("champion", "npr@1"), ("condition", "full"), ("window", "count"))
+    assert got["lastmile_comparison_videos", count] == 60
+    original = (("challenger", "d3"), ("champion", "npr@1"), ("condition", "original"), ("window", "time"))
+    assert got["lastmile_comparison_videos", original] == 160
+    assert ("lastmile_comparison_robustness_difference", original) not in got
+    scraped = {name for name, _ in got}
+    for family in mc.families(mc.Exporter.COMPARISONS):
+        assert family.name in scraped, family.name
+
+
+def test_without_comparisons_or_with_an_unknown_contender_nothing_is_compared():
+    _, _, plain = _store(np.random.default_rng(1), [])
+    assert not any(name.startswith("lastmile_comparison") for name, _ in _scrape(plain))
+    cmp = ComparisonSettings(champion="npr@7", challenger="d3")
+    _, _, unknown = _store(np.random.default_rng(1), [cmp])
+    assert {n for n, _ in _scrape(unknown) if n.startswith("lastmile_comparison")} == {
+        "lastmile_comparison_margin",
+        "lastmile_comparison_min_samples",
+    }
+
+
+def test_comparisons_are_configuration():
+    cfg = MonitorConfig.model_validate({"comparisons": [{"champion": "npr@1.0.0", "challenger": "npr@1.1.0"}]})
+    assert cfg.comparisons[0].margin == -0.05 and cfg.comparisons[0].min_samples == 50
+    with pytest.raises(ValueError):
+        MonitorConfig.model_validate({"comparisons": [{"champion": "npr", "challenger": "d3", "margin": 0.1}]})
