@@ -132,9 +132,10 @@ def _monitor_names(rows: list[ScoreRow]) -> set[str]:
     from gateway.monitor.config import MonitorConfig
     from gateway.monitor.service import Monitor
 
-    mon = Monitor(MonitorConfig(http_port=0))
+    mon = Monitor(MonitorConfig(http_port=0, comparisons=[{"champion": "npr", "challenger": "npr2"}]))
     port = mon.start_http()
     now = time.time()
+    rows = rows + [r.model_copy(update={"detector": "npr2"}) for r in rows]  # a challenger, for the comparisons
     for r in rows:
         for canary in (False, True):
             vid = f"{r.video_id}-{canary}"
@@ -235,7 +236,8 @@ def test_chart_renders_and_validates(values_file):
     boards = [
         d for d in docs if d["kind"] == "ConfigMap" and d["metadata"].get("labels", {}).get("grafana_dashboard") == "1"
     ]
-    assert len(boards) == 2
+    shipped = sorted(f.name for f in (ROOT / "dashboards" / "grafana").glob("*.json"))
+    assert sorted(name for b in boards for name in b["data"]) == shipped and len(boards) == len(shipped) == 3
     monitor = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"].endswith("-monitor"))
     assert monitor["spec"]["replicas"] == 1
     assert monitor["spec"]["template"]["spec"]["containers"][0]["args"][:2] == ["monitor", "run"]

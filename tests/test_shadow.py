@@ -37,3 +37,50 @@ def test_the_shadow_share_is_configuration():
     assert GatewayConfig().shadow.detectors == []
     with pytest.raises(ValueError):
         GatewayConfig(shadow={"detectors": ["x"], "share": 1.5})
+
+
+def test_the_gateway_scores_a_shadow_challenger_on_its_share_only(tmp_path):
+    """Through a real broker and gateway: the champion scores every video, the challenger (50% shadow share)
+    exactly the videos whose id hash is below the share, and nothing else changes."""
+    from gateway import bus
+    from gateway.core.messages import VideoEvent
+    from tests.conftest import make_clip
+    from tests.streaming import read_topics, require_broker, start_gateway
+    from tests.test_gateway import _config
+
+    require_broker()
+    clip = tmp_path / "clip.mp4"
+    clip.write_bytes(make_clip(tmp_path, "made.mp4"))
+    ids = [f"shadow-{i}" for i in range(8)]
+    with bus.start_broker() as broker:
+        cfg = _config(broker, tmp_path, "shadow", conditions="original", detectors="d3_px,spectral", workers=1)
+        cfg = cfg.model_copy(update={"shadow": {"detectors": ["spectral"], "share": 0.5}})
+        cfg = GatewayConfig.model_validate(cfg.model_dump())
+        producer = bus.producer(cfg.kafka)
+        for vid in ids:
+            producer.send_and_wait(
+                cfg.kafka.input_topic, VideoEvent(video_id=vid, uri=clip.as_uri()).model_dump_json().encode()
+            )
+        gw, thread = start_gateway(cfg)
+        want = len(ids) + sum(video_share(v) < 0.5 for v in ids)
+        got = read_topics(
+            cfg.kafka.bootstrap, [cfg.kafka.output_topic], lambda g: len(g[cfg.kafka.output_topic]) >= want
+        )
+        gw.stop_event.set()
+        thread.join(90)
+    import json
+
+    events = [json.loads(m.value) for m in got[cfg.kafka.output_topic]]
+    by_detector = {d: {e["video_id"] for e in events if e["detector"] == d} for d in ("d3_px", "spectral")}
+    assert by_detector["d3_px"] == set(ids) and all(e["score"] is not None for e in events)
+    assert by_detector["spectral"] == {v for v in ids if video_share(v) < 0.5}
+    assert 0 < len(by_detector["spectral"]) < len(ids)  # the share is neither none nor all of these ids
+
+
+def test_a_shadow_detector_the_gateway_does_not_run_is_refused_at_start(tmp_path):
+    from gateway.stream.service import Gateway
+    from transforms.config_errors import ConfigError
+
+    cfg = GatewayConfig(conditions="original", detectors="d3_px", shadow={"detectors": ["nope"], "share": 0.5})
+    with pytest.raises(ConfigError, match=r"shadow.detectors names detectors the gateway does not run: \['nope'\]"):
+        Gateway(cfg).run()

@@ -125,28 +125,41 @@ class Pipeline:
         wanted = set(names)
         return tuple(c for c in self.conditions if c.name in wanted)
 
+    def scorers(self, names: Sequence[str] | None) -> tuple[Detector, ...]:
+        """This pipeline's detectors named in ``names`` (in the pipeline's order); all of them for ``None``."""
+        if names is None:
+            return tuple(self.detectors)
+        return tuple(d for d in self.detectors if d.card.name in set(names))
+
     def process(self, item: VideoItem, conditions: Sequence[Condition] | None = None) -> list[ScoreRow]:
         """Every (condition, detector) row for one video. Never raises for a bad video."""
         return self.score(item, conditions).rows
 
-    def score(self, item: VideoItem, conditions: Sequence[Condition] | None = None) -> Scoring:
-        """Every (condition, detector) row for one video, and whether a runtime was unavailable."""
-        conditions = tuple(conditions or self.conditions)
+    def score(
+        self,
+        item: VideoItem,
+        conditions: Sequence[Condition] | None = None,
+        detectors: Sequence[Detector] | None = None,
+    ) -> Scoring:
+        """Every (condition, detector) row for one video (``detectors``: a subset, e.g. without the shadow
+        challengers this video is not sampled for), and whether a runtime was unavailable."""
+        conditions, detectors = tuple(conditions or self.conditions), tuple(detectors or self.detectors)
         # 1. decode once, produce every condition variant (the VP9 storage encode is shared)
         t0 = time.perf_counter()
         try:
             result = self.engine.run(item.data, conditions)
         except VideoError as exc:
-            return Scoring(self.error_rows(item, exc, conditions, hashlib.sha256(item.data).hexdigest()))
+            digest = hashlib.sha256(item.data).hexdigest()
+            return Scoring(self.error_rows(item, exc, conditions, digest, detectors=detectors))
         transform_s = time.perf_counter() - t0
         # 2. sample frames once per (variant, sampling policy)
         sampled = {c.name: self._sample(result.variants[c.name]) for c in conditions}
         # 3. infer: one batched call per detector over all of this video's variants
         rows: dict[tuple[str, str], ScoreRow] = {}
         unavailable: list[str] = []
-        for det in self.detectors:
+        for det in detectors:
             rows.update(self._score_variants(item, det, conditions, result, sampled, transform_s, unavailable))
-        ordered = [rows[(c.name, d.card.name)] for c in conditions for d in self.detectors]
+        ordered = [rows[(c.name, d.card.name)] for c in conditions for d in detectors]
         return Scoring(ordered, unavailable[0] if unavailable else None)
 
     def error_rows(
@@ -156,12 +169,13 @@ class Pipeline:
         conditions: Sequence[Condition] | None = None,
         digest: str = "",
         kind: str = "video",
+        detectors: Sequence[Detector] | None = None,
     ) -> list[ScoreRow]:
         """One error row per (condition, detector): a failed video stays in every denominator."""
         return [
             self._error_row(item, c, d, digest, exc, kind)
             for c in conditions or self.conditions
-            for d in self.detectors
+            for d in detectors or self.detectors
         ]
 
     def _sample(self, variant: Variant) -> Sampled:

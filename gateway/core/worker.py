@@ -58,6 +58,7 @@ class VideoRequest(VideoFacts):
     uri: str | None = None
     inline: bytes | None = None
     conditions: tuple[str, ...] | None = None  # None: every condition of the pipeline
+    detectors: tuple[str, ...] | None = None  # None: every detector (a shadow challenger may be left out)
 
     def item(self, data: bytes) -> VideoItem:
         return VideoItem(**VideoFacts.of(self), data=data)
@@ -82,7 +83,8 @@ def handle(pipeline: Pipeline, rules: FetchRules, request: VideoRequest) -> Answ
     anything unexpected (not this video's known fault) gets infra rows and ``fault="unexpected"``."""
     try:
         data = request.inline if request.inline is not None else rules.fetch(request.uri or "")
-        scoring = pipeline.score(request.item(data), pipeline.select(request.conditions))
+        item, detectors = request.item(data), pipeline.scorers(request.detectors)
+        scoring = pipeline.score(item, pipeline.select(request.conditions), detectors)
     except VideoError as exc:
         return Answer(rows=error_rows(pipeline, request, exc))
     except Exception as exc:  # a bug or an exhausted resource: say so in the rows, keep the worker
@@ -99,7 +101,8 @@ def error_rows(
 ) -> list[ScoreRow]:
     """The rows of a video that was not scored: one per (condition it asked for, detector), carrying ``exc``.
     Written in the worker, or in a parent whose worker could not answer (``digest``: the input's sha256)."""
-    return pipeline.error_rows(request.item(b""), exc, pipeline.select(request.conditions), digest, kind)
+    conditions, detectors = pipeline.select(request.conditions), pipeline.scorers(request.detectors)
+    return pipeline.error_rows(request.item(b""), exc, conditions, digest, kind, detectors)
 
 
 # -- the process side: one pipeline per worker process ---------------------------------------------------------

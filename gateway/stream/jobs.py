@@ -24,6 +24,9 @@ class Job:
     rows: list[ScoreRow] | None = None  # computed, waiting for the broker to acknowledge them
     event_time: float | None = None  # the input message's Kafka timestamp, in seconds
     key: int = 0  # the job's key with the supervisor, the same on every run of it
+    detectors: list[str] | None = (
+        None  # None: every detector; else the shadow challengers it is not sampled for left out
+    )
 
     @property
     def digest(self) -> str:
@@ -33,7 +36,10 @@ class Job:
     def request(self) -> VideoRequest:
         """The worker's request: the event's facts (its rows carry its event time and canary flag too)."""
         facts = VideoFacts.of(self.event, event_time=self.event_time)
-        return VideoRequest(**facts, uri=self.event.uri, inline=self.inline, conditions=tuple(self.conditions))
+        detectors = None if self.detectors is None else tuple(self.detectors)
+        return VideoRequest(
+            **facts, uri=self.event.uri, inline=self.inline, conditions=tuple(self.conditions), detectors=detectors
+        )
 
 
 def video_share(video_id: str) -> float:

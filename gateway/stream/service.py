@@ -34,10 +34,11 @@ from gateway.core.worker import ENTRY, Entry, FetchRules
 from gateway.stream import records
 from gateway.stream.health import Health
 from gateway.stream.http import Endpoints
-from gateway.stream.jobs import Job, Waiting, fanout
+from gateway.stream.jobs import Job, Waiting, fanout, scorers
 from gateway.stream.live import LiveMetrics
 from gateway.stream.offsets import OffsetTracker, rebalance_listener
 from gateway.stream.publisher import Publisher, Source
+from transforms.config_errors import ConfigError
 from transforms.errors import LimitExceeded
 
 log = logging.getLogger("lastmile.gateway")
@@ -64,6 +65,9 @@ class Gateway:
         # no runtime here: the workers hold them; this one writes the rows of videos refused before the pool
         self.pipeline = build_pipeline(self.cfg, runtimes=False)
         self.condition_names = [c.name for c in self.pipeline.conditions]
+        self.detector_names = [d.card.name for d in self.pipeline.detectors]
+        if unknown := set(self.cfg.shadow.detectors) - set(self.detector_names):
+            raise ConfigError(f"shadow.detectors names detectors the gateway does not run: {sorted(unknown)}")
         self.metrics.observe_detectors(self.pipeline.detectors)
         self.publisher = Publisher(bus.producer(k), k)
         self.consumer = bus.consumer(k)
@@ -147,6 +151,9 @@ class Gateway:
         names = fanout(got.event.video_id, self.condition_names, self.cfg.fanout.policy, self.cfg.fanout.sample_rate)
         job = Job(tp, msg.offset, got.event, got.inline, got.value, got.headers, names, time.monotonic())
         job.event_time, job.key = got.event_time, next(self._ids)
+        if self.cfg.shadow.detectors:  # challengers on a deterministic share of videos only
+            shadow = self.cfg.shadow
+            job.detectors = scorers(got.event.video_id, self.detector_names, shadow.detectors, shadow.share)
         if got.inline is not None and len(got.inline) > self.cfg.limits.max_bytes:  # before any heavy work
             limit = self.cfg.limits.max_bytes
             too_big = LimitExceeded(f"inline video is {len(got.inline)} bytes; the limit is {limit}")
