@@ -32,7 +32,7 @@ class Exporter(StrEnum):
 
     GATEWAY = "gateway"  # gateway.stream.live.LiveMetrics
     MONITOR = "monitor"  # gateway.monitor.exporter.MonitorMetrics
-    WINDOWS = "windows"  # gateway.monitor.signals, computed from the store at each scrape
+    WINDOWS = "windows"  # gateway.monitor.signals, computed from the store on the monitor's computing thread
     COMPARISONS = "comparisons"  # gateway.monitor.comparisons: the monitor's, where comparisons are configured
 
 
@@ -152,7 +152,7 @@ MONITOR_CAUGHT_UP = _gauge(
 MONITOR_INVALID = _counter("lastmile_monitor_invalid_messages", "Unreadable messages skipped", ("topic",), **_MON)
 MONITOR_COMPUTE_SECONDS = Family(
     "lastmile_monitor_compute_seconds",
-    "Time to compute the windowed families at a scrape",
+    "Time to compute every windowed family once (off the scrape path)",
     Kind.HISTOGRAM,
     unit="seconds",
     **_MON,

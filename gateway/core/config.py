@@ -136,7 +136,9 @@ class RunLimits(Limits):
         3072, ge=64, description="a worker whose resident memory passes this is killed (as the OOM killer would)"
     )
     video_timeout_s: float = Field(900.0, gt=0, description="a worker still on one video after this is killed")
-    max_attempts: int = Field(3, ge=1, description="runs of a video whose own worker died, before it is dead-lettered")
+    max_attempts: int = Field(
+        3, ge=1, description="runs of a video whose own worker died, overran or raised unexpectedly, before it is final"
+    )
 
 
 OPERATIONAL_LIMITS = frozenset({"max_encoder_mb", "worker_memory_mb", "video_timeout_s", "max_attempts"})

@@ -33,7 +33,7 @@ class WindowSettings(BaseModel):
         5.0, ge=0, description="how far a record's timestamp may trail one read before it on the same partition"
     )
     max_videos: int = Field(
-        100_000, ge=10, description="bound on videos held (about 1 KB per score event); past it the oldest go"
+        100_000, ge=10, description="bound on videos held (about 150 bytes per score event); past it the oldest go"
     )
     max_waiting_labels: int = Field(1_000_000, ge=10, description="bound on labels waiting for their video")
     confidence: float = Field(0.95, gt=0, lt=1, description="of every exported interval")
