@@ -141,3 +141,18 @@ def test_the_report_compares_two_detectors_of_a_real_replay(real_run):
     assert "| full | 18 |" in text and "spectral (challenger) vs d3_px (champion)" in text
     bad = CliRunner().invoke(cli, ["report", str(real_run), "--compare", "d3_px"])
     assert bad.exit_code != 0 and "CHAMPION:CHALLENGER" in bad.output
+
+
+def test_the_anchor_comparison_matrix_equals_its_definition_with_ties_and_empty_anchors():
+    """C[i, j] = sum over (p of anchor i, n of anchor j) of 1[p > n] + 1/2 1[p = n], computed pair by pair."""
+    from gateway.evaluation.paired import SourceCell
+
+    rng = np.random.default_rng(5)
+    for _ in range(100):
+        k = int(rng.integers(1, 10))
+        pos = [np.round(rng.normal(size=int(rng.integers(0, 4))), 1) for _ in range(k)]
+        neg = [np.round(rng.normal(size=int(rng.integers(0, 4))), 1) for _ in range(k)]
+        cell = object.__new__(SourceCell)
+        cell.anchors, cell.pos, cell.neg = list(range(k)), pos, neg
+        want = np.array([[sum((a > b) + 0.5 * (a == b) for a in p for b in n) for n in neg] for p in pos])
+        assert np.array_equal(cell.comparison(), want.reshape(k, k))

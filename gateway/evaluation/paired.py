@@ -49,13 +49,12 @@ class SourceCell:
 
     def comparison(self) -> np.ndarray:
         """C[i, j] = sum over (p of anchor i, n of anchor j) of 1[p > n] + 1/2 1[p = n]."""
-        k = len(self.anchors)
-        c = np.zeros((k, k))
-        for i, p in enumerate(self.pos):
-            for j, n in enumerate(self.neg):
-                if len(p) and len(n):
-                    d = p[:, None] - n[None, :]
-                    c[i, j] = (d > 0).sum() + 0.5 * (d == 0).sum()
+        c, sizes = np.zeros((len(self.anchors), len(self.anchors))), np.array([len(n) for n in self.neg], dtype=int)
+        neg, has, starts = np.concatenate([*self.neg, []]), sizes > 0, np.cumsum(sizes) - sizes  # by anchor
+        for i, p in enumerate(self.pos):  # one anchor's positives against every negative at once
+            if len(p) and has.any():
+                d = p[:, None] - neg[None, :]
+                c[i, has] = np.add.reduceat(((d > 0) + 0.5 * (d == 0)).sum(axis=0), starts[has])
         return c
 
 
