@@ -4,19 +4,15 @@ champion's, and stays silent for the one that drifts like the champion."""
 
 from __future__ import annotations
 
-import subprocess
 import time
 
 import numpy as np
-import yaml
 
-from detectors.serving.processes import free_port
 from gateway.monitor.config import ComparisonSettings, MonitorConfig
 from gateway.monitor.service import Monitor
-from tests.conftest import require_tool
 from tests.streaming import wait_for
 from tests.test_monitor import event
-from tests.test_monitor_stream import ROOT, _fast_rules, _prom
+from tests.test_monitor_stream import _prom, prometheus_scraping
 
 SHIFTS = {"npr": (2.0, 1.6), "worse": (2.0, 0.2), "alike": (2.0, 1.6)}  # (original, full) separation
 
@@ -40,27 +36,9 @@ def _monitor() -> Monitor:
 
 
 def test_prometheus_raises_the_challenger_alert_only_for_the_less_robust_challenger(tmp_path):
-    prometheus = require_tool("prometheus")
     mon = _monitor()
     port = mon.start_http()
-    rules = tmp_path / "rules.yaml"
-    _fast_rules(ROOT / "dashboards" / "prometheus" / "lastmile-rules.yaml", rules)
-    prom_port = free_port()
-    (tmp_path / "prometheus.yml").write_text(
-        yaml.safe_dump(
-            {
-                "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-                "rule_files": [str(rules)],
-                "scrape_configs": [{"job_name": "monitor", "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}],
-            }
-        )
-    )
-    proc = subprocess.Popen(
-        [prometheus, f"--config.file={tmp_path / 'prometheus.yml'}", f"--web.listen-address=127.0.0.1:{prom_port}",
-         f"--storage.tsdb.path={tmp_path / 'tsdb'}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
-    try:
+    with prometheus_scraping(tmp_path, port) as prom_port:
 
         def firing():
             try:
@@ -75,7 +53,4 @@ def test_prometheus_raises_the_challenger_alert_only_for_the_less_robust_challen
         query = "/api/v1/query?query=champion_challenger_condition:lastmile_comparison_robustness_difference_upper:time"
         upper = {r["metric"]["challenger"]: float(r["value"][1]) for r in _prom(prom_port, query)["data"]["result"]}
         assert upper["worse"] < -0.05 < upper["alike"]  # the silent one is within the margin, and was scraped
-    finally:
-        proc.terminate()
-        proc.wait(30)
-        mon.http.close()
+    mon.http.close()

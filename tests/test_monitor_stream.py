@@ -5,6 +5,7 @@ collapse alert from the shipped rules."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -13,6 +14,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +43,7 @@ from tests.streaming import (
 )
 from tests.test_monitor import event
 from tests.test_monitor_labels import computed_after
+from tests.test_monitor_labels import topics as _topics
 
 ROOT = Path(__file__).resolve().parent.parent
 FAST_WINDOWS = WindowSettings(compute_interval_s=0.2)  # the windowed series computed often
@@ -51,20 +54,6 @@ def broker():
     require_broker()
     with bus.start_broker() as b:
         yield b
-
-
-def _topics(broker, name: str, partitions: int = 2) -> MonitorKafka:
-    k = MonitorKafka(
-        bootstrap=broker.bootstrap,
-        input_topic=f"{name}.videos",
-        output_topic=f"{name}.scores",
-        labels_topic=f"{name}.labels",
-        probe_interval_s=0.5,
-        probe_timeout_ms=1000,
-        request_timeout_ms=3000,
-    )
-    bus.ensure_topics(k, partitions=partitions, extra=(k.labels_topic,))
-    return k
 
 
 def _windowed(scraped: dict) -> dict:
@@ -258,16 +247,11 @@ def _fast_rules(src: Path, dst: Path) -> None:
     dst.write_text(text)
 
 
-def _prom(port: int, path: str) -> dict:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as r:
-        return json.loads(r.read())
-
-
-def test_prometheus_scrapes_the_monitor_and_raises_the_faker_collapse_alert(broker, tmp_path):
+@contextlib.contextmanager
+def prometheus_scraping(tmp_path: Path, target_port: int) -> Iterator[int]:
+    """A real Prometheus server scraping ``127.0.0.1:target_port`` every second with the shipped rules (their
+    ``for:`` and ranges shortened); yields its port, stops it on exit."""
     prometheus = require_tool("prometheus")
-    k = _topics(broker, "prom")
-    _synthetic(k, 80, time.time(), collapse="npr", canary=True)  # canaries: labelled without the labels topic
-    mon, thread = start_monitor(MonitorConfig(kafka=k, http_port=0, windows=FAST_WINDOWS))
     rules = tmp_path / "rules.yaml"
     _fast_rules(ROOT / "dashboards" / "prometheus" / "lastmile-rules.yaml", rules)
     prom_port = free_port()
@@ -276,7 +260,9 @@ def test_prometheus_scrapes_the_monitor_and_raises_the_faker_collapse_alert(brok
             {
                 "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
                 "rule_files": [str(rules)],
-                "scrape_configs": [{"job_name": "monitor", "static_configs": [{"targets": [f"127.0.0.1:{mon.port}"]}]}],
+                "scrape_configs": [
+                    {"job_name": "monitor", "static_configs": [{"targets": [f"127.0.0.1:{target_port}"]}]}
+                ],
             }
         )
     )
@@ -292,6 +278,22 @@ def test_prometheus_scrapes_the_monitor_and_raises_the_faker_collapse_alert(brok
         start_new_session=True,
     )
     try:
+        yield prom_port
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def _prom(port: int, path: str) -> dict:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as r:
+        return json.loads(r.read())
+
+
+def test_prometheus_scrapes_the_monitor_and_raises_the_faker_collapse_alert(broker, tmp_path):
+    k = _topics(broker, "prom")
+    _synthetic(k, 80, time.time(), collapse="npr", canary=True)  # canaries: labelled without the labels topic
+    mon, thread = start_monitor(MonitorConfig(kafka=k, http_port=0, windows=FAST_WINDOWS))
+    with prometheus_scraping(tmp_path, mon.port) as prom_port:
 
         def collapse_alerts():
             try:
@@ -314,8 +316,5 @@ def test_prometheus_scrapes_the_monitor_and_raises_the_faker_collapse_alert(brok
             ("d3", "full"),
             ("npr", "full"),
         }
-    finally:
-        proc.terminate()
-        proc.wait(30)
-        mon.stop_event.set()
-        thread.join(30)
+    mon.stop_event.set()
+    thread.join(30)
