@@ -73,18 +73,22 @@ class OversizeRecord:
 
 
 def from_client(msg: object) -> Record:
-    """A kafka-python ``ConsumerRecord`` (no deserializers: bytes as sent) as a :class:`Record`."""
+    """A kafka-python ``ConsumerRecord`` (no deserializers: bytes as sent) as a :class:`Record`. On every record a
+    reader fetches, so it fills the frozen dataclass's fields as its ``__init__`` would, without a call per field."""
     stamp = getattr(msg, "timestamp", None)
-    headers = tuple((str(k), None if v is None else bytes(v)) for k, v in getattr(msg, "headers", None) or ())
-    return Record(
+    headers = getattr(msg, "headers", None)
+    key, value = msg.key, msg.value
+    record = object.__new__(Record)
+    record.__dict__.update(
         topic=msg.topic,
         partition=msg.partition,
         offset=msg.offset,
         timestamp_ms=stamp if isinstance(stamp, int) and stamp >= 0 else None,
-        key=None if msg.key is None else bytes(msg.key),
-        value=None if msg.value is None else bytes(msg.value),
-        headers=headers,
+        key=None if key is None else bytes(key),
+        value=None if value is None else bytes(value),
+        headers=tuple((str(k), None if v is None else bytes(v)) for k, v in headers) if headers else (),
     )
+    return record
 
 
 def from_batch(topic: str, partition: int, data: bytes, start: int) -> list[Record]:

@@ -19,8 +19,9 @@ import heapq
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -75,33 +76,61 @@ class Store:
     def add_score(self, row: ScoreRow, record_time: float) -> str:
         """Keep one score event (``record_time``: its Kafka timestamp); returns its outcome: added, duplicate,
         expired or error_row."""
-        with self.lock:
-            outcome = self._add_score(row, record_time)
-            self.events[outcome] += 1
-            return outcome
+        (outcome,) = self.add_scores([(vars(row), record_time)])
+        return outcome
 
-    def _add_score(self, row: ScoreRow, record_time: float) -> str:
-        if row.error is not None or row.score is None:
-            return "error_row"  # failures are the gateway's operational metrics, not a sample
-        t = row.event_time if row.event_time is not None else record_time
-        if t < self.clock() - self.settings.seconds:
-            return "expired"
-        slot = self.table.index.get(row.video_id)
-        if slot is None:
-            slot = self._new_video(row, t, record_time)
-        elif self.table.row_label[slot] == NO_LABEL and row.label in LABELS:
-            self.table.row_label[slot] = CODE[row.label]
-        rows = self.series.get(key := (row.detector, row.detector_version, row.condition))
+    def add_scores(self, events: Iterable[tuple[Mapping[str, Any], float]]) -> Counter[str]:
+        """Keep score events in turn, each as :meth:`add_score` would (an event: its fields by name, as a
+        :class:`ScoreRow` holds them, and its Kafka timestamp), under one hold of the lock; returns how many had
+        each outcome."""
+        with self.lock:
+            counts = self._add_scores(events)
+            self.events.update(counts)
+            return counts
+
+    def _add_scores(self, events: Iterable[tuple[Mapping[str, Any], float]]) -> Counter[str]:
+        """Each event's video is found or added in turn; the series' rows are appended together at the end (so
+        one hot loop, no numpy call per event)."""
+        counts: Counter[str] = Counter()
+        pending: dict[Series, tuple[list[int], list[float], list[bool | None]]] = {}
+        table, clock, seconds = self.table, self.clock, self.settings.seconds
+        index, row_label = table.index, table.cols["row_label"]
+        for fields, record_time in events:
+            if fields["error"] is not None or fields["score"] is None:
+                counts["error_row"] += 1  # failures are the gateway's operational metrics, not a sample
+                continue
+            t = fields["event_time"]
+            if t is None:
+                t = record_time
+            if t < clock() - seconds:
+                counts["expired"] += 1
+                continue
+            label, slot = fields["label"], index.get(fields["video_id"])
+            if slot is None:
+                slot = self._new_video(fields["video_id"], t, record_time, fields["canary"], label)
+                row_label = table.cols["row_label"]  # a new row may have grown the columns
+            elif label in LABELS and row_label[slot] == NO_LABEL:
+                row_label[slot] = CODE[label]
+            key = (fields["detector"], fields["detector_version"], fields["condition"])
+            if (batch := pending.get(key)) is None:
+                batch = pending[key] = ([], [], [])
+            batch[0].append(slot)
+            batch[1].append(fields["score"])
+            batch[2].append(fields["decision"])
+        for key, (slots, scores, decisions) in pending.items():
+            added = self._rows(key).extend(slots, scores, decisions)
+            counts.update({outcome: n for outcome, n in (("added", added), ("duplicate", len(slots) - added)) if n})
+        return counts
+
+    def _rows(self, key: Series) -> Rows:
+        rows = self.series.get(key)
         if rows is None:
             rows = self.series[key] = Rows()
-        if rows.scored(slot):
-            return "duplicate"
-        rows.add(slot, float(row.score), bool(row.decision))
-        return "added"
+        return rows
 
-    def _new_video(self, row: ScoreRow, t: float, first_seen: float) -> int:
-        slot = self.table.add(row.video_id, t, first_seen, row.canary, CODE.get(row.label, NO_LABEL))
-        for timed in self.waiting.pop(row.video_id, []):
+    def _new_video(self, video_id: str, t: float, first_seen: float, canary: bool, label: str | None) -> int:
+        slot = self.table.add(video_id, t, first_seen, canary, CODE.get(label, NO_LABEL))
+        for timed in self.waiting.pop(video_id, []):
             self.waiting_count -= 1
             self.labels[self._join(slot, timed)] += 1
         return slot

@@ -122,6 +122,30 @@ class Rows:
         self.slot[i], self.score[i], self.decision[i], self.has[slot] = slot, score, decision, True
         self.n += 1
 
+    def extend(self, slots: list[int], scores: list[float], decisions: list[bool | None]) -> int:
+        """:meth:`add` for each (slot, score, decision) in turn but a slot scored already, earlier in the batch or
+        before it (a decision None is False); returns how many were added."""
+        if len(slots) == 1:  # one event (Store.add_score): no arrays to build
+            if self.scored(slots[0]):
+                return 0
+            self.add(slots[0], float(scores[0]), bool(decisions[0]))
+            return 1
+        s = np.array(slots, np.int64)
+        if s.size and (top := int(s.max())) >= len(self.has):
+            self.has = _grown(self.has, top + 1)
+        first = np.zeros(s.size, np.bool_)
+        first[np.unique(s, return_index=True)[1]] = True
+        keep = np.flatnonzero(first & ~self.has[s])
+        i, k = self.n, keep.size
+        if i + k > len(self.slot):
+            self.slot, self.score = _grown(self.slot, i + k), _grown(self.score, i + k)
+            self.decision = _grown(self.decision, i + k)
+        self.slot[i : i + k], self.has[s[keep]] = s[keep], True
+        self.score[i : i + k] = np.array(scores, np.float64)[keep]
+        self.decision[i : i + k] = np.array(decisions, np.bool_)[keep]
+        self.n += k
+        return k
+
     def compact(self, new_slot: np.ndarray) -> None:
         slot = new_slot[self.slot[: self.n]]
         keep = slot >= 0
