@@ -144,6 +144,7 @@ def test_the_readme_runnable_blocks_run_as_written_in_a_clone(user):
     assert {p.name for p in (boards / "grafana").glob("*.json")} == {
         "lastmile-robustness.json",
         "lastmile-pipeline.json",
+        "lastmile-comparisons.json",
     }
     assert yaml.safe_load((boards / "prometheus" / "lastmile-rules.yaml").read_text())["groups"]
     variants = sorted((clone / "runs" / "variants").glob("*.json"))
