@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.stats import norm, rankdata
+from scipy.stats import norm
 
 from detectors.metrics import MetricError, _validate
+from detectors.ranks import Components, Ranked, structural_components
 
 Interval = tuple[float, float, float]
 
@@ -44,35 +45,56 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> Interva
 def delong_covariance(y_true: Sequence | np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """AUCs of k score vectors on the same videos and DeLong's covariance matrix of those AUCs.
 
-    DeLong, DeLong & Clarke-Pearson (1988), computed with the mid-rank algorithm of Sun & Xu (2014): for m
-    positives X and n negatives Y, the structural components are V10(X_i) = (1/n) Σ_j ψ(X_i, Y_j) and
-    V01(Y_j) = (1/m) Σ_i ψ(X_i, Y_j), with ψ = 1 if X > Y, 1/2 on a tie, else 0; then
-    S = S10/m + S01/n, where S10 and S01 are the sample covariance matrices of the components over the k
-    vectors. ``scores`` has shape (k, N) or (N,).
+    DeLong, DeLong & Clarke-Pearson (1988): for m positives X and n negatives Y, the structural components are
+    V10(X_i) = (1/n) Σ_j ψ(X_i, Y_j) and V01(Y_j) = (1/m) Σ_i ψ(X_i, Y_j), with ψ = 1 if X > Y, 1/2 on a tie,
+    else 0 (:func:`detectors.ranks.structural_components`, one sort per vector); then S = S10/m + S01/n, where
+    S10 and S01 are the sample covariance matrices of the components over the k vectors. ``scores`` has shape
+    (k, N) or (N,).
     """
+    return delong_of(_components(y_true, scores))
+
+
+def _components(y_true: Sequence | np.ndarray, scores: np.ndarray) -> list[Components]:
+    """Each row's structural components, after validating the labels and a (k, N) or (N,) score array."""
     s = np.atleast_2d(np.asarray(scores, dtype=np.float64))
     y, _ = _validate(y_true, s[0])
     if s.shape[1] != y.shape[0] or np.isnan(s).any():
         raise MetricError(f"scores shape {s.shape} does not match y_true {y.shape}, or holds NaN")
-    pos, neg = s[:, y], s[:, ~y]
-    m, n = pos.shape[1], neg.shape[1]
+    return [structural_components(y, Ranked.of(row)) for row in s]
+
+
+def delong_of(components: Sequence[Components]) -> tuple[np.ndarray, np.ndarray]:
+    """The AUCs and DeLong's covariance matrix S = S10/m + S01/n of k vectors' structural components (the same
+    videos, so the same m positives and n negatives each)."""
+    m, n = components[0].v10.size, components[0].v01.size
     if m < 2 or n < 2:
         raise MetricError(f"DeLong's variance needs at least 2 of each class, got {m} generated and {n} real")
-    tx, ty = rankdata(pos, axis=1), rankdata(neg, axis=1)
-    tz = rankdata(np.concatenate([pos, neg], axis=1), axis=1)
-    aucs = (tz[:, :m].sum(axis=1) - m * (m + 1) / 2) / (m * n)
-    v10 = (tz[:, :m] - tx) / n  # per positive: share of negatives it outranks
-    v01 = 1.0 - (tz[:, m:] - ty) / m  # per negative: share of positives that outrank it
+    v10 = np.stack([c.v10 for c in components])
+    v01 = np.stack([c.v01 for c in components])
     cov = np.atleast_2d(np.cov(v10)) / m + np.atleast_2d(np.cov(v01)) / n
-    return aucs, cov
+    return np.array([c.auc for c in components]), cov
+
+
+def contrast_interval(
+    components: Sequence[Components], contrast: Sequence[float], confidence: float = 0.95
+) -> Interval:
+    """A contrast L·AUC of k correlated AUCs (their structural components, the same videos) with DeLong's
+    interval (DeLong et al. 1988, §3): L·θ̂ ± z·sqrt(L S Lᵀ), S from :func:`delong_of`, clipped to the
+    contrast's range (its negative weights' sum to its positive weights': AUCs lie in [0, 1]). L = (1,) is
+    one AUC's interval, (1, -1) a paired difference."""
+    weights = np.asarray(contrast, dtype=np.float64)
+    if weights.shape != (len(components),):
+        raise MetricError(f"a contrast needs one weight per score vector, got {weights.shape} for {len(components)}")
+    aucs, cov = delong_of(components)
+    value = float(weights @ aucs)
+    half = _z(confidence) * np.sqrt(max(float(weights @ cov @ weights), 0.0))
+    low, high = float(np.clip(weights, None, 0).sum()), float(np.clip(weights, 0, None).sum())
+    return value, float(max(low, value - half)), float(min(high, value + half))
 
 
 def auc_interval(y_true: Sequence | np.ndarray, scores: Sequence | np.ndarray, confidence: float = 0.95) -> Interval:
     """AUC with DeLong's asymptotic normal interval, AUC ± z·sqrt(Var), clipped to [0, 1]."""
-    aucs, cov = delong_covariance(y_true, np.asarray(scores, dtype=np.float64)[None, :])
-    half = _z(confidence) * np.sqrt(max(cov[0, 0], 0.0))
-    a = float(aucs[0])
-    return a, float(max(0.0, a - half)), float(min(1.0, a + half))
+    return auc_contrast(y_true, np.asarray(scores, dtype=np.float64)[None, :], (1,), confidence)
 
 
 def paired_auc_difference(
@@ -87,10 +109,8 @@ def paired_auc_difference(
     contrast L = (1, -1)). ``a`` is the condition's scores, ``b`` original's: a drift interval wholly below 0
     is a significant loss of AUC.
     """
-    aucs, cov = delong_covariance(y_true, np.stack([np.asarray(scores_a, float), np.asarray(scores_b, float)]))
-    diff = float(aucs[0] - aucs[1])
-    half = _z(confidence) * np.sqrt(max(cov[0, 0] + cov[1, 1] - 2 * cov[0, 1], 0.0))
-    return diff, float(max(-1.0, diff - half)), float(min(1.0, diff + half))
+    stacked = np.stack([np.asarray(scores_a, dtype=np.float64), np.asarray(scores_b, dtype=np.float64)])
+    return auc_contrast(y_true, stacked, (1, -1), confidence)
 
 
 def paired_proportion_difference(
@@ -114,9 +134,16 @@ def paired_proportion_difference(
     x, y = np.asarray(a, dtype=bool), np.asarray(b, dtype=bool)
     if x.shape != y.shape or x.ndim != 1 or x.size == 0:
         raise MetricError(f"need two non-empty 1-D arrays of the same shape, got {x.shape} and {y.shape}")
-    n = x.size
-    e, f = int((x & y).sum()), int((x & ~y).sum())
-    g, h = int((~x & y).sum()), int((~x & ~y).sum())
+    h, g, f, e = np.bincount(2 * x.astype(np.int8) + y, minlength=4).tolist()  # (a, b): 00, 01, 10, 11
+    return paired_proportion_difference_of(e, f, g, h, confidence)
+
+
+def paired_proportion_difference_of(e: int, f: int, g: int, h: int, confidence: float = 0.95) -> Interval:
+    """:func:`paired_proportion_difference` from the counts of the pairs: e both, f only ``a``, g only ``b``,
+    h neither."""
+    if min(e, f, g, h) < 0 or e + f + g + h == 0:
+        raise MetricError(f"need non-negative pair counts, not all zero, got {(e, f, g, h)}")
+    n = e + f + g + h
     p1, l1, u1 = wilson_interval(e + f, n, confidence)
     p2, l2, u2 = wilson_interval(e + g, n, confidence)
     # Python ints: the product of the four margins would overflow int64 from n of about 2**18
@@ -135,13 +162,29 @@ def paired_proportion_difference(
 def ks_statistic(a: Sequence | np.ndarray, b: Sequence | np.ndarray) -> float:
     """The two-sample Kolmogorov-Smirnov distance sup_x |F_a(x) - F_b(x)| between empirical CDFs (Smirnov
     1939); equals ``scipy.stats.ks_2samp(a, b).statistic``. 0: same distribution of scores, 1: disjoint."""
-    x, y = np.sort(np.asarray(a, dtype=np.float64)), np.sort(np.asarray(b, dtype=np.float64))
+    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     if x.size == 0 or y.size == 0 or np.isnan(x).any() or np.isnan(y).any():
         raise MetricError("the KS distance needs two non-empty samples without NaN")
-    grid = np.concatenate([x, y])
-    cdf_x = np.searchsorted(x, grid, side="right") / x.size
-    cdf_y = np.searchsorted(y, grid, side="right") / y.size
-    return float(np.max(np.abs(cdf_x - cdf_y)))
+    return ks_of_ascending(np.sort(x), np.sort(y))
+
+
+def ks_of_ascending(x: np.ndarray, y: np.ndarray) -> float:
+    """:func:`ks_statistic` of two samples given ascending (e.g. :meth:`detectors.ranks.Ranked.ascending`):
+    one merge of the two (a stable sort of two sorted runs), then n_x·n_y·(F_x - F_y) in whole numbers at the
+    last position of every run of equal values, where the supremum is attained; one division at the end."""
+    nx, ny = x.size, y.size
+    merged = np.concatenate([x, y])
+    order = np.argsort(merged, kind="stable")
+    through_x = np.cumsum(order < nx)  # of x, at or below each merged position
+    merged = merged[order]
+    last = np.flatnonzero(merged[1:] != merged[:-1])  # the last position of each run of ties but the final one
+    if last.size + 1 < merged.size:
+        last = np.append(last, merged.size - 1)
+        through_x, through = through_x[last], last + 1
+    else:
+        through = np.arange(1, merged.size + 1)
+    d = through_x * (nx + ny) - through * nx  # = nx·ny·(F_x - F_y): through_x·ny - (through - through_x)·nx
+    return float(max(d.max(), -d.min())) / (nx * ny)
 
 
 def auc_contrast(
@@ -150,15 +193,7 @@ def auc_contrast(
     """A contrast L·AUC of k correlated AUCs on the same videos with DeLong's interval (DeLong et al. 1988, §3):
     L·θ̂ is asymptotically normal with variance L S Lᵀ, S from :func:`delong_covariance`. ``scores`` has shape
     (k, N); the interval is clipped to the contrast's range (its negative weights' sum to its positive weights')."""
-    weights = np.asarray(contrast, dtype=np.float64)
-    s = np.atleast_2d(np.asarray(scores, dtype=np.float64))
-    if weights.shape != (s.shape[0],):
-        raise MetricError(f"a contrast needs one weight per score vector, got {weights.shape} for {s.shape[0]}")
-    aucs, cov = delong_covariance(y_true, s)
-    value = float(weights @ aucs)
-    half = _z(confidence) * np.sqrt(max(float(weights @ cov @ weights), 0.0))
-    low, high = float(np.clip(weights, None, 0).sum()), float(np.clip(weights, 0, None).sum())  # AUCs in [0, 1]
-    return value, float(max(low, value - half)), float(min(high, value + half))
+    return contrast_interval(_components(y_true, scores), contrast, confidence)
 
 
 def auc_difference(

@@ -13,12 +13,14 @@ sample is older than ``stale_after_s`` is not exported at all. The families are 
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from detectors import intervals, metrics
+from detectors.ranks import Components, Ranked, is_everything, structural_components
 from gateway.core import catalogue as mc
 from gateway.core.catalogue import Family
 from gateway.monitor.config import WindowSettings
@@ -49,6 +51,8 @@ class Column:
     decision: np.ndarray
     label: np.ndarray  # 1 generated, 0 real, -1 not known
     _where: np.ndarray | None = field(default=None, repr=False)
+    _ranked: Ranked | None = field(default=None, repr=False)
+    _components: dict[bytes, Components] = field(default_factory=dict, repr=False)
 
     def where(self) -> np.ndarray:
         """Per video index, its position here (-1: not scored here)."""
@@ -56,6 +60,26 @@ class Column:
             self._where = np.full(int(self.vid.max()) + 1, -1, np.int64)
             self._where[self.vid] = np.arange(self.vid.size)
         return self._where
+
+    def ascending(self, positions: np.ndarray) -> np.ndarray:
+        """The scores at ``positions``, ascending (the column's scores are sorted once)."""
+        return self._ranked_scores().take(positions).ascending()
+
+    def components(self, positions: np.ndarray) -> Components:
+        """DeLong's structural components of the scores at ``positions`` (labelled ones), computed once per set
+        of positions: a series' AUC and its drift, and original's part in each condition's drift, share them."""
+        positions = np.asarray(positions, np.int64)
+        every = is_everything(positions, self.score.size)
+        key = b"" if every else hashlib.blake2b(np.ascontiguousarray(positions).data, digest_size=16).digest()
+        if key not in self._components:
+            ranked = self._ranked_scores().take(positions)
+            self._components[key] = structural_components((self.label if every else self.label[positions]) == 1, ranked)
+        return self._components[key]
+
+    def _ranked_scores(self) -> Ranked:
+        if self._ranked is None:
+            self._ranked = Ranked.of(self.score)
+        return self._ranked
 
 
 class FrameColumns:
@@ -71,20 +95,32 @@ class FrameColumns:
         if series in self._originals:
             return self._originals[series]
         slot, score, decision = self.frame.rows[series]
-        r = self.rank[slot]
-        by_rank = np.full(int(r.max(initial=-1)) + 1, -1, np.int64)
-        by_rank[r[r >= 0]] = np.flatnonzero(r >= 0)
-        rows = by_rank[by_rank >= 0]
-        slots = slot[rows]
-        canary, out = self.frame.videos["canary"][slots], {}
-        for kind, sel in (("traffic", ~canary), ("canary", canary)):
-            if sel.any():
-                s = slots[sel]
-                out[kind] = Column(r[rows[sel]], self.frame.videos["event_time"][s], score[rows[sel]],
-                                   decision[rows[sel]], self.y[s].astype(np.int8))  # fmt: skip
+        rows = self._rows_by_rank(self.rank[slot])
+        if rows is not None:
+            slot, score, decision = slot[rows], score[rows], decision[rows]
+        r, canary, out = self.rank[slot], self.frame.videos["canary"][slot], {}
+        parts = {"traffic": ~canary, "canary": canary} if canary.any() else {"traffic": None}  # None: every row
+        for kind, sel in parts.items():
+            if sel is None:
+                s, rs, sc, d = slot, r, score, decision
+            elif sel.any():
+                s, rs, sc, d = slot[sel], r[sel], score[sel], decision[sel]
+            else:
+                continue
+            out[kind] = Column(rs, self.frame.videos["event_time"][s], sc, d, self.y[s].astype(np.int8))
         if series[2] == "original":
             self._originals[series] = out
         return out
+
+    @staticmethod
+    def _rows_by_rank(r: np.ndarray) -> np.ndarray | None:
+        """The series' rows of live videos in rank order; None when they are all live and in that order already
+        (scores read in event-time order)."""
+        if r.size and r[0] >= 0 and bool(np.all(r[1:] > r[:-1])):
+            return None
+        by_rank = np.full(int(r.max(initial=-1)) + 1, -1, np.int64)
+        by_rank[r[r >= 0]] = np.flatnonzero(r >= 0)
+        return by_rank[by_rank >= 0]
 
     def items(self) -> Iterator[tuple[tuple[Series, str], Column]]:
         for series in self.frame.rows:
@@ -147,6 +183,8 @@ def _paired(col: Column, sel: np.ndarray, base: Column | None) -> tuple[np.ndarr
     """Positions in ``col`` (within ``sel``) and in ``base`` of the videos scored under both."""
     if base is None:
         return np.empty(0, int), np.empty(0, int)
+    if is_everything(sel, col.vid.size) and np.array_equal(col.vid, base.vid):  # the same videos (common)
+        return sel, sel
     where, v = base.where(), col.vid[sel]
     in_base = np.full(v.size, -1, np.int64)
     inside = v < where.size
@@ -174,18 +212,19 @@ def _label_free(col: Column, sel: np.ndarray, base: Column | None, labels: dict)
     out.append(Sample(mc.PAIRED_VIDEOS, labels, float(a.size)))
     if not a.size:
         return out
-    sa, sb, da, db = col.score[a], base.score[b], col.decision[a], base.decision[b]
-    out.append(Sample(mc.SCORE_SHIFT_MEAN, labels, float(np.mean(sa - sb))))
-    out.append(Sample(mc.SCORE_KS, labels, intervals.ks_statistic(sa, sb)))
-    if (~db).any():
-        out.append(Sample(mc.FLIP_RATE, {**labels, "direction": "real_to_generated"}, float(da[~db].mean())))
-    if db.any():
-        out.append(Sample(mc.FLIP_RATE, {**labels, "direction": "generated_to_real"}, float((~da[db]).mean())))
+    out.append(Sample(mc.SCORE_SHIFT_MEAN, labels, float(np.mean(col.score[a] - base.score[b]))))
+    out.append(Sample(mc.SCORE_KS, labels, intervals.ks_of_ascending(col.ascending(a), base.ascending(b))))
+    # pairs by (decision here, decision on original): False False, False True, True False, True True
+    ff, ft, tf, tt = np.bincount(2 * col.decision[a].astype(np.int8) + base.decision[b], minlength=4).tolist()
+    if ff + tf:
+        out.append(Sample(mc.FLIP_RATE, {**labels, "direction": "real_to_generated"}, tf / (ff + tf)))
+    if ft + tt:
+        out.append(Sample(mc.FLIP_RATE, {**labels, "direction": "generated_to_real"}, ft / (ft + tt)))
     return out
 
 
 def _labelled(col: Column, sel: np.ndarray, base: Column | None, labels: dict, conf: float) -> list[Sample]:
-    y, s = col.label[sel] == 1, col.score[sel]
+    y = col.label[sel] == 1
     c = metrics.Confusion.from_predictions(y, col.decision[sel])
     n_gen, n_real = c.tp + c.fn, c.tn + c.fp
     out = [
@@ -199,9 +238,9 @@ def _labelled(col: Column, sel: np.ndarray, base: Column | None, labels: dict, c
     if n_gen and n_real:
         out.append(Sample(mc.BALANCED_ACCURACY, labels, c.balanced_accuracy))
         if n_gen >= 2 and n_real >= 2:
-            out += _bounded(mc.AUC, labels, intervals.auc_interval(y, s, conf))
+            out += _bounded(mc.AUC, labels, intervals.contrast_interval([col.components(sel)], (1,), conf))
         else:
-            out.append(Sample(mc.AUC, labels, metrics.auc(y, s)))
+            out.append(Sample(mc.AUC, labels, metrics.auc(y, col.score[sel])))
     if base is not None:
         out += _drift(col, sel, base, labels, conf)
     return out
@@ -210,15 +249,18 @@ def _labelled(col: Column, sel: np.ndarray, base: Column | None, labels: dict, c
 def _drift(col: Column, sel: np.ndarray, base: Column, labels: dict, conf: float) -> list[Sample]:
     a, b = _paired(col, sel, base)
     y = col.label[a] == 1
-    da, db = col.decision[a], base.decision[b]
     out = [Sample(mc.PAIRED_SAMPLES, labels, float(a.size))]
-    if y.sum() >= 2 and (~y).sum() >= 2:
-        diff = intervals.paired_auc_difference(y, col.score[a], base.score[b], conf)
+    # the pairs by (label, decision here, decision on original): 8 counts in one pass
+    n = np.bincount(4 * y.astype(np.int8) + 2 * col.decision[a] + base.decision[b], minlength=8).tolist()
+    if sum(n[4:]) >= 2 and sum(n[:4]) >= 2:
+        diff = intervals.contrast_interval([col.components(a), base.components(b)], (1, -1), conf)
         out += _bounded(mc.AUC_DRIFT, labels, diff)
-    if y.any():
-        fr = intervals.paired_proportion_difference(da[y], db[y], conf)
-        out += _bounded(mc.FAKE_RECALL_DRIFT, labels, fr)
-    if (~y).any():
-        rr = intervals.paired_proportion_difference(~da[~y], ~db[~y], conf)
-        out += _bounded(mc.REAL_RECALL_DRIFT, labels, rr)
+    if sum(n[4:]):  # generated: called generated (True) under both, here only, on original only, neither
+        out += _bounded(
+            mc.FAKE_RECALL_DRIFT, labels, intervals.paired_proportion_difference_of(n[7], n[6], n[5], n[4], conf)
+        )
+    if sum(n[:4]):  # real: called real (False) under both, here only, on original only, neither
+        out += _bounded(
+            mc.REAL_RECALL_DRIFT, labels, intervals.paired_proportion_difference_of(n[0], n[1], n[2], n[3], conf)
+        )
     return out
