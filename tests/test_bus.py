@@ -12,8 +12,9 @@ import pytest
 from kafka import errors as kafka_errors
 
 from gateway import bus
-from gateway.bus import clients, oversize
+from gateway.bus import bulk, clients, oversize
 from gateway.bus import records as bus_records
+from gateway.bus.bulk import Loader
 from gateway.bus.errors import mapped, to_bus_error
 from gateway.bus.fetch import NEXT_RECORDS, PARKED_RECORDS, poll_client
 from gateway.core.config import KafkaSettings
@@ -283,3 +284,45 @@ def test_a_range_the_client_skipped_is_read_apart_oversize_batches_by_reference(
         assert reader.between(consumer._client, p, 4, 9) is None  # past the end: no batch there to read
     finally:
         consumer.close()
+
+
+# -- loading a topic fast (gateway/bus/bulk.py) -------------------------------------------------------------------
+def test_a_loaded_batch_reads_back_with_kafka_pythons_own_decoder():
+    from kafka.record.default_records import DefaultRecordBatch
+
+    records = [(b"k%d" % i, b"v" * (i * 997 % 20_000)) for i in range(300)] + [(b"", b"")]  # long and empty ones
+    batch = DefaultRecordBatch(bulk.record_batch(records, 1_700_000_000_123))
+    assert batch.validate_crc() and batch.magic == 2 and not batch.compression_type
+    got = [(r.offset, r.key, r.value, r.timestamp, list(r.headers)) for r in batch]
+    assert got == [(i, k, v, 1_700_000_000_123, []) for i, (k, v) in enumerate(records)]  # empty, not null
+
+
+def test_zigzag_varints_match_kafka_pythons():
+    from kafka.record.util import decode_varint
+
+    for n in (0, 1, 63, 64, 127, 128, 8191, 8192, 16_383, 16_384, 2**31, 2**40):
+        assert decode_varint(bytearray(bulk.zigzag_varint(n)), 0)[0] == n
+
+
+def test_a_loader_appends_each_partitions_records_in_order_and_the_reader_gets_them(broker):
+    k = _settings(broker, "bulk")
+    records = [(i % 2, b"key-%d" % i, b"%d:" % i + b"x" * (i * 131 % 5000)) for i in range(600)]
+    with Loader(k.bootstrap, batch_bytes=64 * 1024) as loader:  # several batches per partition
+        assert loader.load(k.input_topic, iter(records), 1_700_000_000_000) == 600
+    consumer = bus.reader(k)
+    consumer.assign([bus.Partition(k.input_topic, p) for p in (0, 1)])
+    consumer.seek_to_beginning()
+    got = _poll_until(lambda: consumer.poll(500), 600)
+    consumer.close()
+    for p in (0, 1):
+        mine = [r for r in got if r.partition == p]
+        assert [r.offset for r in mine] == list(range(300))
+        assert [(r.key, r.value) for r in mine] == [(key, value) for q, key, value in records if q == p]
+    assert {r.timestamp_ms for r in got} == {1_700_000_000_000}
+
+
+def test_a_batch_the_broker_cannot_read_is_a_load_error(broker):
+    """(Tansu takes a batch with a wrong CRC, and one for a partition that does not exist; bytes that are no batch
+    at all make it hang up.)"""
+    with Loader(broker.bootstrap, timeout_s=10) as loader, pytest.raises(bulk.LoadError, match="closed the connection"):
+        loader.append("bulk", 0, b"no record batch" * 10)

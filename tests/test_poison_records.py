@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import itertools
 import json
-import socket
-import struct
 import time
 
 import pytest
 
 from gateway import bus
+from gateway.bus.bulk import Loader
 from gateway.core.config import MessageSettings
 from gateway.core.messages import InvalidMessage, VideoEvent, inline_headers, parse_video_message
 from gateway.stream import records
@@ -155,26 +154,13 @@ def _produce_raw(
 ) -> None:
     """One record on ``partition`` of ``topic`` as clients that send null header values do (librdkafka, franz-go;
     kafka-python's ``send`` refuses them): a record batch from kafka-python's own encoder, which writes a None
-    header value as null, in a Produce v3 request on a plain socket; the broker's acknowledgement is checked."""
+    header value as null, appended by :class:`gateway.bus.bulk.Loader`, which checks the broker's answer."""
     from kafka.record.default_records import DefaultRecordBatchBuilder
 
     batch = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 1 << 20)
     batch.append(0, int(time.time() * 1000), key, value, headers)
-    records, name = bytes(batch.build()), topic.encode()
-    body = (
-        struct.pack(">hhih", 0, 3, 1, -1)  # Produce v3, correlation id 1, no client id
-        + struct.pack(">hhi", -1, -1, 30_000)  # no transactional id, acks all, timeout
-        + struct.pack(">ih", 1, len(name))
-        + name
-        + struct.pack(">iii", 1, partition, len(records))  # one partition
-        + records
-    )
-    host, port = bootstrap.rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=30) as conn:
-        conn.sendall(struct.pack(">i", len(body)) + body)
-        reply = conn.makefile("rb").read(struct.unpack(">i", conn.recv(4, socket.MSG_WAITALL))[0])
-    at = 4 + 4 + 2 + len(name) + 4 + 4  # correlation id, 1 topic and its name, 1 partition and its index
-    assert struct.unpack(">h", reply[at : at + 2]) == (0,), reply  # no error
+    with Loader(bootstrap, timeout_s=30) as loader:  # raises LoadError unless the broker took it
+        loader.append(topic, partition, bytes(batch.build()))
 
 
 class _NotUtf8(str):

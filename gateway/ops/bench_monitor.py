@@ -11,7 +11,6 @@ each process's own.
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 import threading
@@ -32,31 +31,37 @@ WINDOW_S = 3600.0  # every video produced is in the time window
 READY_TIMEOUT_S = 3600.0
 
 
-def _produce(kafka, videos: int, now: float) -> int:
+def _produce(kafka, videos: int, now: float, partitions: int) -> int:
     """Score events of ``videos`` videos (as the gateway writes them, labelled), event times spread over the
-    last 10 minutes; returns how many were sent."""
-    from gateway import bus
+    last 10 minutes, video i on partition i mod ``partitions``, loaded in record batches
+    (:mod:`gateway.bus.bulk`); returns how many were appended."""
+    import orjson
+
+    from gateway.bus.bulk import Loader
     from gateway.core.messages import ScoreEvent, idempotency_key
 
     template = ScoreEvent(video_id="x", condition="c", detector="d", detector_version="1", runtime="embedded",
                           score=0.0, decision=False, threshold=0.0, label="real", event_time=now,
                           idempotency_key="k").model_dump(mode="json")  # fmt: skip
     rng = np.random.default_rng(0)
-    producer, sent = bus.producer(kafka), 0
-    for i in range(videos):
-        vid, y, t = f"b{i}", i % 2, now - 600 + 600 * i / videos
-        key = vid.encode()
-        for det in DETECTORS:
-            for cond in CONDITIONS:
-                s = float(rng.normal(1.0 if y else -1.0))
-                fields = {**template, "video_id": vid, "condition": cond, "detector": det, "score": s,
-                          "decision": s > 0, "label": ("real", "generated")[y], "event_time": t,
-                          "idempotency_key": idempotency_key(vid, cond, det, "1")}  # fmt: skip
-                producer.send(kafka.output_topic, json.dumps(fields).encode(), key=key)
-                sent += 1
-    producer.flush(timeout_s=600)
-    producer.close()
-    return sent
+
+    def records():
+        for i in range(videos):
+            vid, y, t = f"b{i}", i % 2, now - 600 + 600 * i / videos
+            key, scores = (
+                vid.encode(),
+                iter(rng.normal(1.0 if y else -1.0, size=len(DETECTORS) * len(CONDITIONS)).tolist()),
+            )
+            for det in DETECTORS:
+                for cond in CONDITIONS:
+                    s = next(scores)
+                    fields = {**template, "video_id": vid, "condition": cond, "detector": det, "score": s,
+                              "decision": s > 0, "label": ("real", "generated")[y], "event_time": t,
+                              "idempotency_key": idempotency_key(vid, cond, det, "1")}  # fmt: skip
+                    yield i % partitions, key, orjson.dumps(fields)
+
+    with Loader(kafka.bootstrap.split(",")[0]) as loader:
+        return loader.load(kafka.output_topic, records(), int(now * 1000))
 
 
 def _one_core() -> None:
@@ -139,7 +144,7 @@ def bench_monitor(videos: int = 100_000, partitions: int = PARTITIONS) -> dict[s
                              labels_topic=None)  # fmt: skip
         bus.ensure_topics(kafka, partitions=partitions)
         t0 = time.perf_counter()
-        sent = _produce(kafka, videos, time.time())
+        sent = _produce(kafka, videos, time.time(), partitions)
         produce_s = time.perf_counter() - t0
         windows = WindowSettings(seconds=WINDOW_S, max_videos=max(videos, 10), count=min(500, max(videos, 10)),
                                  compute_interval_s=WINDOW_S)  # fmt: skip
