@@ -273,6 +273,20 @@ def test_the_charts_monitor_config_is_a_valid_monitor_config(values_file, monkey
     cfg = MonitorConfig(**yaml.safe_load(cm["data"]["monitor.yaml"]))
     assert cfg.http_host == "0.0.0.0" and cfg.kafka.labels_topic == "lastmile.labels"
     assert cfg.windows.seconds == 3600 and cfg.kafka.output_topic == "lastmile.scores"
+    # checkpoints on by default, on the volume the monitor's pod mounts there (a claim where one is named)
+    (monitor,) = [
+        d for d in _render(values) if d["kind"] == "Deployment" and d["metadata"]["name"].endswith("-monitor")
+    ]
+    pod = monitor["spec"]["template"]["spec"]
+    (mount,) = [m for m in pod["containers"][0]["volumeMounts"] if m["mountPath"] == str(cfg.checkpoint.directory)]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    claim = (values.get("monitor", {}).get("checkpoint", {})).get("persistentVolumeClaim")
+    assert volume == (
+        {"name": "checkpoints", "persistentVolumeClaim": {"claimName": claim}}
+        if claim
+        else {"name": "checkpoints", "emptyDir": {"sizeLimit": "4Gi"}}
+    )
+    assert not mount.get("readOnly") and cfg.checkpoint.interval_s == (30 if claim else 60)
 
 
 @pytest.mark.parametrize("values_file", [None, "ci/all-on-values.yaml"])
