@@ -246,6 +246,7 @@ def test_the_monitor_benchmark_fills_its_windows_from_a_broker_scrapes_and_resta
     assert out["videos_held"] == 360 and out["ingest_events"] == out["events_produced"] == 360 * 24
     assert out["scrape_bytes"] > 10_000 and out["ingest_events_per_s"] > 0 and out["peak_rss_mb"] > 0
     assert out["restart_videos_held"] == 360 and out["restart_to_ready_s"] > 0 and out["compute_s"] > 0
+    assert out["series_with_auc"] == 24 and out["samples"] > 24 * 20  # it measured a computation of every series
 
 
 def test_windowed_series_are_withheld_until_the_windows_are_rebuilt():

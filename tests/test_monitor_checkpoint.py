@@ -4,6 +4,7 @@ checkpoint is refused with one log line and the monitor rebuilds from the topics
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -63,6 +64,15 @@ def test_a_checkpoint_restores_the_store_exactly_and_a_damaged_or_foreign_one_is
     assert back.watermark == NOW - 9
     restored.add_score(event("v149", "original", 3.0, NOW), NOW)  # a held video: a redelivery stays one
     assert restored.events["duplicate"] == store.events["duplicate"] + 1
+    assert restored.add_score(event("new", "original", 1.0, NOW), NOW) == "added"  # restored rows grow as any
+
+    meta = json.loads((path / "meta.json").read_text())
+    (path / "meta.json").write_text(json.dumps({**meta, "series": meta["series"][:-1]}))  # one series unnamed
+    with caplog.at_level(logging.INFO, logger="lastmile.monitor"):
+        assert checkpoint.newest(tmp_path, checkpoint.identity(cfg)) is None
+    assert "meta.json names" in caplog.text
+    (path / "meta.json").write_text(json.dumps(meta))
+    caplog.clear()
 
     foreign = MonitorConfig(windows=WindowSettings(count=40, max_videos=121), checkpoint={"directory": tmp_path})
     with caplog.at_level(logging.INFO, logger="lastmile.monitor"):

@@ -1,11 +1,15 @@
 """Checkpoints of the monitor's store: a start loads the newest valid one and reads only the topics' tail.
 
 A checkpoint is a directory ``ckpt-<unix ms>`` written as a temporary one and renamed (atomic): Arrow IPC files
-of the per-video columns, of every series' rows (one record batch per series) and of the waiting labels, and
+of the per-video columns, of every series' rows (record batch i: series i of ``meta.json``) and of the waiting
+labels, and
 ``meta.json`` with the per-partition positions it covers (the offset of the next record to read), the reader's
 watermark state, the counters, the CRC32C of each file and the identity of the configuration that wrote it (the
 topics and the window settings that decide what is held). A checkpoint that does not read back whole, or was
 written under another identity, is refused with one log line, and the monitor rebuilds from the topics.
+
+Memory: files are checked and read a chunk or a record batch at a time, so writing or loading a checkpoint holds
+little beyond the store itself (a million videos' 24 million rows are about 310 MB on disk).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,10 +34,12 @@ from gateway.monitor.config import MonitorConfig
 from gateway.monitor.table import VIDEO_COLUMNS, Frame
 
 log = logging.getLogger("lastmile.monitor")
-FORMAT = 1
+FORMAT = 2  # 2: no series column in rows.arrow (the batch's index); 1 is refused as another format
 PREFIX = "ckpt-"
 FILES = ("videos.arrow", "rows.arrow", "waiting.arrow")
 Position = tuple[str, int]  # (topic, partition)
+CHUNK = 8 << 20  # bytes read at a time to check a file's CRC32C
+ROWS_SCHEMA = pa.schema([("slot", pa.int32()), ("score", pa.float64()), ("decision", pa.bool_())])
 
 
 class CheckpointError(ValueError):
@@ -59,11 +66,20 @@ def identity(cfg: MonitorConfig) -> str:
     return hashlib.sha256(json.dumps(keys, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _write_table(path: Path, batches: list[pa.RecordBatch], schema: pa.Schema) -> str:
+def _write_table(path: Path, batches: Iterable[pa.RecordBatch], schema: pa.Schema) -> str:
     with ipc.new_file(str(path), schema) as writer:
         for batch in batches:
             writer.write_batch(batch)
-    return format(crc32c.crc32c(path.read_bytes()), "08x")
+    return _crc(path)
+
+
+def _crc(path: Path) -> str:
+    """The file's CRC32C, read a chunk at a time."""
+    value = 0
+    with path.open("rb") as f:
+        while chunk := f.read(CHUNK):
+            value = crc32c.crc32c(chunk, value)
+    return format(value, "08x")
 
 
 def write(directory: Path, ident: str, cp: Checkpoint, keep: int) -> Path:
@@ -75,18 +91,15 @@ def write(directory: Path, ident: str, cp: Checkpoint, keep: int) -> Path:
     f = cp.frame
     videos = pa.record_batch([pa.array(f.ids, pa.string()), *(f.videos[k] for k in VIDEO_COLUMNS)],
                              names=["video_id", *VIDEO_COLUMNS])  # fmt: skip
-    rows_schema = pa.schema([("series", pa.int32()), ("slot", pa.int32()), ("score", pa.float64()),
-                             ("decision", pa.bool_())])  # fmt: skip
     series = list(f.rows)
-    rows = [pa.record_batch([np.full(len(slot), i, np.int32), slot, score, decision], schema=rows_schema)
-            for i, (slot, score, decision) in enumerate(f.rows.values())]  # fmt: skip
+    rows = (pa.record_batch([slot, score, decision], schema=ROWS_SCHEMA) for slot, score, decision in f.rows.values())
     flat = [(vid, t, label) for vid, labels in cp.waiting.items() for t, label in labels]
     types = (pa.string(), pa.float64(), pa.string())
     waiting = pa.record_batch([pa.array([x[i] for x in flat], typ) for i, typ in enumerate(types)],
                               names=["video_id", "t", "label"])  # fmt: skip
     crcs = {
         "videos.arrow": _write_table(tmp / "videos.arrow", [videos], videos.schema),
-        "rows.arrow": _write_table(tmp / "rows.arrow", rows, rows_schema),
+        "rows.arrow": _write_table(tmp / "rows.arrow", rows, ROWS_SCHEMA),
         "waiting.arrow": _write_table(tmp / "waiting.arrow", [waiting], waiting.schema),
     }
     meta = {"format": FORMAT, "identity": ident, "created": cp.created, "crc32c": crcs, "series": series,
@@ -107,26 +120,22 @@ def read(path: Path, ident: str) -> Checkpoint:
         meta = json.loads((path / "meta.json").read_text())
         if meta.get("format") != FORMAT or meta.get("identity") != ident:
             raise CheckpointError(f"written by another configuration (identity {meta.get('identity')}, not {ident})")
-        tables = {}
         for name in FILES:
-            data = (path / name).read_bytes()
-            if format(crc32c.crc32c(data), "08x") != meta["crc32c"][name]:
+            if _crc(path / name) != meta["crc32c"][name]:
                 raise CheckpointError(f"{name} is damaged (CRC32C mismatch)")
-            tables[name] = ipc.open_file(pa.py_buffer(data)).read_all()
+        v = ipc.open_file(pa.OSFile(str(path / "videos.arrow"))).read_all()
+        videos = {k: v.column(k).to_numpy(zero_copy_only=False) for k in VIDEO_COLUMNS}
+        ids = v.column("video_id").to_pylist()
+        del v
+        rows = _rows(path / "rows.arrow", meta["series"])
+        pending = ipc.open_file(pa.OSFile(str(path / "waiting.arrow"))).read_all()
     except (OSError, ValueError, KeyError, pa.ArrowException) as exc:
         raise CheckpointError(str(exc) or type(exc).__name__) from exc
-    v = tables["videos.arrow"]
-    videos = {k: v.column(k).to_numpy(zero_copy_only=False) for k in VIDEO_COLUMNS}
-    rows = {}
-    for batch in tables["rows.arrow"].to_batches():
-        if batch.num_rows:
-            key = tuple(meta["series"][batch.column(0)[0].as_py()])
-            rows[key] = tuple(batch.column(i).to_numpy(zero_copy_only=False) for i in (1, 2, 3))
     waiting: dict[str, list[tuple[float, str]]] = {}
-    for vid, t, label in zip(*(tables["waiting.arrow"].column(i).to_pylist() for i in range(3)), strict=True):
+    for vid, t, label in zip(*(pending.column(i).to_pylist() for i in range(3)), strict=True):
         waiting.setdefault(vid, []).append((t, label))
     return Checkpoint(
-        Frame(v.column("video_id").to_pylist(), videos, rows),
+        Frame(ids, videos, rows),
         waiting,
         meta["counters"],
         {(t, p): o for t, p, o in meta["positions"]},
@@ -135,6 +144,19 @@ def read(path: Path, ident: str) -> Checkpoint:
         meta["created"],
         path,
     )
+
+
+def _rows(path: Path, series: list[list[str]]) -> dict[tuple[str, ...], tuple[np.ndarray, ...]]:
+    """Each series' rows, a record batch at a time (batch i: ``series[i]``), as arrays of their own."""
+    reader = ipc.open_file(pa.OSFile(str(path)))
+    if reader.num_record_batches != len(series):
+        raise CheckpointError(f"rows.arrow holds {reader.num_record_batches} series, meta.json names {len(series)}")
+    rows = {}
+    for i, key in enumerate(series):
+        batch = reader.get_batch(i)
+        if batch.num_rows:
+            rows[tuple(key)] = tuple(np.array(batch.column(j).to_numpy(zero_copy_only=False)) for j in range(3))
+    return rows
 
 
 def newest(directory: Path, ident: str) -> Checkpoint | None:

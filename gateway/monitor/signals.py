@@ -82,6 +82,15 @@ class Column:
         return self._ranked
 
 
+@dataclass(frozen=True)
+class _Videos:
+    """The videos of a series' rows: ``rows`` puts the rows in rank order (None: they are), and per population
+    (traffic, canary) the rows' selection (None: all), the videos' indices, event times and labels."""
+
+    rows: np.ndarray | None
+    parts: dict[str, tuple[np.ndarray | None, np.ndarray, np.ndarray, np.ndarray]]
+
+
 class FrameColumns:
     """The columns of a :class:`~gateway.monitor.table.Frame`, built one series at a time (a computation holds
     one series and the ``original`` ones), equal to :func:`columns` of the same videos: a video's index is its
@@ -90,27 +99,40 @@ class FrameColumns:
     def __init__(self, frame: Frame) -> None:
         self.frame, self.rank, self.y = frame, frame.order(), frame.labels()
         self._originals: dict[Series, dict[str, Column]] = {}
+        self._last: tuple[np.ndarray, _Videos] | None = None  # series usually hold the same videos: shared
 
     def _build(self, series: Series) -> dict[str, Column]:
         if series in self._originals:
             return self._originals[series]
         slot, score, decision = self.frame.rows[series]
-        rows = self._rows_by_rank(self.rank[slot])
-        if rows is not None:
-            slot, score, decision = slot[rows], score[rows], decision[rows]
-        r, canary, out = self.rank[slot], self.frame.videos["canary"][slot], {}
-        parts = {"traffic": ~canary, "canary": canary} if canary.any() else {"traffic": None}  # None: every row
-        for kind, sel in parts.items():
-            if sel is None:
-                s, rs, sc, d = slot, r, score, decision
-            elif sel.any():
-                s, rs, sc, d = slot[sel], r[sel], score[sel], decision[sel]
-            else:
-                continue
-            out[kind] = Column(rs, self.frame.videos["event_time"][s], sc, d, self.y[s].astype(np.int8))
+        videos = self._videos(slot)
+        if videos.rows is not None:
+            score, decision = score[videos.rows], decision[videos.rows]
+        out = {}
+        for kind, (sel, vid, t, label) in videos.parts.items():
+            sc, d = (score, decision) if sel is None else (score[sel], decision[sel])
+            out[kind] = Column(vid, t, sc, d, label)
         if series[2] == "original":
             self._originals[series] = out
         return out
+
+    def _videos(self, slot: np.ndarray) -> _Videos:
+        """The videos of a series' rows (``slot``), the same object for the next series with the same rows."""
+        if self._last is not None and np.array_equal(self._last[0], slot):
+            return self._last[1]
+        raw, rows = slot, self._rows_by_rank(self.rank[slot])
+        if rows is not None:
+            slot = slot[rows]
+        r, canary, parts = self.rank[slot], self.frame.videos["canary"][slot], {}
+        populations = {"traffic": ~canary, "canary": canary} if canary.any() else {"traffic": None}  # None: all
+        for kind, sel in populations.items():
+            s = slot if sel is None else slot[sel]
+            if s.size:
+                vid = r if sel is None else r[sel]
+                parts[kind] = (sel, vid, self.frame.videos["event_time"][s], self.y[s].astype(np.int8))
+        videos = _Videos(rows, parts)
+        self._last = (raw, videos)
+        return videos
 
     @staticmethod
     def _rows_by_rank(r: np.ndarray) -> np.ndarray | None:
@@ -123,7 +145,11 @@ class FrameColumns:
         return by_rank[by_rank >= 0]
 
     def items(self) -> Iterator[tuple[tuple[Series, str], Column]]:
-        for series in self.frame.rows:
+        """Series by detector version, ``original`` first: only the current version's originals are held."""
+        version = None
+        for series in sorted(self.frame.rows, key=lambda s: (s[0], s[1], s[2] != "original", s[2])):
+            if series[:2] != version:
+                version, self._originals = series[:2], {}
             for kind, col in self._build(series).items():
                 yield (series, kind), col
 

@@ -103,8 +103,8 @@ class Rows:
     @classmethod
     def of(cls, slot: np.ndarray, score: np.ndarray, decision: np.ndarray, slots: int) -> Rows:
         out = cls()
-        out.slot, out.score = np.array(slot, np.int32), np.array(score, np.float64)
-        out.decision, out.n = np.array(decision, np.bool_), len(out.slot)
+        out.slot, out.score = np.asarray(slot, np.int32), np.asarray(score, np.float64)  # not copied: rows are
+        out.decision, out.n = np.asarray(decision, np.bool_), len(out.slot)  # only ever appended past n, by growing
         out.has = np.zeros(slots, np.bool_)
         out.has[out.slot] = True
         return out

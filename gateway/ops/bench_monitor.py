@@ -100,13 +100,16 @@ def _first(cfg_json: str) -> dict[str, float]:
     if writer is not None:
         writer.join()
     checkpoint_s = time.perf_counter() - t2
-    events = mon.store.events["added"]
+    events, samples = mon.store.events["added"], mon.metrics.windows.latest.samples
+    with_auc = {(x.labels["detector"], x.labels["condition"]) for x in samples if x.name == "lastmile_auc"}
     out = {
         "videos_held": mon.store.held,
         "ingest_events": events,
         "ingest_s": round(ingest_s, 2),
         "ingest_events_per_s": round(events / ingest_s, 1),
         "compute_s": round(mon.metrics.windows.latest.seconds, 3),
+        "samples": len(samples),
+        "series_with_auc": len(with_auc),
         "scrape_s": round(scrape_s, 4),
         "scrape_bytes": len(page),
         "checkpoint_write_s": round(checkpoint_s, 2),
@@ -147,11 +150,14 @@ def bench_monitor(videos: int = 100_000, partitions: int = PARTITIONS) -> dict[s
         sent = _produce(kafka, videos, time.time(), partitions)
         produce_s = time.perf_counter() - t0
         windows = WindowSettings(seconds=WINDOW_S, max_videos=max(videos, 10), count=min(500, max(videos, 10)),
-                                 compute_interval_s=WINDOW_S)  # fmt: skip
+                                 compute_interval_s=WINDOW_S, stale_after_s=WINDOW_S)  # fmt: skip
+        # (no series may go stale while a large run ingests: its newest events are those it loaded first)
         ckpt = CheckpointSettings(directory=Path(tmp), interval_s=WINDOW_S)
         cfg = MonitorConfig(kafka=kafka, windows=windows, checkpoint=ckpt, http_port=0).model_dump_json()
         first = isolated(_first, cfg)
         restart = isolated(_restart, cfg)
+    if first["series_with_auc"] != len(DETECTORS) * len(CONDITIONS):  # a computation of nothing is no measure
+        raise RuntimeError(f"the monitor computed an AUC for {first['series_with_auc']} series, not every one")
     return {
         "videos": videos,
         "detectors": len(DETECTORS),
