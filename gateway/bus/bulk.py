@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from crc32c import crc32c
 
 from gateway.bus.errors import BusError
+from gateway.bus.wire import WireReader
 
 PRODUCE, PRODUCE_VERSION = 0, 3  # Produce v3: record batches (magic 2), no flexible fields
 ACKS, TIMEOUT_MS = 1, 30_000
@@ -101,23 +102,10 @@ class Loader:
             + batch
         )
         self.conn.sendall(struct.pack(">i", len(body)) + body)
-        reply = self._reply()
+        reply = WireReader(self.conn, LoadError, "broker").reply()
         (correlation,) = struct.unpack_from(">i", reply)
         name_len = struct.unpack_from(">h", reply, 8)[0]  # after the correlation id and the topics' count
         _, error, base_offset = struct.unpack_from(">ihq", reply, 10 + name_len + 4)
         if correlation != self.correlation or error:
             raise LoadError(f"the broker refused a batch for {topic}[{partition}]: error code {error}")
         return base_offset
-
-    def _reply(self) -> bytes:
-        size = struct.unpack(">i", self._exactly(4))[0]
-        return self._exactly(size)
-
-    def _exactly(self, n: int) -> bytes:
-        data = bytearray()
-        while len(data) < n:
-            chunk = self.conn.recv(min(n - len(data), 1 << 20))
-            if not chunk:
-                raise LoadError("the broker closed the connection mid-reply")
-            data += chunk
-        return bytes(data)

@@ -17,6 +17,7 @@ import struct
 from dataclasses import dataclass
 
 from gateway.bus.errors import BusError
+from gateway.bus.wire import WireReader
 
 FETCH, FETCH_VERSION = 1, 4  # Fetch v4: record batches (magic 2), no flexible fields
 MAX_WAIT_MS = 500  # a broker may answer an empty fetch at once when asked not to wait (Tansu does)
@@ -52,25 +53,6 @@ def _fetch_request(topic: str, partition: int, offset: int, correlation_id: int)
     return struct.pack(">i", len(body)) + body
 
 
-class _Reader:
-    def __init__(self, conn: socket.socket) -> None:
-        self.conn = conn
-
-    def raw(self, n: int) -> bytes:
-        """The next ``n`` bytes, read exactly."""
-        data = bytearray()
-        while len(data) < n:
-            chunk = self.conn.recv(min(n - len(data), 1 << 20))
-            if not chunk:
-                raise ProbeError("the leader closed the connection mid-reply")
-            data += chunk
-        return bytes(data)
-
-    def take(self, fmt: str) -> tuple:
-        """The next fields of ``fmt`` (big-endian struct format)."""
-        return struct.unpack(fmt, self.raw(struct.calcsize(fmt)))
-
-
 def fetch_batch(
     host: str,
     port: int,
@@ -86,7 +68,7 @@ def fetch_batch(
     with socket.create_connection((host, port), timeout=timeout_s) as raw:
         conn = tls.wrap_socket(raw, server_hostname=host) if tls is not None else raw
         conn.sendall(_fetch_request(topic, partition, offset, 1))
-        r = _Reader(conn)
+        r = WireReader(conn, ProbeError, "leader")
         r.take(">iii")  # frame length, correlation id, throttle time
         (n_topics,) = r.take(">i")
         if n_topics != 1:
