@@ -62,7 +62,7 @@ def is_everything(positions: np.ndarray, n: int) -> bool:
     return positions.size == n and (n == 0 or (positions[0] == 0 and np.array_equal(positions, _arange(n))))
 
 
-@functools.lru_cache(maxsize=8)
+@functools.lru_cache(maxsize=2)  # a computation's columns mostly share one length; bounded: 8 MB a million
 def _arange(n: int) -> np.ndarray:
     out = np.arange(n)
     out.flags.writeable = False

@@ -247,6 +247,8 @@ def test_the_monitor_benchmark_fills_its_windows_from_a_broker_scrapes_and_resta
     assert out["scrape_bytes"] > 10_000 and out["ingest_events_per_s"] > 0 and out["peak_rss_mb"] > 0
     assert out["restart_videos_held"] == 360 and out["restart_to_ready_s"] > 0 and out["compute_s"] > 0
     assert out["series_with_auc"] == 24 and out["samples"] > 24 * 20  # it measured a computation of every series
+    assert out["live_scrapes"] >= 1 and 0 < out["live_scrape_median_s"] <= out["live_scrape_max_s"]
+    assert out["live_ingest_events_per_s"] > 0  # the tenth more videos, loaded while it was scraped
 
 
 def test_windowed_series_are_withheld_until_the_windows_are_rebuilt():

@@ -3,10 +3,12 @@ detectors x the six LastMile conditions: 24 score events a video).
 
 A local broker (Tansu) is filled with the score events first (not timed). Then a monitor, in its own process
 pinned to one core (BLAS threads 1), rebuilds its windows from the topic (fetch, CRC, parse, de-duplicate,
-store: the ingest rate), computes every windowed series once (the computation time), serves a scrape (the
-scrape time) and writes a checkpoint. A second monitor process starts from that checkpoint and is timed until
+store: the ingest rate), computes every windowed series once (the computation time) and serves a scrape (the
+scrape time). Then the bench loads a tenth more videos while that monitor ingests them and is scraped back to
+back (the scrape time while ingesting: the slowest and the median; the oldest videos are evicted, so it still
+holds N), and it writes a checkpoint. A second monitor process starts from that checkpoint and is timed until
 /readyz would say ready: windows restored and one computation served (the restart-to-ready time). Peak RSS is
-each process's own.
+each process's own; the run fails unless every series got an AUC.
 """
 
 from __future__ import annotations
@@ -29,12 +31,13 @@ CONDITIONS = tuple(c.name for c in LASTMILE)  # the six LastMile conditions
 PARTITIONS = 4
 WINDOW_S = 3600.0  # every video produced is in the time window
 READY_TIMEOUT_S = 3600.0
+LIVE_SHARE = 10  # a tenth more videos is loaded while the monitor is scraped
 
 
-def _produce(kafka, videos: int, now: float, partitions: int) -> int:
-    """Score events of ``videos`` videos (as the gateway writes them, labelled), event times spread over the
-    last 10 minutes, video i on partition i mod ``partitions``, loaded in record batches
-    (:mod:`gateway.bus.bulk`); returns how many were appended."""
+def _produce(kafka, videos: int, now: float, partitions: int, first: int = 0) -> int:
+    """Score events of ``videos`` videos (as the gateway writes them, labelled) numbered from ``first``, event
+    times spread over the 10 minutes before ``now``, video i on partition i mod ``partitions``, loaded in record
+    batches (:mod:`gateway.bus.bulk`); returns how many were appended."""
     import orjson
 
     from gateway.bus.bulk import Loader
@@ -46,8 +49,8 @@ def _produce(kafka, videos: int, now: float, partitions: int) -> int:
     rng = np.random.default_rng(0)
 
     def records():
-        for i in range(videos):
-            vid, y, t = f"b{i}", i % 2, now - 600 + 600 * i / videos
+        for i in range(first, first + videos):
+            vid, y, t = f"b{i}", i % 2, now - 600 + 600 * (i - first) / videos
             key, scores = (
                 vid.encode(),
                 iter(rng.normal(1.0 if y else -1.0, size=len(DETECTORS) * len(CONDITIONS)).tolist()),
@@ -64,6 +67,12 @@ def _produce(kafka, videos: int, now: float, partitions: int) -> int:
         return loader.load(kafka.output_topic, records(), int(now * 1000))
 
 
+def _load_live(kafka, videos: int, first: int, partitions: int, go: Path) -> None:
+    """Once ``go`` exists, load ``videos`` more videos' score events (numbered from ``first``, event times now)."""
+    _wait(go.exists, "ask for the live events")
+    _produce(kafka, videos, time.time(), partitions, first)
+
+
 def _one_core() -> None:
     os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
 
@@ -76,8 +85,9 @@ def _wait(check, what: str) -> None:
         time.sleep(0.01)  # the polling interval of a condition, not a synchronisation
 
 
-def _first(cfg_json: str) -> dict[str, float]:
-    """Rebuild from the topic, compute, scrape, checkpoint."""
+def _first(cfg_json: str, live_events: int, go: str) -> dict[str, float]:
+    """Rebuild from the topic, compute, scrape; then scrape while ``live_events`` more are ingested (loaded by the
+    bench's parent process once the file ``go`` exists); then checkpoint."""
     _one_core()
     from prometheus_client import generate_latest
 
@@ -89,18 +99,19 @@ def _first(cfg_json: str) -> dict[str, float]:
     thread = threading.Thread(target=mon.run, daemon=True)
     thread.start()
     _wait(mon.caught_up.is_set, "catch up")
-    ingest_s = time.perf_counter() - t0
+    ingest_s, events = time.perf_counter() - t0, mon.store.events["added"]
     _wait(lambda: mon.metrics.windows.latest is not None, "compute")
     t1 = time.perf_counter()
     page = generate_latest(mon.metrics.registry)
     scrape_s = time.perf_counter() - t1
+    live = _scrapes_while_ingesting(mon, events + live_events, Path(go), generate_latest)
     t2 = time.perf_counter()
     mon.checkpoint()  # production is over: nothing is read meanwhile
     writer = mon.checkpoints._writer
     if writer is not None:
         writer.join()
     checkpoint_s = time.perf_counter() - t2
-    events, samples = mon.store.events["added"], mon.metrics.windows.latest.samples
+    samples = mon.metrics.windows.latest.samples
     with_auc = {(x.labels["detector"], x.labels["condition"]) for x in samples if x.name == "lastmile_auc"}
     out = {
         "videos_held": mon.store.held,
@@ -112,11 +123,33 @@ def _first(cfg_json: str) -> dict[str, float]:
         "series_with_auc": len(with_auc),
         "scrape_s": round(scrape_s, 4),
         "scrape_bytes": len(page),
+        **live,
         "checkpoint_write_s": round(checkpoint_s, 2),
     }
     mon.stop_event.set()
     thread.join(60)
     return out
+
+
+def _scrapes_while_ingesting(mon, total: int, go: Path, scrape) -> dict[str, float]:
+    """Scrape back to back while the monitor ingests up to ``total`` added events (the parent loads them once
+    ``go`` exists): the slowest and the median scrape, and the ingest rate meanwhile."""
+    go.touch()
+    times, t0, before = [], time.perf_counter(), mon.store.events["added"]
+    while mon.store.events["added"] < total:
+        if time.perf_counter() - t0 > READY_TIMEOUT_S:
+            raise TimeoutError("the monitor did not ingest the live events")
+        t = time.perf_counter()
+        scrape(mon.metrics.registry)
+        times.append(time.perf_counter() - t)
+        time.sleep(0.05)  # the pace of the scrapes (about 20 a second, far more than Prometheus asks)
+    took = time.perf_counter() - t0
+    return {
+        "live_scrapes": len(times),
+        "live_scrape_max_s": round(max(times, default=0.0), 4),
+        "live_scrape_median_s": round(float(np.median(times)) if times else 0.0, 4),
+        "live_ingest_events_per_s": round((mon.store.events["added"] - before) / took, 1),
+    }
 
 
 def _restart(cfg_json: str) -> dict[str, float]:
@@ -154,7 +187,12 @@ def bench_monitor(videos: int = 100_000, partitions: int = PARTITIONS) -> dict[s
         # (no series may go stale while a large run ingests: its newest events are those it loaded first)
         ckpt = CheckpointSettings(directory=Path(tmp), interval_s=WINDOW_S)
         cfg = MonitorConfig(kafka=kafka, windows=windows, checkpoint=ckpt, http_port=0).model_dump_json()
-        first = isolated(_first, cfg)
+        live = max(videos // LIVE_SHARE, 10)  # more videos, loaded while the first monitor is scraped
+        go = Path(tmp) / "go"
+        loader = threading.Thread(target=_load_live, args=(kafka, live, videos, partitions, go), daemon=True)
+        loader.start()
+        first = isolated(_first, cfg, live * len(DETECTORS) * len(CONDITIONS), str(go))
+        loader.join()
         restart = isolated(_restart, cfg)
     if first["series_with_auc"] != len(DETECTORS) * len(CONDITIONS):  # a computation of nothing is no measure
         raise RuntimeError(f"the monitor computed an AUC for {first['series_with_auc']} series, not every one")
