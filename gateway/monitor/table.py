@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-GROWTH = 1.5  # an array that is full grows by half
+GROWTH = 1.5  # an array that is full grows by half ...
+LARGE, LARGE_GROWTH = 1 << 20, 1.125  # ... or by an eighth from a million rows (the slack a large store carries)
 START = 1024  # rows of a new array
 NO_LABEL = -1
 VIDEO_COLUMNS = {  # name -> (dtype, value of a new row)
@@ -27,7 +28,7 @@ VIDEO_COLUMNS = {  # name -> (dtype, value of a new row)
 
 
 def _grown(a: np.ndarray, size: int, fill=0) -> np.ndarray:
-    out = np.full(max(size, int(len(a) * GROWTH), START), fill, dtype=a.dtype)
+    out = np.full(max(size, int(len(a) * (LARGE_GROWTH if len(a) >= LARGE else GROWTH)), START), fill, dtype=a.dtype)
     out[: len(a)] = a
     return out
 
