@@ -91,6 +91,7 @@ def _first(cfg_json: str, live_events: int, go: str) -> dict[str, float]:
     _one_core()
     from prometheus_client import generate_latest
 
+    from gateway.core import catalogue as mc
     from gateway.monitor.config import MonitorConfig
     from gateway.monitor.service import Monitor
 
@@ -112,7 +113,7 @@ def _first(cfg_json: str, live_events: int, go: str) -> dict[str, float]:
         writer.join()
     checkpoint_s = time.perf_counter() - t2
     samples = mon.metrics.windows.latest.samples
-    with_auc = {(x.labels["detector"], x.labels["condition"]) for x in samples if x.name == "lastmile_auc"}
+    with_auc = {(x.labels["detector"], x.labels["condition"]) for x in samples if x.family is mc.AUC}
     out = {
         "videos_held": mon.store.held,
         "ingest_events": events,
