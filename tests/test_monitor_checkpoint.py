@@ -128,6 +128,8 @@ def test_a_monitor_killed_mid_stream_restarts_from_its_checkpoint_with_every_ser
         for port in (reference.port, mon.port):
             wait_for(lambda p=port: metric(scrape(p), "lastmile_monitor_events_total", outcome="added") == n)
             wait_for(lambda p=port: metric(scrape(p), "lastmile_monitor_waiting_labels") == 0)
+            # (no label waiting holds too before the last labels are read: wait for every one joined)
+            wait_for(lambda p=port: metric(scrape(p), "lastmile_monitor_labels_total", outcome="joined") >= len(vids))
         t = time.time()
         want, got = computed_after(reference.port, t), computed_after(mon.port, t)
     finally:
