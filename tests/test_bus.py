@@ -238,14 +238,17 @@ def test_with_stop_an_oversize_batch_is_a_stall_naming_partition_and_offset(brok
     k = _stuck_topic(broker, "stopped", oversize_records="stop")
     consumer = bus.consumer(k)
     consumer.subscribe([k.input_topic])
-    try:
-        got = _poll_until(lambda: consumer.poll(200), 3, timeout_s=30)
-        assert [(r.partition, r.offset) for r in got if r.partition == 0] == [(0, 0), (0, 1)]
-        deadline = time.monotonic() + 30
-        while not (stalls := consumer.stalls(1.0)) and time.monotonic() < deadline:
-            assert not consumer.poll(200)  # nothing more comes
+    got, stalls, deadline = [], [], time.monotonic() + 30
+    try:  # (a loaded machine may duplicate partition 1's record by a producer retry: it is read, never a stall)
+        while time.monotonic() < deadline:
+            got += consumer.poll(200)
+            stalls = consumer.stalls(1.0)
+            if stalls and all(s.partition.partition == 0 for s in stalls):
+                break
     finally:
         consumer.close()
+    assert [(r.partition, r.offset) for r in got if r.partition == 0] == [(0, 0), (0, 1)]  # nothing past the stop
+    assert {r.value for r in got if r.partition == 1} == {b"other"}
     assert [(s.partition, s.offset, s.behind) for s in stalls] == [(bus.Partition("stopped", 0), 2, 2)]
     assert stalls[0].for_s >= 1.0
     assert "stopped/0 stuck at offset 2" in str(stalls[0])
