@@ -204,8 +204,7 @@ def auc_difference(
 ) -> Interval:
     """AUC(challenger) - AUC(champion) on the same videos with DeLong's interval for two correlated AUCs
     (contrast L = (1, -1)); equals :func:`paired_auc_difference` with the challenger first."""
-    stacked = np.stack([np.asarray(challenger, dtype=np.float64), np.asarray(champion, dtype=np.float64)])
-    return auc_contrast(y_true, stacked, (1, -1), confidence)
+    return paired_auc_difference(y_true, challenger, champion, confidence)
 
 
 def robustness_difference(
