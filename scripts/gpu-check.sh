@@ -3,7 +3,8 @@
 #   machine.json     nvidia-smi, onnxruntime's execution providers, NVENC in PyAV's FFmpeg, an ffmpeg CLI
 #   transforms.json  the six-condition fan-out per input: throughput with NVENC tails and with libx264 tails
 #                    (same machine, same run), fidelity; the floor where an ffmpeg CLI is present
-#   detectors.json   each detector on onnxruntime's CPU, CUDA and TensorRT providers, where installed
+#   detectors.json   each detector on onnxruntime's CPU, CUDA and TensorRT providers, where installed: videos/s
+#                    at the request shape (6) and the largest batch (16), with and without I/O binding; parity
 # Each missing part is skipped with its reason; each part's JSON is written as it ends. Under ten minutes.
 #   usage: bash scripts/gpu-check.sh [OUT] [--quick]
 set -u

@@ -13,6 +13,8 @@ from detectors.errors import RuntimeUnavailable
 from detectors.runtimes.base import RuntimeStats, score_in_batches
 from detectors.runtimes.providers import ORT_NAMES, ProviderSettings, ProviderUnavailable, open_session
 
+DEFAULT_MAX_BATCH = 16  # most videos in one onnxruntime call; make_runtime sets none, so the gateway's runtimes use it
+
 
 def settings_for(providers: list[str] | None) -> ProviderSettings:
     """The settings that ask for the first of onnxruntime ``providers`` (names such as ``CUDAExecutionProvider``);
@@ -35,7 +37,7 @@ class EmbeddedRuntime:
         model_path: str | Path,
         card: ModelCard,
         *,
-        max_batch: int = 16,
+        max_batch: int = DEFAULT_MAX_BATCH,
         intra_op_threads: int = 1,
         providers: list[str] | None = None,
         settings: ProviderSettings | None = None,

@@ -69,13 +69,14 @@ def bench_transforms_cmd(json_out, profiles, quick, with_long) -> None:
     type=click.Path(file_okay=False, path_type=Path),
     help="folder for machine.json, transforms.json, detectors.json",
 )
-@click.option("--quick", is_flag=True, help="short clips only (a smoke run)")
+@click.option("--quick", is_flag=True, help="short clips and short detector rows only (a smoke run)")
 def bench_gpu_cmd(out_dir, quick) -> None:
-    """NVENC tails against libx264 tails on one machine, and the detectors on the GPU execution providers;
-    each part the machine lacks is skipped with its reason (run by scripts/gpu-check.sh)."""
+    """NVENC tails against libx264 tails on one machine, and the detectors on each execution provider present
+    (request shape and largest batch, with and without I/O binding); each part the machine lacks is skipped
+    with its reason (run by scripts/gpu-check.sh)."""
     from gateway.ops import bench_gpu
 
-    _emit_json(bench_gpu.run_check(out_dir, _transform_inputs(quick)), None)
+    _emit_json(bench_gpu.run_check(out_dir, _transform_inputs(quick), quick=quick), None)
 
 
 @bench.command("detectors")

@@ -1,7 +1,8 @@
 """The GPU check (``lastmile bench gpu``, run by ``scripts/gpu-check.sh``): what a machine with an NVIDIA GPU
-does with the six-condition fan-out (NVENC H.264 tails) and with the detectors (onnxruntime's CUDA and
-TensorRT execution providers: throughput, the scores' largest difference from the CPU's with TF32 on and off,
-and how many nodes each provider ran, from onnxruntime's profiler).
+does with the six-condition fan-out (NVENC H.264 tails) and with the detectors (onnxruntime's CPU, CUDA and
+TensorRT execution providers: videos/s at the request shape and the largest batch, with and without I/O binding,
+the scores' largest difference from the CPU's with TF32 on and off, and how many nodes each provider ran:
+:mod:`gateway.ops.bench_gpu_detectors`).
 
 Every part that the machine cannot run is skipped with its reason, never failed; each part writes its JSON as
 soon as it ends, so a part cut off by a time limit loses only itself. The fan-out is measured twice on the
@@ -18,16 +19,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gateway.ops.bench import detector_job
+from gateway.ops.bench_gpu_detectors import detectors, ort_providers
 from gateway.ops.bench_transforms import clip_seconds, engine_job, floor_job, realtime_and_utilisation
 from gateway.ops.measure import cores, isolated
 from transforms.spec import LASTMILE, PROFILES
-
-ORT_PROVIDERS = {
-    "cpu": "CPUExecutionProvider",
-    "cuda": "CUDAExecutionProvider",
-    "tensorrt": "TensorrtExecutionProvider",
-}
 
 
 def machine() -> dict[str, Any]:
@@ -43,7 +38,7 @@ def machine() -> dict[str, Any]:
         out["gpu"] = answer.stdout.strip() or answer.stderr.strip()
     else:
         out["skipped"]["gpu"] = "nvidia-smi is not on PATH"
-    out["onnxruntime_providers"] = _ort_providers()
+    out["onnxruntime_providers"] = ort_providers()
     reason = nvenc_unavailable_reason()
     out["nvenc"] = reason is None
     if reason:
@@ -52,14 +47,6 @@ def machine() -> dict[str, Any]:
     if out["ffmpeg_cli"] is None:
         out["skipped"]["ffmpeg_cli"] = "no ffmpeg CLI (imageio-ffmpeg's binary or one on PATH): floor rows skipped"
     return out
-
-
-def _ort_providers() -> list[str]:
-    try:
-        import onnxruntime as ort
-    except ImportError:
-        return []
-    return list(ort.get_available_providers())
 
 
 def _ffmpeg_cli() -> str | None:
@@ -101,89 +88,15 @@ def transforms(inputs: dict[str, Path], with_floor: bool) -> dict[str, Any]:
     return {"results": rows, "skipped": skipped, "cpus": cores()}
 
 
-def detectors(batch: int = 16, repeats: int = 20) -> dict[str, Any]:
-    """Each detector on each onnxruntime execution provider present (TensorRT builds its engine in warm-up)."""
-    from detectors.repository import list_detectors
-
-    have = _ort_providers()
-    out: dict[str, Any] = {"providers": have, "results": {}, "skipped": {}}
-    for label, provider in ORT_PROVIDERS.items():
-        if provider not in have:
-            out["skipped"][label] = f"{provider} is not in this onnxruntime build ({have or 'no onnxruntime'})"
-            continue
-        for name, inst in list_detectors().items():
-            try:
-                run = isolated(
-                    detector_job, str(inst.model_path), inst.card.model_dump_json(), batch, repeats, 0, [provider]
-                )
-            except Exception as exc:  # a provider that is listed but cannot load this model
-                out["skipped"][f"{label}:{name}"] = repr(exc)[:300]
-                continue
-            out["results"].setdefault(label, {})[name] = run
-            if label != "cpu":
-                tf32s = (False, True) if label == "cuda" else (False,)  # TensorRT: one engine build is enough
-                out.setdefault("parity", {}).setdefault(label, {})[name] = {
-                    f"use_tf32={int(tf32)}": _parity(inst, label, tf32) for tf32 in tf32s
-                }
-    return out
-
-
-def _parity(inst: Any, label: str, use_tf32: bool) -> dict[str, Any]:
-    try:
-        return isolated(parity_job, str(inst.model_path), inst.card.model_dump_json(), label, use_tf32)
-    except Exception as exc:  # fail-closed placement (ProviderUnavailable) and the provider's own errors
-        return {"failed": repr(exc)[:300]}
-
-
-def parity_job(model_path: str, card_json: str, provider: str, use_tf32: bool, batch: int = 8) -> dict[str, Any]:
-    """Scores of seeded random frames on ``provider`` (fail-closed: every node on the GPU) against the CPU's,
-    and the nodes each provider ran (a profiled run that may fall back, to show where)."""
-    import numpy as np
-
-    from detectors.card import ModelCard
-    from detectors.runtimes.embedded import EmbeddedRuntime
-    from detectors.runtimes.providers import ProviderSettings
-
-    card = ModelCard.model_validate_json(card_json)
-    frames = np.random.default_rng(0).integers(0, 256, card.input_shape(batch), dtype=np.uint8)
-    settings = ProviderSettings(provider=provider, use_tf32=use_tf32)
-    placement = node_placement(model_path, card, settings, frames)
-    cpu = EmbeddedRuntime(model_path, card, settings=ProviderSettings(provider="cpu")).score(frames)
-    gpu = EmbeddedRuntime(model_path, card, settings=settings).score(frames)
-    diff = np.abs(gpu - cpu)
-    rel = diff / np.maximum(np.abs(cpu), 1e-12)
-    return {"max_abs_diff": float(diff.max()), "max_rel_diff": float(rel.max()), "nodes_by_provider": placement}
-
-
-def node_placement(model_path: str, card: Any, settings: Any, frames: Any) -> dict[str, int]:
-    """How many of the graph's nodes each execution provider ran, from one run under onnxruntime's profiler."""
-    import tempfile
-
-    import onnxruntime as ort
-
-    with tempfile.TemporaryDirectory() as tmp:
-        opts = ort.SessionOptions()
-        opts.enable_profiling = True
-        opts.profile_file_prefix = str(Path(tmp) / "profile")
-        # a session that may split the graph with the CPU (the runtime never opens one), to show where nodes go
-        session = ort.InferenceSession(model_path, opts, providers=settings.ort_providers(with_cpu=True))
-        session.run([card.output.name], {card.input.name: frames})
-        events = json.loads(Path(session.end_profiling()).read_text())
-    nodes = {e["name"]: e["args"]["provider"] for e in events if e.get("cat") == "Node" and "provider" in e["args"]}
-    counts: dict[str, int] = {}
-    for provider in nodes.values():
-        counts[provider] = counts.get(provider, 0) + 1
-    return counts
-
-
-def run_check(out_dir: Path, inputs: dict[str, Path]) -> dict[str, Any]:
-    """All three parts; each written to ``out_dir`` as it ends (machine.json, transforms.json, detectors.json)."""
+def run_check(out_dir: Path, inputs: dict[str, Path], quick: bool = False) -> dict[str, Any]:
+    """All three parts; each written to ``out_dir`` as it ends (machine.json, transforms.json, detectors.json);
+    ``quick``: shorter detector rows (a smoke run)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     found = _part(out_dir / "machine.json", machine)
     with_floor = bool(found.get("ffmpeg_cli"))
     parts: dict[str, Callable[[], dict[str, Any]]] = {
         "transforms": lambda: transforms(inputs, with_floor),
-        "detectors": detectors,
+        "detectors": lambda: detectors(quick=quick),
     }
     report = {"machine": found}
     for name, fn in parts.items():
