@@ -4,8 +4,9 @@ It hands out the project's types (:class:`Record`, :class:`Partition`, :class:`C
 raises the project's errors (:class:`BusError` and its subclasses), never kafka-python's."""
 
 from gateway.bus.admin import committed_offsets, ensure_topics, ping
+from gateway.bus.batch_reader import BatchReader, reader
 from gateway.bus.broker import BrokerError, LocalBroker, start_broker, tansu_binary, which_tansu
-from gateway.bus.consumer import Consumer, consumer, reader
+from gateway.bus.consumer import Consumer, client_reader, consumer
 from gateway.bus.errors import (
     BrokerUnavailable,
     BusError,
@@ -20,6 +21,7 @@ from gateway.bus.records import Header, OversizeRecord, Partition, Record, Unrea
 from gateway.bus.stalls import Stall
 
 __all__ = [
+    "BatchReader",
     "BrokerError",
     "BrokerUnavailable",
     "BusError",
@@ -38,6 +40,7 @@ __all__ = [
     "Stall",
     "UnknownTopic",
     "UnreadableRecord",
+    "client_reader",
     "committed_offsets",
     "consumer",
     "ensure_topics",

@@ -1,7 +1,8 @@
 """The consumer behind the project's types: records, partitions and offsets in, :class:`BusError` out.
 
 :func:`consumer` is a member of the settings' group (manual commits, from the earliest offset of a new group);
-:func:`reader` has no group and no commits (it assigns partitions and seeks itself). Every method maps the
+:func:`client_reader` has no group and no commits (it assigns partitions and seeks itself); the readers the
+services use fetch on their own sockets (:mod:`gateway.bus.batch_reader`). Every method maps the
 client's exceptions (:mod:`gateway.bus.errors`)."""
 
 from __future__ import annotations
@@ -159,7 +160,8 @@ def consumer(settings: KafkaSettings) -> Consumer:
         return Consumer(clients.consumer_client(settings), Watch(settings))
 
 
-def reader(settings: KafkaSettings) -> Consumer:
-    """No group and no commits: assign partitions and seek (the monitor rebuilds its windows on every start)."""
+def client_reader(settings: KafkaSettings) -> Consumer:
+    """A reader on kafka-python's own fetcher (behind SASL, which :func:`gateway.bus.batch_reader.reader` cannot
+    speak, and to check that reader against)."""
     with mapped():
         return Consumer(clients.reader_client(settings))

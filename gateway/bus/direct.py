@@ -27,7 +27,7 @@ MAX_GAP_BATCHES = 64  # batches read apart to fill one gap at most; the rest the
 class DirectReader:
     def __init__(self, settings: KafkaSettings) -> None:
         self.settings = settings
-        self._tls = _tls(settings)
+        self._tls = tls_context(settings)
 
     def batch(self, client, p: Partition, offset: int) -> Batch | None:
         """The batch at ``offset``, asked of the partition's leader; None if it cannot be."""
@@ -35,7 +35,7 @@ class DirectReader:
             log.error("%s/%s at offset %s: batches cannot be read apart with SASL", *p, offset)
             return None
         try:
-            host, port = _leader(client, p)
+            host, port = leader_address(client, p)
             limit, timeout_s = self.settings.max_message_bytes, self.settings.probe_timeout_ms / 1000
             return fetch_batch(host, port, *p, offset, limit, timeout_s, self._tls)
         except (BusError, OSError) as exc:
@@ -72,7 +72,7 @@ class DirectReader:
         return out
 
 
-def _leader(client, p: Partition) -> tuple[str, int]:
+def leader_address(client, p: Partition) -> tuple[str, int]:
     cluster = client._client.cluster  # kafka-python keeps its metadata there; no public accessor
     node = cluster.leader_for_partition(clients.to_client(p))
     broker = cluster.broker_metadata(node) if node is not None and node >= 0 else None
@@ -81,7 +81,7 @@ def _leader(client, p: Partition) -> tuple[str, int]:
     return broker.host, broker.port
 
 
-def _tls(settings: KafkaSettings) -> ssl.SSLContext | None:
+def tls_context(settings: KafkaSettings) -> ssl.SSLContext | None:
     if settings.security_protocol in ("SSL", "SASL_SSL"):
         return ssl.create_default_context(cafile=settings.ssl_cafile)
     return None

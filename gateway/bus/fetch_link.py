@@ -1,0 +1,99 @@
+"""Fetch (v4) on a socket of the bus's own, for :mod:`gateway.bus.batch_reader`: the request for many partitions,
+a socket with one fetch in flight whose reply is read as it arrives (never past its bound), and the reply's
+partitions with their record sets."""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import struct
+import time
+
+from gateway.bus.records import Partition
+
+FETCH, FETCH_VERSION = 1, 4  # Fetch v4: record batches (magic 2), no flexible fields
+FETCH_BYTES = 8 * 1024 * 1024  # one reply's records, over all its partitions (a soft limit, as Kafka's)
+PARTITION_FETCH_BYTES = 1024 * 1024  # one partition's share of a reply
+MAX_WAIT_MS = 500  # a broker with nothing new answers after this
+RECV_BYTES = 1 << 20
+
+
+class ReplyTooLarge(OSError):
+    """A fetch reply over the reader's bound: never read."""
+
+
+class Link:
+    """One socket to a broker, at most one fetch in flight on it, its reply read as it comes."""
+
+    def __init__(self, address: tuple[str, int], tls: ssl.SSLContext | None, timeout_s: float) -> None:
+        raw = socket.create_connection(address, timeout=timeout_s)
+        self.sock = tls.wrap_socket(raw, server_hostname=address[0]) if tls is not None else raw
+        self.sock.setblocking(False)
+        self.buf, self.want = bytearray(), 0
+        self.asked: dict[Partition, tuple[int, int]] = {}  # in flight: partition -> (offset, its seek count)
+        self.sent_at = 0.0
+
+    def send(self, request: bytes, asked: dict[Partition, tuple[int, int]]) -> None:
+        self.sock.setblocking(True)
+        self.sock.sendall(request)
+        self.sock.setblocking(False)
+        self.asked, self.sent_at, self.buf, self.want = asked, time.monotonic(), bytearray(), 0
+
+    def read(self, limit: int) -> bytes | None:
+        """What has arrived; the reply once it is whole. Raises ``OSError`` on a closed or oversize reply."""
+        while True:
+            try:
+                chunk = self.sock.recv(RECV_BYTES)
+            except (BlockingIOError, ssl.SSLWantReadError):
+                return None
+            if not chunk:
+                raise ConnectionError("the broker closed the connection")
+            self.buf += chunk
+            if not self.want and len(self.buf) >= 4:
+                self.want = 4 + int.from_bytes(self.buf[:4], "big", signed=True)
+                if self.want > limit:
+                    raise ReplyTooLarge(f"a fetch reply of {self.want} bytes (bound {limit})")
+            if self.want and len(self.buf) >= self.want:
+                reply, self.asked, self.buf, self.want = bytes(self.buf[4 : self.want]), {}, bytearray(), 0
+                return reply
+
+    def pending(self) -> bool:
+        return isinstance(self.sock, ssl.SSLSocket) and self.sock.pending() > 0
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def fetch_request(correlation: int, offsets: dict[Partition, int]) -> bytes:
+    """Fetch v4 (record batches, read uncommitted) of every partition in ``offsets`` from its offset."""
+    topics: dict[str, list[tuple[int, int]]] = {}
+    for p, offset in offsets.items():
+        topics.setdefault(p.topic, []).append((p.partition, offset))
+    body = struct.pack(">hhih", FETCH, FETCH_VERSION, correlation, -1) + struct.pack(
+        ">iiiibi", -1, MAX_WAIT_MS, 1, FETCH_BYTES, 0, len(topics)
+    )
+    for topic, parts in topics.items():
+        name = topic.encode()
+        body += struct.pack(">h", len(name)) + name + struct.pack(">i", len(parts))
+        body += b"".join(struct.pack(">iqi", p, o, PARTITION_FETCH_BYTES) for p, o in parts)
+    return struct.pack(">i", len(body)) + body
+
+
+def reply_partitions(reply: bytes) -> list[tuple[Partition, int, bytes | None]]:
+    """A Fetch v4 reply's partitions: each with its error code and its record set."""
+    out, pos = [], 8  # correlation id, throttle time
+    (n_topics,) = struct.unpack_from(">i", reply, pos)
+    pos += 4
+    for _ in range(n_topics):
+        (name_len,) = struct.unpack_from(">h", reply, pos)
+        topic = reply[pos + 2 : pos + 2 + name_len].decode()
+        (n_parts,) = struct.unpack_from(">i", reply, pos + 2 + name_len)
+        pos += 6 + name_len
+        for _ in range(n_parts):
+            partition, error, _, _, n_aborted = struct.unpack_from(">ihqqi", reply, pos)
+            pos += 26 + 16 * max(n_aborted, 0)
+            (size,) = struct.unpack_from(">i", reply, pos)
+            pos += 4
+            out.append((Partition(topic, partition), error, reply[pos : pos + size] if size > 0 else None))
+            pos += max(size, 0)
+    return out

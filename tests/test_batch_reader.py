@@ -1,0 +1,216 @@
+"""The reader that fetches on its own sockets (gateway/bus/batch_reader.py) and parses record batches itself
+(gateway/bus/batches.py): the same records as kafka-python's decoder and fetcher, byte for byte, on every batch
+form (headers with null values, null keys and values, compressed, log-append time, control batches, a reply cut
+mid-batch, a corrupt batch), an oversize batch by reference, and a lost connection costing no record."""
+
+from __future__ import annotations
+
+import struct
+import time
+
+import pytest
+from kafka.record import MemoryRecords
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+from gateway import bus
+from gateway.bus import batch_reader, batches
+from gateway.bus.bulk import Loader
+from gateway.core.config import KafkaSettings
+from tests.streaming import require_broker
+
+GZIP, CONTROL, LOG_APPEND_TIME = 1, 0x20, 0x08
+T0 = 1_700_000_000_000
+
+
+def _batch(base: int, records: list[tuple], compression: int = 0, attributes: int = 0) -> bytes:
+    """A batch from kafka-python's own encoder (offsets from ``base``), with extra attribute bits set afterwards
+    (its CRC then recomputed)."""
+    builder = DefaultRecordBatchBuilder(2, compression, False, -1, -1, -1, 1 << 24)
+    for i, (key, value, headers) in enumerate(records):
+        builder.append(i, T0 + 7 * i, key, value, headers)
+    data = bytearray(builder.build())
+    struct.pack_into(">q", data, 0, base)
+    if attributes:
+        (old,) = struct.unpack_from(">h", data, 21)
+        struct.pack_into(">h", data, 21, old | attributes)
+        from crc32c import crc32c
+
+        struct.pack_into(">I", data, 17, crc32c(bytes(data[21:])))
+    return bytes(data)
+
+
+def _theirs(data: bytes, start: int = 0) -> list[tuple]:
+    out, records = [], MemoryRecords(data)
+    while (b := records.next_batch()) is not None:
+        if not b.is_control_batch:
+            out += [(m.offset, m.timestamp, m.key, m.value, tuple(m.headers)) for m in b if m.offset >= start]
+    return out
+
+
+def _ours(data: bytes, start: int = 0) -> list[tuple]:
+    parsed = batches.parse("t", 3, data, start)
+    assert all(r.topic == "t" and r.partition == 3 for r in parsed.records)
+    return [(r.offset, r.timestamp_ms, r.key, r.value, r.headers) for r in parsed.records]
+
+
+RECORDS = [
+    (b"k", b"v" * 300, []),
+    (None, b"no key", [("x-null", None), ("x", b"1"), ("\u00e9t\u00e9", b"")]),
+    (b"tombstone", None, []),
+    (b"", b"", [("h", b"x" * 200)]),
+    (b"long", b"y" * 70_000, []),  # three-byte varints
+]
+
+
+def test_every_batch_form_parses_as_kafka_pythons_decoder_reads_it():
+    plain = _batch(0, RECORDS)
+    gzip = _batch(len(RECORDS), RECORDS, compression=GZIP)
+    appended = _batch(2 * len(RECORDS), RECORDS[:2], attributes=LOG_APPEND_TIME)
+    data = plain + gzip + appended
+    assert _ours(data) == _theirs(data) and len(_ours(data)) == 2 * len(RECORDS) + 2
+    assert {t for _, t, *_ in _ours(appended)} == {T0 + 7}  # log-append time: the batch's max timestamp
+    for start in (0, 3, len(RECORDS) + 2, 2 * len(RECORDS) + 1):  # a fetch from mid-batch
+        assert _ours(data, start) == _theirs(data, start)
+    assert batches.parse("t", 3, data, 0).next_offset == 2 * len(RECORDS) + 2
+
+
+def test_a_control_batch_is_passed_and_a_batch_cut_short_is_left_for_the_next_fetch():
+    marker = _batch(5, [(b"\x00\x00\x00\x01", b"\x00\x00\x00\x00\x00\x00", [])], attributes=CONTROL)
+    data = _batch(0, RECORDS) + marker
+    parsed = batches.parse("t", 3, data, 0)
+    assert [r.offset for r in parsed.records] == list(range(5)) and parsed.next_offset == 6
+    cut = batches.parse("t", 3, data + _batch(6, RECORDS)[:-10], 0)
+    assert cut.next_offset == 6 and len(cut.records) == 5
+    assert batches.batch_ends(data + _batch(6, RECORDS)[:-10], 0) == 6
+
+
+def test_a_corrupt_batch_is_refused_record_by_record_and_the_next_one_read():
+    bad = bytearray(_batch(0, RECORDS[:3]))
+    bad[-5] ^= 0xFF  # a byte of the last record: the CRC no longer matches
+    parsed = batches.parse("t", 3, bytes(bad) + _batch(3, RECORDS[:2]), 1)
+    assert [type(r).__name__ for r in parsed.records] == ["UnreadableRecord"] * 2 + ["Record"] * 2
+    assert [r.offset for r in parsed.records] == [1, 2, 3, 4] and "CRC-32C" in parsed.records[0].reason
+    assert parsed.next_offset == 5
+
+
+def test_a_record_overrunning_its_batch_is_refused_even_with_a_good_crc():
+    data = bytearray(_batch(0, RECORDS[:1]))
+    (count,) = struct.unpack_from(">i", data, 57)
+    struct.pack_into(">i", data, 57, count + 1)  # says two records, holds one
+    from crc32c import crc32c
+
+    struct.pack_into(">I", data, 17, crc32c(bytes(data[21:])))
+    (record,) = batches.parse("t", 3, bytes(data), 0).records
+    assert isinstance(record, bus.UnreadableRecord)
+
+
+# -- against the real broker --------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def broker():
+    require_broker()
+    with bus.start_broker() as b:
+        yield b
+
+
+def _topic(broker, name: str, **extra) -> KafkaSettings:
+    k = KafkaSettings(bootstrap=broker.bootstrap, input_topic=name, **extra)
+    bus.ensure_topics(k, partitions=2)
+    return k
+
+
+def _read_all(reader, k: KafkaSettings, n: int, timeout_s: float = 30) -> list:
+    parts = [bus.Partition(k.input_topic, p) for p in (0, 1)]
+    reader.assign(parts)
+    reader.seek_to_beginning(*parts)
+    got, deadline = [], time.monotonic() + timeout_s
+    while len(got) < n and time.monotonic() < deadline:
+        got += reader.poll(500, 97)
+    assert {p: reader.position(p) for p in parts} == reader.end_offsets(parts)
+    reader.close()
+    return got
+
+
+def test_the_reader_hands_out_what_kafka_pythons_fetcher_does(broker):
+    k = _topic(broker, "same-records")
+    with Loader(k.bootstrap) as loader:  # plain, compressed and log-append-time batches on both partitions
+        for p in (0, 1):
+            for _ in range(3):
+                loader.append(k.input_topic, p, _batch(0, RECORDS))
+                loader.append(k.input_topic, p, _batch(0, RECORDS, compression=GZIP))
+    producer = bus.producer(k)
+    for i in range(200):
+        producer.send_and_wait(k.input_topic, b"%d" % i, key=b"k", partition=i % 2, headers=[("n", b"%d" % i)])
+    producer.close()
+    n = 2 * 6 * len(RECORDS) + 200
+    ours = _read_all(bus.reader(k), k, n)
+    theirs = _read_all(bus.client_reader(k), k, n)
+    assert isinstance(bus.reader(k), bus.BatchReader)
+    assert len(ours) == n and sorted(ours, key=_key) == sorted(theirs, key=_key)
+
+
+def _key(r) -> tuple:
+    return (r.partition, r.offset)
+
+
+def test_an_oversize_batch_comes_by_reference_and_the_records_after_it_are_read(broker):
+    k = _topic(broker, "over", max_message_bytes=64 * 1024)
+    with Loader(k.bootstrap) as loader:
+        loader.append(k.input_topic, 0, _batch(0, [(b"a", b"small", [])]))
+        loader.append(k.input_topic, 0, _batch(0, [(b"b", b"x" * 200_000, []), (b"c", b"y" * 200_000, [])]))
+        loader.append(k.input_topic, 0, _batch(0, [(b"d", b"after", [])]))
+    got = _read_all(bus.reader(k), k, 4)
+    assert [type(r).__name__ for r in got] == ["Record", "OversizeRecord", "OversizeRecord", "Record"]
+    assert [r.offset for r in got] == [0, 1, 2, 3] and got[-1].value == b"after"
+    assert got[1].size > 400_000 and got[1].limit == 64 * 1024
+
+
+def test_a_connection_lost_mid_stream_loses_and_repeats_no_record(broker, monkeypatch):
+    monkeypatch.setattr(batch_reader, "REDIAL_S", 0.05)
+    k = _topic(broker, "cut")
+    with Loader(k.bootstrap, batch_bytes=4096) as loader:
+        loader.load(k.input_topic, ((i % 2, b"k", b"%d" % i + b"z" * 500) for i in range(3000)), T0)
+    reader = bus.reader(k)
+    parts = [bus.Partition(k.input_topic, p) for p in (0, 1)]
+    reader.assign(parts)
+    reader.seek_to_beginning(*parts)
+    got, cuts, deadline = [], 0, time.monotonic() + 60
+    while len(got) < 3000 and time.monotonic() < deadline:
+        got += reader.poll(500, 50)
+        links = [link for link in reader._links.values() if link.asked]
+        if links and cuts < 5:  # hang up while a fetch is in flight, as a restarted broker would
+            links[0].sock.shutdown(2)
+            cuts += 1
+    reader.close()
+    assert cuts == 5
+    assert sorted(_key(r) for r in got) == [(p, o) for p in (0, 1) for o in range(1500)]
+
+
+def test_a_seek_drops_what_was_fetched_before_it(broker):
+    k = _topic(broker, "seek")
+    with Loader(k.bootstrap) as loader:
+        loader.load(k.input_topic, ((0, b"k", b"%d" % i) for i in range(100)), T0)
+    reader = bus.reader(k)
+    p = bus.Partition(k.input_topic, 0)
+    reader.assign([p])
+    reader.seek(p, 0)
+    first = reader.poll(5000, 10)
+    reader.seek(p, 90)
+    rest = []
+    while len(rest) < 10:
+        rest += reader.poll(5000, 10)
+    reader.close()
+    assert [r.offset for r in first] == list(range(10)) and [r.offset for r in rest] == list(range(90, 100))
+
+
+def test_a_batch_over_the_limit_comes_by_reference_as_the_consumer_hands_it_out():
+    data = _batch(0, RECORDS[:1]) + _batch(1, RECORDS[3:5]) + _batch(3, RECORDS[:1])
+    parsed = batches.parse("t", 3, data, 0, limit=65_536)
+    assert [type(r).__name__ for r in parsed.records] == ["Record", "OversizeRecord", "OversizeRecord", "Record"]
+    assert parsed.records[1].size == len(_batch(1, RECORDS[3:5])) and parsed.records[1].limit == 65_536
+
+
+def test_behind_sasl_the_reader_is_kafka_pythons(monkeypatch):
+    made = []
+    monkeypatch.setattr(batch_reader, "client_reader", lambda settings: made.append(settings) or "client's")
+    k = KafkaSettings(bootstrap="127.0.0.1:9", input_topic="t", security_protocol="SASL_SSL", sasl_mechanism="PLAIN")
+    assert bus.reader(k) == "client's" and made == [k]
