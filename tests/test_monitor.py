@@ -281,3 +281,17 @@ def test_kafka_python_checks_record_crcs_with_the_c_crc32c():
     from kafka.record import util
 
     assert util._crc32c is crc32c.crc32c
+
+
+def test_eviction_picks_the_oldest_by_time_then_slot_as_a_full_sort_does():
+    from gateway.monitor.store import oldest
+
+    rng = np.random.default_rng(5)
+    for trial in range(500):
+        n = int(rng.integers(1, 80))
+        slots = np.sort(rng.choice(300, n, replace=False))
+        times = rng.integers(0, 5, n).astype(float)  # many equal times: the slot breaks the tie
+        if trial % 4 == 0:
+            times[rng.random(n) < 0.3] = np.nan
+        k = int(rng.integers(1, n + 2))
+        assert sorted(oldest(slots, times, k).tolist()) == sorted(slots[np.lexsort((slots, times))[:k]].tolist())

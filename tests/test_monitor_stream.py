@@ -293,28 +293,30 @@ def test_prometheus_scrapes_the_monitor_and_raises_the_faker_collapse_alert(brok
     k = _topics(broker, "prom")
     _synthetic(k, 80, time.time(), collapse="npr", canary=True)  # canaries: labelled without the labels topic
     mon, thread = start_monitor(MonitorConfig(kafka=k, http_port=0, windows=FAST_WINDOWS))
-    with prometheus_scraping(tmp_path, mon.port) as prom_port:
+    try:
+        with prometheus_scraping(tmp_path, mon.port) as prom_port:
 
-        def collapse_alerts():
-            try:
-                alerts = _prom(prom_port, "/api/v1/alerts")["data"]["alerts"]
-            except OSError:
-                return None
-            return [a for a in alerts if a["labels"]["alertname"] == "LastmileFakeRecallCollapse"]
+            def collapse_alerts():
+                try:
+                    alerts = _prom(prom_port, "/api/v1/alerts")["data"]["alerts"]
+                except OSError:
+                    return None
+                return [a for a in alerts if a["labels"]["alertname"] == "LastmileFakeRecallCollapse"]
 
-        alerts = wait_for(collapse_alerts, timeout_s=90, what="the FakeR collapse alert")
-        assert {a["state"] for a in alerts} <= {"pending", "firing"}
-        assert {(a["labels"]["detector"], a["labels"]["condition"], a["labels"]["population"]) for a in alerts} == {
-            ("npr", "full", "canary")
-        }
-        targets = _prom(prom_port, "/api/v1/targets")["data"]["activeTargets"]
-        assert [t["health"] for t in targets] == ["up"]
-        recorded = _prom(
-            prom_port, "/api/v1/query?query=detector_version_condition_population:lastmile_fake_recall:time"
-        )["data"]["result"]
-        assert {(r["metric"]["detector"], r["metric"]["condition"]) for r in recorded} >= {
-            ("d3", "full"),
-            ("npr", "full"),
-        }
-    mon.stop_event.set()
-    thread.join(30)
+            alerts = wait_for(collapse_alerts, timeout_s=90, what="the FakeR collapse alert")
+            assert {a["state"] for a in alerts} <= {"pending", "firing"}
+            assert {(a["labels"]["detector"], a["labels"]["condition"], a["labels"]["population"]) for a in alerts} == {
+                ("npr", "full", "canary")
+            }
+            targets = _prom(prom_port, "/api/v1/targets")["data"]["activeTargets"]
+            assert [t["health"] for t in targets] == ["up"]
+            recorded = _prom(
+                prom_port, "/api/v1/query?query=detector_version_condition_population:lastmile_fake_recall:time"
+            )["data"]["result"]
+            assert {(r["metric"]["detector"], r["metric"]["condition"]) for r in recorded} >= {
+                ("d3", "full"),
+                ("npr", "full"),
+            }
+    finally:  # a skip (no prometheus) or a failed assertion must not leave the monitor running
+        mon.stop_event.set()
+        thread.join(30)

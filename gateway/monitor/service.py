@@ -32,6 +32,7 @@ from gateway.stream.http import Endpoints
 
 log = logging.getLogger("lastmile.monitor")
 POLL_MS = 200
+EVICTION_SLACK = 1 / 128  # share of max_videos held past the bound between evictions (a frame evicts first)
 
 
 class Monitor:
@@ -120,8 +121,8 @@ class Monitor:
             records = self.consumer.poll(timeout_ms=POLL_MS, max_records=self.cfg.poll_max_records)
             self.take(records)
             self._watermark = max(self._watermark, self.watermark())  # it never goes back
-            if self.store.held > self.cfg.windows.max_videos:
-                self.store.expire()
+            if self.store.held > self.cfg.windows.max_videos * (1 + EVICTION_SLACK):
+                self.store.expire()  # each eviction is a pass over every video held: one per slack's worth
             if not records and not self.caught_up.is_set() and self._at_end():
                 self.caught_up.set()
                 self.metrics.caught_up.set(1)
