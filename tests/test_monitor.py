@@ -295,3 +295,25 @@ def test_eviction_picks_the_oldest_by_time_then_slot_as_a_full_sort_does():
             times[rng.random(n) < 0.3] = np.nan
         k = int(rng.integers(1, n + 2))
         assert sorted(oldest(slots, times, k).tolist()) == sorted(slots[np.lexsort((slots, times))[:k]].tolist())
+
+
+def test_a_frame_keeps_its_values_while_the_store_takes_labels_evicts_and_compacts():
+    """A frame views the columns written once (event time, first timestamp, canary) and copies the others: what
+    the store does after it is taken (labels joining, evictions, a compaction that renumbers) changes nothing in a
+    computation from it."""
+    clock = Clock(NOW)
+    store = Store(WindowSettings(seconds=400, count=30, max_videos=40, stale_after_s=400), clock)
+    for i in range(40):
+        for cond in ("original", "full"):
+            store.add_score(event(f"v{i}", cond, float(i % 7) - 3, NOW - 200 + i, label=None), NOW - 200 + i)
+    for i in range(0, 40, 2):
+        store.add_label(f"v{i}", ("real", "generated")[i % 4 == 0], NOW - 200 + i)
+    frame = store.frame()
+    before = _by_key(compute(frame, store.settings, NOW))
+    for i in range(1, 40, 2):  # the other half labelled now
+        store.add_label(f"v{i}", "generated", NOW - 200 + i)
+    for i in range(40, 100):  # 60 newer videos: the 40 before are evicted, and the table compacted
+        store.add_score(event(f"v{i}", "original", 1.0, NOW - 100 + i, canary=True), NOW - 100 + i)
+        store.expire()
+    assert store.events["video_evicted"] >= 40 and store.table.n < 100  # compacted
+    assert _by_key(compute(frame, store.settings, NOW)) == before

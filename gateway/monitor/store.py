@@ -27,7 +27,7 @@ import numpy as np
 
 from gateway.core.messages import ScoreRow
 from gateway.monitor.config import WindowSettings
-from gateway.monitor.table import NO_LABEL, Frame, Rows, Videos
+from gateway.monitor.table import NO_LABEL, WRITTEN_ONCE, Frame, Rows, Videos
 
 Series = tuple[str, str, str]  # (detector, version, condition)
 LABELS = ("real", "generated")
@@ -231,15 +231,16 @@ class Store:
 
     # -- what a computation reads ----------------------------------------------------------------------------------
     def frame(self) -> Frame:
-        """The time window now, for a computation off the lock: copies of the per-video columns (small), views
-        of the series' rows (appends go past them; compaction and growth make new arrays)."""
+        """The time window now, for a computation off the lock: copies of the per-video columns that change
+        (labels, liveness), views of the rest and of the series' rows (appends go past them; compaction and
+        growth make new arrays)."""
         with self.lock:
             self._expire()
             return self._frame()
 
     def _frame(self) -> Frame:
         v = self.table
-        videos = {k: a[: v.n].copy() for k, a in v.cols.items()}
+        videos = {k: a[: v.n] if k in WRITTEN_ONCE else a[: v.n].copy() for k, a in v.cols.items()}
         rows = {k: (r.slot[: r.n], r.score[: r.n], r.decision[: r.n]) for k, r in self.series.items()}
         return Frame(v.ids[: v.n], videos, rows)
 

@@ -25,6 +25,8 @@ VIDEO_COLUMNS = {  # name -> (dtype, value of a new row)
     "topic_label": (np.int8, NO_LABEL),  # ... and the label
     "alive": (np.bool_, False),
 }
+WRITTEN_ONCE = frozenset({"event_time", "first_seen", "canary"})  # set as a row is added, never after: a frame
+# takes views of them, not copies (growth and compaction make new arrays, so a view keeps its values)
 
 
 def _grown(a: np.ndarray, size: int, fill=0) -> np.ndarray:
@@ -158,7 +160,8 @@ class Rows:
 
 @dataclass(frozen=True)
 class Frame:
-    """What one computation reads: copies of the per-video columns, views of each series' rows."""
+    """What one computation reads: copies of the per-video columns that change, views of the rest and of each
+    series' rows."""
 
     ids: list[str]
     videos: dict[str, np.ndarray]
