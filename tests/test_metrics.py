@@ -216,3 +216,28 @@ def test_undefined_metrics_warn_as_scikit_learn_does():
         assert np.isnan(metrics.recall_at([1, 1], [True, False], positive=False))
     with pytest.warns(metrics.UndefinedMetricWarning, match="FakeR with no generated video"):
         assert np.isnan(metrics.Confusion(tp=0, fn=0, tn=2, fp=1).fake_recall)
+
+
+def test_average_ranks_equal_scipys_rankdata_value_for_value():
+    from scipy.stats import rankdata
+
+    rng = np.random.default_rng(8)
+    for trial in range(500):
+        n = int(rng.integers(1, 60))
+        v = rng.integers(-3, 4, n).astype(float) if trial % 2 else rng.normal(size=n)
+        if trial % 5 == 0:
+            v[rng.random(n) < 0.3] = np.inf
+        if trial % 7 == 0:
+            v[rng.random(n) < 0.3] = -0.0  # equal to 0.0: one run of ties
+        assert np.array_equal(metrics.average_ranks(v), rankdata(v))
+
+
+def test_the_monitor_does_not_import_scipy_stats():
+    """scipy.stats is about 70 MB of a process's memory: the monitor's statistics use scipy.special's ndtri (what
+    norm.ppf calls) and their own average ranks."""
+    import subprocess
+    import sys
+
+    code = "import sys, gateway.monitor.service, gateway.monitor.signals; print('scipy.stats' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
