@@ -64,18 +64,24 @@ class Link:
         self.sock.close()
 
 
-def fetch_request(correlation: int, offsets: dict[Partition, int]) -> bytes:
-    """Fetch v4 (record batches, read uncommitted) of every partition in ``offsets`` from its offset."""
+def fetch_request(
+    correlation: int,
+    offsets: dict[Partition, int],
+    max_bytes: int = FETCH_BYTES,
+    partition_bytes: int = PARTITION_FETCH_BYTES,
+) -> bytes:
+    """Fetch v4 (record batches, read uncommitted) of every partition in ``offsets`` from its offset: at most
+    ``max_bytes`` in all and ``partition_bytes`` a partition, but a partition's first batch whole (KIP-74)."""
     topics: dict[str, list[tuple[int, int]]] = {}
     for p, offset in offsets.items():
         topics.setdefault(p.topic, []).append((p.partition, offset))
     body = struct.pack(">hhih", FETCH, FETCH_VERSION, correlation, -1) + struct.pack(
-        ">iiiibi", -1, MAX_WAIT_MS, 1, FETCH_BYTES, 0, len(topics)
+        ">iiiibi", -1, MAX_WAIT_MS, 1, max_bytes, 0, len(topics)
     )
     for topic, parts in topics.items():
         name = topic.encode()
         body += struct.pack(">h", len(name)) + name + struct.pack(">i", len(parts))
-        body += b"".join(struct.pack(">iqi", p, o, PARTITION_FETCH_BYTES) for p, o in parts)
+        body += b"".join(struct.pack(">iqi", p, o, partition_bytes) for p, o in parts)
     return struct.pack(">i", len(body)) + body
 
 

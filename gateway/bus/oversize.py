@@ -17,10 +17,10 @@ import struct
 from dataclasses import dataclass
 
 from gateway.bus.errors import BusError
+from gateway.bus.fetch_link import fetch_request
+from gateway.bus.records import Partition
 from gateway.bus.wire import WireReader
 
-FETCH, FETCH_VERSION = 1, 4  # Fetch v4: record batches (magic 2), no flexible fields
-MAX_WAIT_MS = 500  # a broker may answer an empty fetch at once when asked not to wait (Tansu does)
 BATCH_HEADER = ">qiibIhi"  # base offset, length, leader epoch, magic, crc, attributes, last offset delta
 _BATCH_OVERHEAD = 12  # base offset and length fields, not counted in a batch's length
 
@@ -41,18 +41,6 @@ class ProbeError(BusError):
     """The leader did not describe the batch (an error code, no records, or a reply cut short)."""
 
 
-def _fetch_request(topic: str, partition: int, offset: int, correlation_id: int) -> bytes:
-    name = topic.encode()
-    body = (
-        struct.pack(">hhih", FETCH, FETCH_VERSION, correlation_id, -1)  # header v1, no client id
-        + struct.pack(">iiiib", -1, MAX_WAIT_MS, 1, 1, 0)  # replica, max wait, min 1 byte, max 1 byte, uncommitted
-        + struct.pack(">ih", 1, len(name))
-        + name
-        + struct.pack(">iiqi", 1, partition, offset, 1)
-    )
-    return struct.pack(">i", len(body)) + body
-
-
 def fetch_batch(
     host: str,
     port: int,
@@ -67,7 +55,7 @@ def fetch_batch(
     ``tls`` is given): with its bytes when it is at most ``limit`` bytes, else its header alone."""
     with socket.create_connection((host, port), timeout=timeout_s) as raw:
         conn = tls.wrap_socket(raw, server_hostname=host) if tls is not None else raw
-        conn.sendall(_fetch_request(topic, partition, offset, 1))
+        conn.sendall(fetch_request(1, {Partition(topic, partition): offset}, max_bytes=1, partition_bytes=1))
         r = WireReader(conn, ProbeError, "leader")
         r.take(">iii")  # frame length, correlation id, throttle time
         (n_topics,) = r.take(">i")
