@@ -317,3 +317,17 @@ def test_a_frame_keeps_its_values_while_the_store_takes_labels_evicts_and_compac
         store.expire()
     assert store.events["video_evicted"] >= 40 and store.table.n < 100  # compacted
     assert _by_key(compute(frame, store.settings, NOW)) == before
+
+
+def test_a_large_arrays_growth_leaves_at_most_an_eighth_of_slack():
+    from gateway.monitor.table import LARGE, START, capacity
+
+    rows, sizes = START, []
+    while rows < 3 * LARGE:
+        rows = capacity(rows, rows + 1)
+        sizes.append(rows)
+    assert sizes[0] == START * 3 // 2  # small arrays grow by half
+    for before, after in zip(sizes, sizes[1:], strict=False):
+        assert after > before and (after <= LARGE or after <= max(LARGE, before * 1.125))
+    assert capacity(1_008_895, 1_008_896) == int(1_008_895 * 1.125)  # not 1.5M: just under a million rows
+    assert capacity(100, 5000) == 5000  # at least what is asked for

@@ -264,8 +264,10 @@ class Store:
 
     # -- checkpoints -----------------------------------------------------------------------------------------
     def saved(self) -> tuple[Frame, dict[str, list[TimedLabel]], dict[str, dict[str, int]]]:
-        """What a checkpoint writes: a frame (dead rows included), the waiting labels and the counters."""
+        """What a checkpoint writes: a frame (dead rows included), the waiting labels and the counters; evicted
+        first, as a computation's frame is."""
         with self.lock:
+            self._expire()
             counters = {"events": dict(self.events), "labels": dict(self.labels)}
             return self._frame(), {vid: list(ls) for vid, ls in self.waiting.items()}, counters
 

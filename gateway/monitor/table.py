@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 GROWTH = 1.5  # an array that is full grows by half ...
-LARGE, LARGE_GROWTH = 1 << 20, 1.125  # ... or by an eighth from a million rows (the slack a large store carries)
+LARGE, LARGE_GROWTH = 1 << 20, 1.125  # ... or by an eighth past a million rows (the slack a large store carries)
 START = 1024  # rows of a new array
 NO_LABEL = -1
 VIDEO_COLUMNS = {  # name -> (dtype, value of a new row)
@@ -29,8 +29,18 @@ WRITTEN_ONCE = frozenset({"event_time", "first_seen", "canary"})  # set as a row
 # takes views of them, not copies (growth and compaction make new arrays, so a view keeps its values)
 
 
+def capacity(rows: int, size: int) -> int:
+    """The rows a full array of ``rows`` grows to, to hold at least ``size``: half as many again, but never past
+    ``LARGE`` by more than an eighth (an array of 1.0M rows growing by half would carry 0.5M rows of slack in each
+    of a large store's series)."""
+    grown = int(rows * GROWTH)
+    if grown > LARGE:
+        grown = max(LARGE, int(rows * LARGE_GROWTH))
+    return max(size, grown, START)
+
+
 def _grown(a: np.ndarray, size: int, fill=0) -> np.ndarray:
-    out = np.full(max(size, int(len(a) * (LARGE_GROWTH if len(a) >= LARGE else GROWTH)), START), fill, dtype=a.dtype)
+    out = np.full(capacity(len(a), size), fill, dtype=a.dtype)
     out[: len(a)] = a
     return out
 

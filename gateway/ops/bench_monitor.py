@@ -32,6 +32,7 @@ PARTITIONS = 4
 WINDOW_S = 3600.0  # every video produced is in the time window
 READY_TIMEOUT_S = 3600.0
 LIVE_SHARE = 10  # a tenth more videos is loaded while the monitor is scraped
+SLOW_SCRAPE_S = 0.2  # issue 24's bound on one scrape while ingesting
 
 
 def _produce(kafka, videos: int, now: float, partitions: int, first: int = 0) -> int:
@@ -148,7 +149,9 @@ def _scrapes_while_ingesting(mon, total: int, go: Path, scrape) -> dict[str, flo
     return {
         "live_scrapes": len(times),
         "live_scrape_max_s": round(max(times, default=0.0), 4),
+        "live_scrape_p99_s": round(float(np.quantile(times, 0.99)) if times else 0.0, 4),
         "live_scrape_median_s": round(float(np.median(times)) if times else 0.0, 4),
+        "live_scrapes_over_200ms": sum(t > SLOW_SCRAPE_S for t in times),
         "live_ingest_events_per_s": round((mon.store.events["added"] - before) / took, 1),
     }
 
