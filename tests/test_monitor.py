@@ -3,6 +3,8 @@ same rows; event-time expiry whatever order labels arrive in; stale series leave
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from scipy.stats import ks_2samp
@@ -327,7 +329,7 @@ def test_a_large_arrays_growth_leaves_at_most_an_eighth_of_slack():
         rows = capacity(rows, rows + 1)
         sizes.append(rows)
     assert sizes[0] == START * 3 // 2  # small arrays grow by half
-    for before, after in zip(sizes, sizes[1:], strict=False):
+    for before, after in itertools.pairwise(sizes):
         assert after > before and (after <= LARGE or after <= max(LARGE, before * 1.125))
     assert capacity(1_008_895, 1_008_896) == int(1_008_895 * 1.125)  # not 1.5M: just under a million rows
     assert capacity(100, 5000) == 5000  # at least what is asked for
