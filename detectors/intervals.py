@@ -174,8 +174,8 @@ def ks_of_ascending(x: np.ndarray, y: np.ndarray) -> float:
     F_x >= (i+1)/n_x (equal at the last of a run of ties, where the maximum over the run falls) and F_y is the
     count of y at or below it, one binary search. So, in whole numbers, with the roles swapped for sup(F_y - F_x):
     D = max(max_i((i+1)·n_y - #{y <= x_i}·n_x), max_j((j+1)·n_x - #{x <= y_j}·n_y)) / (n_x·n_y).
-    (Two searches of sorted keys, no merge: about 6x faster than a stable sort of the two runs at a million,
-    with a third of its memory.)"""
+    (Two searches of sorted keys, no merge: as fast as a stable sort of the two runs, about 80 ms at a million
+    each, with under half its memory.)"""
     nx, ny = x.size, y.size
     above = int((np.arange(1, nx + 1) * ny - np.searchsorted(y, x, side="right") * nx).max())
     below = int((np.arange(1, ny + 1) * nx - np.searchsorted(x, y, side="right") * ny).max())
