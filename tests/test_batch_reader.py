@@ -214,3 +214,25 @@ def test_behind_sasl_the_reader_is_kafka_pythons(monkeypatch):
     monkeypatch.setattr(batch_reader, "client_reader", lambda settings: made.append(settings) or "client's")
     k = KafkaSettings(bootstrap="127.0.0.1:9", input_topic="t", security_protocol="SASL_SSL", sasl_mechanism="PLAIN")
     assert bus.reader(k) == "client's" and made == [k]
+
+
+def test_old_formats_go_to_kafka_pythons_decoder_and_broken_headers_cost_one_offset():
+    from kafka.record.legacy_records import LegacyRecordBatchBuilder
+
+    for magic in (0, 1):  # message sets of the formats before batches: read, not skipped or multiplied
+        builder = LegacyRecordBatchBuilder(magic, 0, 1 << 20)
+        for i in range(3):
+            builder.append(7 + i, T0 if magic else None, b"k%d" % i, b"v%d" % i)
+        data = bytes(builder.build())
+        parsed = batches.parse("t", 3, data, 7)
+        assert [(r.offset, r.value) for r in parsed.records] == [(7, b"v0"), (8, b"v1"), (9, b"v2")]
+        assert parsed.next_offset == 10
+    good = _batch(0, RECORDS[:2])
+    broken = bytearray(good)
+    struct.pack_into(">i", broken, 23, 3_000_000)  # a last-offset delta no batch this long can hold (CRC fails)
+    parsed = batches.parse("t", 3, bytes(broken), 0)
+    assert [type(r).__name__ for r in parsed.records] == ["UnreadableRecord"] and parsed.next_offset == 1
+    negative = bytearray(good)
+    struct.pack_into(">i", negative, 8, -12)  # a negative length: the parse stops, it does not spin
+    assert batches.parse("t", 3, bytes(negative), 0).next_offset == 0
+    assert batches.batch_ends(bytes(negative), 0) == 0

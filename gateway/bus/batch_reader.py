@@ -47,6 +47,7 @@ class BatchReader(Consumer):
         self._buffers: dict[Partition, tuple[list[Fetched], int]] = {}  # records fetched, and how many handed out
         self._links: dict[tuple[str, int], Link] = {}
         self._redial_at: dict[tuple[str, int], float] = {}
+        self._retry_at: dict[Partition, float] = {}  # a partition whose fetch failed: not asked for before then
         self._selector = selectors.DefaultSelector()
         self._correlation = 0
 
@@ -140,7 +141,7 @@ class BatchReader(Consumer):
         by_leader: dict[tuple[str, int], list[Partition]] = {}
         for p in self._assigned:
             records, taken = self._buffers.get(p, ((), 0))
-            if p in self._paused or p in busy or len(records) - taken >= READ_AHEAD_RECORDS:
+            if p in self._paused or p in busy or len(records) - taken >= READ_AHEAD_RECORDS or p in self._waiting():
                 continue
             try:
                 address = leader_address(self._client, p)
@@ -149,6 +150,11 @@ class BatchReader(Consumer):
                 continue
             by_leader.setdefault(address, []).append(p)
         return by_leader
+
+    def _waiting(self) -> set[Partition]:
+        now = time.monotonic()
+        self._retry_at = {p: t for p, t in self._retry_at.items() if t > now}
+        return set(self._retry_at)
 
     def _send_fetches(self) -> None:
         now = time.monotonic()
@@ -165,7 +171,7 @@ class BatchReader(Consumer):
                     self._fail(address, f"cannot connect: {exc}")
                     continue
             asked = {p: (self._fetch_from(p), self._seeks.get(p, 0)) for p in parts}
-            self._correlation += 1
+            self._correlation = (self._correlation + 1) & 0x7FFF_FFFF  # an int32 on the wire
             try:
                 link.send(fetch_request(self._correlation, {p: o for p, (o, _) in asked.items()}), asked)
             except OSError as exc:
@@ -207,7 +213,9 @@ class BatchReader(Consumer):
                 self._fail(address, f"no fetch reply in {self.settings.request_timeout_ms} ms")
 
     def _reply_bound(self, partitions: int) -> int:
-        return FETCH_BYTES + partitions * (self.settings.max_message_bytes + clients.FETCH_HEADROOM_BYTES)
+        """A reply's records within the fetch size, plus one whole batch of the largest size accepted (a broker
+        returns a first batch whole whatever the fetch size); beyond it, read apart, batch by batch."""
+        return FETCH_BYTES + self.settings.max_message_bytes + partitions * clients.FETCH_HEADROOM_BYTES
 
     def _take_reply(self, reply: bytes, asked: dict[Partition, tuple[int, int]]) -> None:
         for p, error, data in reply_partitions(reply):
@@ -217,7 +225,8 @@ class BatchReader(Consumer):
             if error == OFFSET_OUT_OF_RANGE:
                 self._out_of_range(p, offset)
             elif error:
-                log.warning("fetch of %s/%s at %s: error code %s; looking its leader up again", *p, offset, error)
+                log.warning("fetch of %s/%s at %s: error code %s; asking again in %.0f s", *p, offset, error, REDIAL_S)
+                self._retry_at[p] = time.monotonic() + REDIAL_S
                 self._refresh_metadata()
             elif data:
                 parsed = parse(p.topic, p.partition, data, offset, self.settings.max_message_bytes)
@@ -242,12 +251,18 @@ class BatchReader(Consumer):
         self._buffers[p] = (list(records[taken:]) + fetched, 0)
 
     def _out_of_range(self, p: Partition, offset: int) -> None:
-        """A position the log no longer (or not yet) holds: to its start if before it, else to its end."""
-        with mapped():
-            tp = clients.to_client(p)
-            start = self._client.beginning_offsets([tp])[tp]
-            end = self._client.end_offsets([tp])[tp]
-        to = start if offset < start else end
+        """A position the log no longer (or not yet) holds: to its start if before it, else to its end (or on
+        from it, if the log has grown to it meanwhile); asked again later if the broker does not answer."""
+        try:
+            with mapped():
+                tp = clients.to_client(p)
+                start = self._client.beginning_offsets([tp])[tp]
+                end = self._client.end_offsets([tp])[tp]
+        except BusError as exc:
+            log.warning("%s/%s: offset %s out of range, and no offsets to reset to: %s", *p, offset, exc)
+            self._retry_at[p] = time.monotonic() + REDIAL_S
+            return
+        to = start if offset < start else offset if offset <= end else end
         log.warning("%s/%s: offset %s is out of range [%s, %s]; reading on from %s", *p, offset, start, end, to)
         self.seek(p, to)
 

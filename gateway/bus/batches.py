@@ -24,6 +24,8 @@ HEADER = struct.Struct(">qiibIhiqqqhii")  # the batch header's fields, as listed
 OFFSET_LENGTH = struct.Struct(">qi")  # base offset and length: enough to find where a batch ends
 LOG_OVERHEAD = 12  # base offset and length, not counted in a batch's length
 CRC_FROM = 21  # the CRC covers the batch from its attributes on
+MAGIC_AT = 16  # the message format's byte: after base offset, length and leader epoch
+MIN_RECORD_BYTES = 7  # length, attributes, timestamp and offset deltas, key, value and header counts: a byte each
 COMPRESSION_MASK, LOG_APPEND_TIME, CONTROL = 0x07, 0x08, 0x20
 
 
@@ -46,7 +48,7 @@ def batch_ends(data: bytes | memoryview, start: int) -> int:
     while pos + HEADER.size <= size:
         base, length = OFFSET_LENGTH.unpack_from(data, pos)
         end = pos + LOG_OVERHEAD + length
-        if end > size:
+        if end > size or length < 0:
             break
         (last_delta,) = struct.unpack_from(">i", data, pos + 23)
         next_offset = max(next_offset, base + last_delta + 1)
@@ -62,14 +64,21 @@ def parse(topic: str, partition: int, data: bytes, start: int, limit: int | None
     fetch (so the two readers agree on what the limit lets through)."""
     out = Parsed(next_offset=start)
     view, pos, size = memoryview(data), 0, len(data)
-    while pos + HEADER.size <= size:
+    while pos + LOG_OVERHEAD <= size:
         base, length = OFFSET_LENGTH.unpack_from(view, pos)
         end = pos + LOG_OVERHEAD + length
-        if end > size:
+        if end > size or length < 0:
             break  # cut short by the fetch size: the next fetch starts at it
+        if length < HEADER.size - LOG_OVERHEAD or view[pos + MAGIC_AT] != 2:  # an older format, or no batch
+            out.records += _legacy(topic, partition, data[pos:end], base, start)
+            out.next_offset = max(out.next_offset, base + 1, *(r.offset + 1 for r in out.records[-1:]))
+            pos = end
+            continue
         header = HEADER.unpack_from(view, pos)
         last = base + header[6]
         first = max(base, start)
+        if not 0 <= header[6] <= length // MIN_RECORD_BYTES:  # a span no batch of this length can hold: only the
+            last = first  # CRC could vouch for it, and it cannot be right; one offset at a time
         if last >= start and limit is not None and end - pos > limit:
             out.records += [OversizeRecord(topic, partition, o, end - pos, limit) for o in range(first, last + 1)]
         elif last >= start:
@@ -83,16 +92,25 @@ def parse(topic: str, partition: int, data: bytes, start: int, limit: int | None
     return out
 
 
+def _legacy(topic: str, partition: int, data: bytes, base: int, start: int) -> list[Record | UnreadableRecord]:
+    """A message set of format 0 or 1 (or bytes that are no batch): kafka-python's decoder reads the former."""
+    try:
+        return from_batch(topic, partition, data, start)
+    except Exception as exc:  # whatever the client raises on bytes it cannot read: the record is refused
+        return [UnreadableRecord(topic, partition, max(base, start), f"unreadable message set at offset {base}: {exc}")]
+
+
 def _batch(topic: str, partition: int, data: bytes, pos: int, end: int, header: tuple, start: int) -> list:
-    base, _, _, magic, crc, attributes, _, first_ts, max_ts, _, _, _, count = header
-    if magic != 2:
-        raise BatchFormatError(f"message format {magic}, not 2")
+    base, _, _, _, crc, attributes, _, first_ts, max_ts, _, _, _, count = header
     if crc32c(memoryview(data)[pos + CRC_FROM : end]) != crc:
         raise BatchFormatError("CRC-32C mismatch")
     if attributes & CONTROL:
         return []
     if attributes & COMPRESSION_MASK:
-        return from_batch(topic, partition, data[pos:end], start)
+        try:
+            return from_batch(topic, partition, data[pos:end], start)
+        except Exception as exc:  # a codec not installed (kafka-python's UnsupportedCodecError), a bad payload
+            raise BatchFormatError(f"compressed batch not decoded: {exc}") from exc
     stamp = max_ts if attributes & LOG_APPEND_TIME else None
     return _records(topic, partition, data, pos + HEADER.size, end, count, base, first_ts, stamp, start)
 

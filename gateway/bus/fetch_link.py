@@ -26,6 +26,7 @@ class Link:
     """One socket to a broker, at most one fetch in flight on it, its reply read as it comes."""
 
     def __init__(self, address: tuple[str, int], tls: ssl.SSLContext | None, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
         raw = socket.create_connection(address, timeout=timeout_s)
         self.sock = tls.wrap_socket(raw, server_hostname=address[0]) if tls is not None else raw
         self.sock.setblocking(False)
@@ -34,7 +35,7 @@ class Link:
         self.sent_at = 0.0
 
     def send(self, request: bytes, asked: dict[Partition, tuple[int, int]]) -> None:
-        self.sock.setblocking(True)
+        self.sock.settimeout(self.timeout_s)  # a broker that stops reading fails the send, never hangs it
         self.sock.sendall(request)
         self.sock.setblocking(False)
         self.asked, self.sent_at, self.buf, self.want = asked, time.monotonic(), bytearray(), 0

@@ -99,7 +99,8 @@ def from_batch(topic: str, partition: int, data: bytes, start: int) -> list[Reco
 
     try:
         batch = MemoryRecords(data).next_batch()
-        messages = [m for m in batch or () if m.offset >= start]
+        control = getattr(batch, "is_control_batch", False)  # transaction markers: no records to hand out
+        messages = [] if control else [m for m in batch or () if m.offset >= start]
     except CorruptRecordError as exc:
         raise ValueError(str(exc)) from exc
     return [
