@@ -54,6 +54,8 @@ def average_ranks(values: np.ndarray) -> np.ndarray:
     value: every rank is a whole or half number). Here so that the monitor, which imports this module, need not
     import ``scipy.stats`` (about 70 MB of its memory)."""
     v = np.asarray(values, dtype=np.float64)
+    if np.isnan(v).any():  # as rankdata: a NaN makes every rank NaN
+        return np.full(v.size, np.nan)
     order = np.argsort(v, kind="stable")
     ascending = v[order]
     first = np.ones(v.size, bool)

@@ -241,3 +241,11 @@ def test_the_monitor_does_not_import_scipy_stats():
     code = "import sys, gateway.monitor.service, gateway.monitor.signals; print('scipy.stats' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_average_ranks_of_a_vector_with_nan_are_nan_as_scipys():
+    from scipy.stats import rankdata
+
+    v = np.array([0.5, np.nan, 0.7, 0.6])
+    assert np.isnan(metrics.average_ranks(v)).all() and np.isnan(rankdata(v)).all()
+    assert np.isnan(metrics.spearman(v, [1.0, 2.0, 3.0, 4.0]))

@@ -93,9 +93,13 @@ def follow(
 
 
 def _record(
-    msg: bus.Record | bus.UnreadableRecord, kafka: KafkaSettings, table: Table, seen: set, video_ids: set[str] | None
+    msg: bus.Record | bus.UnreadableRecord | bus.OversizeRecord,
+    kafka: KafkaSettings,
+    table: Table,
+    seen: set,
+    video_ids: set[str] | None,
 ) -> dict | None:
-    if isinstance(msg, bus.UnreadableRecord):  # not the gateway's: nothing to show
+    if not isinstance(msg, bus.Record):  # unreadable, or in a batch too large to read: not the gateway's
         return None
     vid = (msg.key or b"").decode(errors="replace")
     if video_ids and vid not in video_ids:
