@@ -5,12 +5,15 @@ the record batches itself (:mod:`gateway.bus.batches`); kafka-python's consumer 
 kafka-python's decoder was about half of the monitor's ingest (14 µs of Python per record). Here a Fetch (v4,
 every assigned partition of one leader in one request) is kept in flight on each leader's socket while the
 previous reply's records are handed out, so the broker works while the reader parses. A reply over its bound
-(``fetch_bytes`` plus, per partition, one whole batch of ``max_message_bytes``: brokers return a partition's first
-batch whole whatever the fetch size) is never read: the connection is dropped and each of its partitions is read
-one batch at a time apart (:class:`~gateway.bus.direct.DirectReader`), an oversize batch by reference. A broker
-that stops answering has its connection dropped after ``request_timeout_ms`` and redialled; a leader that moved
-is looked up again. It speaks plain TCP or TLS: behind SASL, :func:`gateway.bus.consumer.reader` uses
-kafka-python's own fetcher instead.
+(``FETCH_BYTES`` plus one whole batch of ``max_message_bytes``: a broker returns the first batch whole whatever
+the fetch size) is never read: the connection is dropped and each of its partitions is read one batch at a time
+apart (:class:`~gateway.bus.direct.DirectReader`), an oversize batch by reference. A broker that stops answering
+has its connection dropped after ``request_timeout_ms`` and redialled; a partition whose fetch fails waits
+``REDIAL_S`` and its leader is looked up again. It speaks plain TCP or TLS: behind SASL,
+:func:`reader` uses kafka-python's own fetcher instead. Not yet handled: connecting (and a TLS handshake) blocks
+a poll for up to ``probe_timeout_ms`` while a broker does not answer; Apache Kafka returns an empty record set
+for a partition whose next batch is over its share of a reply unless it comes first in the reply, so such a
+partition advances only when the partitions before it have nothing to send.
 """
 
 from __future__ import annotations
