@@ -81,7 +81,6 @@ def test_a_control_batch_is_passed_and_a_batch_cut_short_is_left_for_the_next_fe
     assert [r.offset for r in parsed.records] == list(range(5)) and parsed.next_offset == 6
     cut = batches.parse("t", 3, data + _batch(6, RECORDS)[:-10], 0)
     assert cut.next_offset == 6 and len(cut.records) == 5
-    assert batches.batch_ends(data + _batch(6, RECORDS)[:-10], 0) == 6
 
 
 def test_a_corrupt_batch_is_refused_record_by_record_and_the_next_one_read():
@@ -235,4 +234,3 @@ def test_old_formats_go_to_kafka_pythons_decoder_and_broken_headers_cost_one_off
     negative = bytearray(good)
     struct.pack_into(">i", negative, 8, -12)  # a negative length: the parse stops, it does not spin
     assert batches.parse("t", 3, bytes(negative), 0).next_offset == 0
-    assert batches.batch_ends(bytes(negative), 0) == 0

@@ -41,21 +41,6 @@ class Parsed:
     next_offset: int = 0  # after the last whole batch (or the start, if none was whole)
 
 
-def batch_ends(data: bytes | memoryview, start: int) -> int:
-    """The offset after the last whole batch in ``data`` (``start`` if none): where the next fetch begins, found
-    from the batch headers alone."""
-    pos, next_offset, size = 0, start, len(data)
-    while pos + HEADER.size <= size:
-        base, length = OFFSET_LENGTH.unpack_from(data, pos)
-        end = pos + LOG_OVERHEAD + length
-        if end > size or length < 0:
-            break
-        (last_delta,) = struct.unpack_from(">i", data, pos + 23)
-        next_offset = max(next_offset, base + last_delta + 1)
-        pos = end
-    return next_offset
-
-
 def parse(topic: str, partition: int, data: bytes, start: int, limit: int | None = None) -> Parsed:
     """The records at or after ``start`` in the batches of ``data`` (a fetch reply's record set). A batch that
     cannot be read comes as one :class:`UnreadableRecord` per offset it spans (reason included), so a reader
