@@ -140,11 +140,11 @@ class BatchReader(Consumer):
         """Per leader, its partitions to fetch: assigned, not paused, not in flight, not read far ahead (a fetch
         asks for every partition that may have records, or a broker holds it ``MAX_WAIT_MS`` for those at their
         end)."""
-        busy = {p for link in self._links.values() for p in link.asked}
+        skip = self._paused | self._waiting() | {p for link in self._links.values() for p in link.asked}
         by_leader: dict[tuple[str, int], list[Partition]] = {}
         for p in self._assigned:
             records, taken = self._buffers.get(p, ((), 0))
-            if p in self._paused or p in busy or len(records) - taken >= READ_AHEAD_RECORDS or p in self._waiting():
+            if p in skip or len(records) - taken >= READ_AHEAD_RECORDS:
                 continue
             try:
                 address = leader_address(self._client, p)
@@ -211,8 +211,8 @@ class BatchReader(Consumer):
             if reply is not None:
                 self._take_reply(reply, asked)
         late = time.monotonic() - self.settings.request_timeout_ms / 1000
-        for address in [a for a in inflight if a in self._links and 0 < self._links[a].sent_at < late]:
-            if self._links[address].asked:
+        for address in [a for a in inflight if a in self._links and self._links[a].asked]:
+            if self._links[address].sent_at < late:
                 self._fail(address, f"no fetch reply in {self.settings.request_timeout_ms} ms")
 
     def _reply_bound(self, partitions: int) -> int:
@@ -271,21 +271,22 @@ class BatchReader(Consumer):
 
     def _fail(self, address: tuple[str, int], why: str) -> None:
         log.warning("broker %s:%s: %s; dialling again in %.0f s", *address, why, REDIAL_S)
-        link = self._links.pop(address, None)
-        if link is not None:
-            self._selector.unregister(link.sock)
-            link.close()
+        self._hang_up(address)
         self._redial_at[address] = time.monotonic() + REDIAL_S
         self._refresh_metadata()
 
     def _refresh_metadata(self) -> None:
         self._client._client.cluster.request_update()  # kafka-python's metadata, refreshed on its next request
 
-    def close(self, autocommit: bool = False) -> None:
-        for address in list(self._links):
-            link = self._links.pop(address)
+    def _hang_up(self, address: tuple[str, int]) -> None:
+        link = self._links.pop(address, None)
+        if link is not None:
             self._selector.unregister(link.sock)
             link.close()
+
+    def close(self, autocommit: bool = False) -> None:
+        for address in list(self._links):
+            self._hang_up(address)
         self._selector.close()
         super().close()
 
