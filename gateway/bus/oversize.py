@@ -16,13 +16,13 @@ import ssl
 import struct
 from dataclasses import dataclass
 
+from gateway.bus.batches import LOG_OVERHEAD
 from gateway.bus.errors import BusError
 from gateway.bus.fetch_link import fetch_request
 from gateway.bus.records import Partition
 from gateway.bus.wire import WireReader
 
 BATCH_HEADER = ">qiibIhi"  # base offset, length, leader epoch, magic, crc, attributes, last offset delta
-_BATCH_OVERHEAD = 12  # base offset and length fields, not counted in a batch's length
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ def fetch_batch(
         base, length, _, magic, _, _, last_delta = struct.unpack(BATCH_HEADER, header)
         if magic != 2:
             raise ProbeError(f"record batch format {magic} at offset {offset} of {topic}/{partition}")
-        size = length + _BATCH_OVERHEAD
+        size = length + LOG_OVERHEAD
         if size > limit:
             return Batch(base, base + last_delta, size, end)
         if records_size < size:
