@@ -17,17 +17,14 @@ from gateway.ops.measure import isolated
 from transforms.spec import LASTMILE
 
 
-def detector_job(
-    model_path: str, card_json: str, batch: int, repeats: int, threads: int, providers: list[str] | None = None
-) -> dict[str, float]:
+def detector_job(model_path: str, card_json: str, batch: int, repeats: int, threads: int) -> dict[str, float]:
     import numpy as np
 
     from detectors.card import ModelCard
     from detectors.runtimes.embedded import EmbeddedRuntime
 
     card = ModelCard.model_validate_json(card_json)
-    providers = providers or ["CPUExecutionProvider"]
-    runtime = EmbeddedRuntime(model_path, card, max_batch=batch, intra_op_threads=threads, providers=providers)
+    runtime = EmbeddedRuntime(model_path, card, max_batch=batch, intra_op_threads=threads)  # the CPU provider
     frames = np.random.default_rng(0).integers(0, 256, card.input_shape(batch), dtype=np.uint8)
     runtime.score(frames)  # warm
     t0 = time.perf_counter()
