@@ -269,6 +269,60 @@ def test_windowed_series_are_withheld_until_the_windows_are_rebuilt():
     assert "\nlastmile_auc{" in generate_latest(metrics.registry).decode()
 
 
+def test_a_scrape_never_waits_for_the_stores_lock_and_shows_its_last_change():
+    """An ingest step holds the store's lock (at a million videos, growing every series' arrays held it 0.2-0.8 s,
+    and a scrape waited for it: the slowest scrapes while ingesting); a scrape reads the store's last published
+    tally instead, so it answers while the lock is held, with the counts as of the last change."""
+    import threading
+
+    from prometheus_client import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from gateway.monitor.exporter import MonitorMetrics
+
+    store = Store(WindowSettings(), Clock())
+    for i in range(4):
+        store.add_score(event(f"v{i}", "original", float(i), NOW), 0)
+    store.add_score(event("v0", "original", 0.0, NOW), 0)  # a redelivery
+    store.add_label("w9", "real", NOW)  # waits for its video
+    metrics = MonitorMetrics(store, store.settings, Clock(), lambda: True)
+    metrics.windows.refresh()  # a running monitor's scrape serves its latest computation
+    pages: list[bytes] = []
+    with store.lock:  # as an ingest step holds it
+        scraper = threading.Thread(target=lambda: pages.append(generate_latest(metrics.registry)), daemon=True)
+        scraper.start()
+        scraper.join(timeout=30)
+        assert pages, "the scrape waited for the store's lock"
+    got = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for fam in text_string_to_metric_families(pages[0].decode())
+        for s in fam.samples
+    }
+    assert got[("lastmile_monitor_events_total", (("outcome", "added"),))] == 4
+    assert got[("lastmile_monitor_events_total", (("outcome", "duplicate"),))] == 1
+    assert got[("lastmile_monitor_labels_total", (("outcome", "waiting"),))] == 1
+    assert got[("lastmile_monitor_videos", ())] == 4 and got[("lastmile_monitor_waiting_labels", ())] == 1
+
+
+def test_grown_arrays_keep_their_rows_and_fill_the_new_ones():
+    from gateway.monitor.table import VIDEO_COLUMNS, Videos
+
+    table = Videos()
+    for i in range(3000):  # past START twice: two growths
+        table.add(f"v{i}", float(i), float(i) + 0.5, i % 3 == 0, i % 2)
+    c = table.cols
+    n = table.n
+    assert len(c["alive"]) > n  # room left: the new rows hold each column's fill
+    for name, (_, fill) in VIDEO_COLUMNS.items():
+        tail = c[name][n:]
+        assert np.isnan(tail).all() if np.isnan(fill) else (tail == fill).all(), name
+    assert c["event_time"][:n].tolist() == [float(i) for i in range(n)]
+    assert c["first_seen"][:n].tolist() == [float(i) + 0.5 for i in range(n)]
+    assert c["canary"][:n].tolist() == [i % 3 == 0 for i in range(n)]
+    assert c["row_label"][:n].tolist() == [i % 2 for i in range(n)] and c["alive"][:n].all()
+    assert np.isnan(c["topic_time"][:n]).all() and (c["topic_label"][:n] == -1).all()
+
+
 def test_the_bound_on_videos_held_evicts_the_oldest_and_counts_them():
     store = Store(WindowSettings(max_videos=10, count=2), Clock())
     for i in range(12):

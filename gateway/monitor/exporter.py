@@ -48,7 +48,8 @@ class WindowCollector:
 
 
 class StoreCollector:
-    """What the store counted: score events and labels by outcome, videos held, labels waiting."""
+    """What the store counted: score events and labels by outcome, videos held, labels waiting; from its
+    :class:`~gateway.monitor.store.Tally`, so a scrape never waits for the store's lock."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -64,13 +65,13 @@ class StoreCollector:
 
     def collect(self) -> Iterator[Metric]:
         events, labels, videos, waiting = self._families()
-        with self.store.lock:
-            for outcome, n in sorted(self.store.events.items()):
-                events.add_metric([outcome], n)
-            for outcome, n in sorted(self.store.labels.items()):
-                labels.add_metric([outcome], n)
-            videos.add_metric([], self.store.held)
-            waiting.add_metric([], self.store.waiting_count)
+        tally = self.store.tally
+        for outcome, n in sorted(tally.events.items()):
+            events.add_metric([outcome], n)
+        for outcome, n in sorted(tally.labels.items()):
+            labels.add_metric([outcome], n)
+        videos.add_metric([], tally.held)
+        waiting.add_metric([], tally.waiting)
         yield from (events, labels, videos, waiting)
 
 

@@ -15,11 +15,12 @@ event time, so whatever order they came in) and count them.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import heapq
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +44,17 @@ class Video:
     canary: bool
     label: str | None
     scores: dict[Series, tuple[float, bool]] = field(default_factory=dict)  # series -> (score, decision)
+
+
+@dataclass(frozen=True)
+class Tally:
+    """What a store has counted, as of the end of its latest change (a scrape reads it without the lock, so it
+    never waits for an ingest step: growing every series' arrays at a million videos held the lock 0.2-0.8 s)."""
+
+    events: Mapping[str, int]  # score events by outcome, and videos dropped
+    labels: Mapping[str, int]  # label events by outcome
+    held: int  # videos held
+    waiting: int  # labels waiting for their video
 
 
 def oldest(slots: np.ndarray, times: np.ndarray, k: int) -> np.ndarray:
@@ -82,10 +94,18 @@ class Store:
         self.events: Counter[str] = Counter()  # score events by outcome
         self.labels: Counter[str] = Counter()  # label events by outcome
         self.lock = threading.Lock()
+        self.tally = Tally({}, {}, 0, 0)
 
     @property
     def held(self) -> int:
         return self.table.held
+
+    @contextlib.contextmanager
+    def _changing(self) -> Iterator[None]:
+        """Hold the lock for a change, and publish the :class:`Tally` it leaves."""
+        with self.lock:
+            yield
+            self.tally = Tally(dict(self.events), dict(self.labels), self.table.held, self.waiting_count)
 
     # -- score events ----------------------------------------------------------------------------------------
     def add_score(self, row: ScoreRow, record_time: float) -> str:
@@ -98,7 +118,7 @@ class Store:
         """Keep score events in turn, each as :meth:`add_score` would (an event: its fields by name, as a
         :class:`ScoreRow` holds them, and its Kafka timestamp), under one hold of the lock; returns how many had
         each outcome."""
-        with self.lock:
+        with self._changing():
             counts = self._add_scores(events)
             self.events.update(counts)
             return counts
@@ -154,7 +174,7 @@ class Store:
     def add_label(self, video_id: str, label: str, t: float) -> str:
         """Join a label (``t``: its Kafka timestamp) to its video, or keep it until the video's scores come;
         returns the outcome: joined, duplicate, conflict (another label holds), waiting or expired."""
-        with self.lock:
+        with self._changing():
             outcome = self._add_label(video_id, label, t)
             self.labels[outcome] += 1
             return outcome
@@ -194,7 +214,7 @@ class Store:
     def expire(self) -> None:
         """Drop videos older than the time window, then the oldest past ``max_videos``, and waiting labels older
         than the TTL before the watermark."""
-        with self.lock:
+        with self._changing():
             self._expire()
 
     def _expire(self) -> None:
@@ -234,7 +254,7 @@ class Store:
         """The time window now, for a computation off the lock: copies of the per-video columns that change
         (labels, liveness), views of the rest and of the series' rows (appends go past them; compaction and
         growth make new arrays)."""
-        with self.lock:
+        with self._changing():
             self._expire()
             return self._frame()
 
@@ -266,14 +286,14 @@ class Store:
     def saved(self) -> tuple[Frame, dict[str, list[TimedLabel]], dict[str, dict[str, int]]]:
         """What a checkpoint writes: a frame (dead rows included), the waiting labels and the counters; evicted
         first, as a computation's frame is."""
-        with self.lock:
+        with self._changing():
             self._expire()
             counters = {"events": dict(self.events), "labels": dict(self.labels)}
             return self._frame(), {vid: list(ls) for vid, ls in self.waiting.items()}, counters
 
     def restore(self, frame: Frame, waiting: dict[str, list[TimedLabel]], counters: dict[str, dict[str, int]]):
         """Hold what a checkpoint held (a fresh store only)."""
-        with self.lock:
+        with self._changing():
             self.table = Videos.of(frame.ids, frame.videos)
             for series, (slot, score, decision) in frame.rows.items():
                 self.series[series] = Rows.of(slot, score, decision, self.table.n)

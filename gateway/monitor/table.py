@@ -40,7 +40,15 @@ def capacity(rows: int, size: int) -> int:
 
 
 def _grown(a: np.ndarray, size: int, fill=0) -> np.ndarray:
-    out = np.full(capacity(len(a), size), fill, dtype=a.dtype)
+    """``a`` in a new array of :func:`capacity` rows, the new rows ``fill``. Zeros come from ``np.zeros``, whose
+    pages the kernel maps zeroed on first touch, so only the old rows are written now (a million-video store grows
+    every series at once: writing the whole new arrays twice held the store's lock about twice as long)."""
+    rows = capacity(len(a), size)
+    if fill == 0:
+        out = np.zeros(rows, dtype=a.dtype)
+    else:
+        out = np.empty(rows, dtype=a.dtype)
+        out[len(a) :] = fill
     out[: len(a)] = a
     return out
 
