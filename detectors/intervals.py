@@ -170,16 +170,34 @@ def ks_statistic(a: Sequence | np.ndarray, b: Sequence | np.ndarray) -> float:
 
 def ks_of_ascending(x: np.ndarray, y: np.ndarray) -> float:
     """:func:`ks_statistic` of two samples given ascending (e.g. :meth:`detectors.ranks.Ranked.ascending`).
-    F_x - F_y only rises where F_x does, so its supremum is attained at a point of x: at the i-th smallest,
-    F_x >= (i+1)/n_x (equal at the last of a run of ties, where the maximum over the run falls) and F_y is the
-    count of y at or below it, one binary search. So, in whole numbers, with the roles swapped for sup(F_y - F_x):
-    D = max(max_i((i+1)·n_y - #{y <= x_i}·n_x), max_j((j+1)·n_x - #{x <= y_j}·n_y)) / (n_x·n_y).
-    (Two searches of sorted keys, no merge: as fast as a stable sort of the two runs, about 80 ms at a million
-    each, with under half its memory.)"""
+    The two runs are merged by a stable sort (timsort finds the two runs and merges them in linear time); along
+    the merge, c_x and c_y count the values of each sample so far, and at the last value of each run of equal
+    values (where both empirical CDFs have taken their step) F_x - F_y = (c_x·n_y - c_y·n_x) / (n_x·n_y). So, in
+    whole numbers: D = max over those points of |c_x·n_y - c_y·n_x| / (n_x·n_y).
+    (About 32 ms at a million values each on this project's 2-core machine, against 42 ms for the binary search
+    of each sample's values in the other's that it replaces.)"""
     nx, ny = x.size, y.size
-    above = int((np.arange(1, nx + 1) * ny - np.searchsorted(y, x, side="right") * nx).max())
-    below = int((np.arange(1, ny + 1) * nx - np.searchsorted(x, y, side="right") * ny).max())
-    return max(above, below) / (nx * ny)
+    merged = np.concatenate([x, y])
+    order = np.argsort(merged, kind="stable")
+    from_y = order >= nx
+    merged = merged[order]
+    del order  # (the arrays of two million values are let go as soon as they are done with: this runs at a scrape's
+    # computation of every series, and its peak is the monitor's)
+    last = np.empty(merged.size, np.bool_)
+    np.not_equal(merged[1:], merged[:-1], out=last[:-1])
+    last[-1] = True
+    del merged
+    c_y = np.cumsum(from_y, dtype=np.int64)
+    del from_y
+    if last.all():  # no ties: every position ends a run
+        c_x = np.arange(1, c_y.size + 1, dtype=np.int64)
+    else:
+        c_y, c_x = c_y[last], np.flatnonzero(last) + 1
+    c_x -= c_y
+    c_x *= ny
+    c_y *= nx
+    c_x -= c_y  # c_x·n_y - c_y·n_x
+    return max(int(c_x.max()), -int(c_x.min())) / (nx * ny)
 
 
 def auc_contrast(
