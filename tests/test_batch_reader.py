@@ -13,7 +13,7 @@ from kafka.record import MemoryRecords
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from gateway import bus
-from gateway.bus import batch_reader, batches
+from gateway.bus import batch_reader, batches, fetch_link
 from gateway.bus.bulk import Loader
 from gateway.core.config import KafkaSettings
 from tests.streaming import require_broker
@@ -182,6 +182,66 @@ def test_a_connection_lost_mid_stream_loses_and_repeats_no_record(broker, monkey
     reader.close()
     assert cuts == 5
     assert sorted(_key(r) for r in got) == [(p, o) for p in (0, 1) for o in range(1500)]
+
+
+def _garbled(reply: bytes, how: str) -> bytes:
+    if how == "another request's":
+        return struct.pack(">i", struct.unpack_from(">i", reply)[0] ^ 0x55) + reply[4:]
+    if how == "cut short":  # a record set's size now overruns the reply
+        return reply[: len(reply) // 2]
+    if how == "bad topic name":  # the first topic's name length
+        return reply[:12] + struct.pack(">h", -7) + reply[14:]
+    return reply[:8] + struct.pack(">i", 1 << 30)  # "no topics": a topic count with nothing behind it
+
+
+def test_a_garbled_fetch_reply_drops_its_connection_and_loses_or_repeats_no_record(broker, monkeypatch):
+    """A reply to another request (its correlation id), or one whose lengths overrun it, never raises out of poll
+    (a struct.error there had stopped the monitor's reader): the link is dropped and its partitions fetched again
+    from where they were."""
+    monkeypatch.setattr(batch_reader, "REDIAL_S", 0.05)
+    k = _topic(broker, "garbled")
+    with Loader(k.bootstrap, batch_bytes=4096) as loader:
+        loader.load(k.input_topic, ((i % 2, b"k", b"%d" % i + b"z" * 300) for i in range(2000)), T0)
+    ways = ["another request's", "cut short", "bad topic name", "no topics"]
+    garbled: list[str] = []
+    read = fetch_link.Link.read
+
+    def garbling_read(self, limit):
+        reply = read(self, limit)
+        if reply is not None and len(garbled) < len(ways) and len(reply) > 64:
+            garbled.append(ways[len(garbled)])
+            return _garbled(reply, garbled[-1])
+        return reply
+
+    monkeypatch.setattr(fetch_link.Link, "read", garbling_read)
+    reader, parts = bus.reader(k), [bus.Partition(k.input_topic, p) for p in (0, 1)]
+    reader.assign(parts)
+    reader.seek_to_beginning(*parts)
+    got, deadline = [], time.monotonic() + 60  # (not _read_all: Tansu reports the end of a partition whose last
+    while len(got) < 2000 and time.monotonic() < deadline:  # batch holds several records as that batch's base + 1)
+        got += reader.poll(500, 97)
+    reader.close()
+    assert garbled == ways
+    assert sorted(_key(r) for r in got) == [(p, o) for p in (0, 1) for o in range(1000)]
+
+
+def test_every_garbling_is_refused_by_the_reply_parser():
+    topic = b"t"
+    record_set = _batch(0, RECORDS)
+    reply = (
+        struct.pack(">iii", 7, 0, 1)
+        + struct.pack(">h", len(topic))
+        + topic
+        + struct.pack(">i", 1)
+        + struct.pack(">ihqqi", 0, 0, 10, 10, 0)
+        + struct.pack(">i", len(record_set))
+        + record_set
+    )
+    ((p, error, data),) = fetch_link.reply_partitions(reply, 7)
+    assert (p, error, data) == (bus.Partition("t", 0), 0, record_set)
+    for how in ("another request's", "cut short", "bad topic name", "no topics"):
+        with pytest.raises(fetch_link.MalformedReply):
+            fetch_link.reply_partitions(_garbled(reply, how), 7)
 
 
 def test_a_seek_drops_what_was_fetched_before_it(broker):

@@ -7,7 +7,9 @@ every assigned partition of one leader in one request) is kept in flight on each
 previous reply's records are handed out, so the broker works while the reader parses. A reply over its bound
 (``FETCH_BYTES`` plus one whole batch of ``max_message_bytes``: a broker returns the first batch whole whatever
 the fetch size) is never read: the connection is dropped and each of its partitions is read one batch at a time
-apart (:class:`~gateway.bus.direct.DirectReader`), an oversize batch by reference. A broker that stops answering
+apart (:class:`~gateway.bus.direct.DirectReader`), an oversize batch by reference. A reply to another request (its
+correlation id) or one whose lengths overrun it drops its connection, and its partitions are fetched again from
+where they were (:class:`~gateway.bus.fetch_link.MalformedReply`). A broker that stops answering
 has its connection dropped after ``request_timeout_ms`` and redialled; a partition whose fetch fails waits
 ``REDIAL_S`` and its leader is looked up again. It speaks plain TCP or TLS: behind SASL,
 :func:`reader` uses kafka-python's own fetcher instead. Not yet handled: connecting (and a TLS handshake) blocks
@@ -198,18 +200,19 @@ class BatchReader(Consumer):
             ready = [key.data for key, _ in self._selector.select(max(timeout_s, 0.0))]
         for address in ready:
             link = self._links[address]
-            asked = dict(link.asked)
+            asked, correlation = dict(link.asked), link.correlation
             try:
                 reply = link.read(self._reply_bound(len(asked)))
+                parts = None if reply is None else reply_partitions(reply, correlation)
             except ReplyTooLarge as exc:
                 self._fail(address, str(exc))
                 self._read_apart(asked)
                 continue
-            except OSError as exc:
+            except OSError as exc:  # MalformedReply too: nothing of it was kept, its partitions are asked again
                 self._fail(address, f"fetch failed: {exc}")
                 continue
-            if reply is not None:
-                self._take_reply(reply, asked)
+            if parts is not None:
+                self._take_reply(parts, asked)
         late = time.monotonic() - self.settings.request_timeout_ms / 1000
         for address in [a for a in inflight if a in self._links and self._links[a].asked]:
             if self._links[address].sent_at < late:
@@ -220,8 +223,10 @@ class BatchReader(Consumer):
         returns a first batch whole whatever the fetch size); beyond it, read apart, batch by batch."""
         return FETCH_BYTES + self.settings.max_message_bytes + partitions * clients.FETCH_HEADROOM_BYTES
 
-    def _take_reply(self, reply: bytes, asked: dict[Partition, tuple[int, int]]) -> None:
-        for p, error, data in reply_partitions(reply):
+    def _take_reply(
+        self, parts: list[tuple[Partition, int, bytes | None]], asked: dict[Partition, tuple[int, int]]
+    ) -> None:
+        for p, error, data in parts:
             if p not in asked or asked[p][1] != self._seeks.get(p, 0) or p not in self._assigned:
                 continue  # sought (or unassigned) since it was asked for: this reply is stale for it
             offset = asked[p][0]

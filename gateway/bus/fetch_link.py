@@ -22,6 +22,14 @@ class ReplyTooLarge(OSError):
     """A fetch reply over the reader's bound: never read."""
 
 
+class MalformedReply(OSError):
+    """A fetch reply that is not one: another request's correlation id, a length or a field that overruns it.
+    Its connection is dropped and its partitions fetched again from where they were (nothing of it is kept)."""
+
+
+REPLY_HEADER = 12  # a Fetch v4 reply's correlation id, throttle time and topic count
+
+
 class Link:
     """One socket to a broker, at most one fetch in flight on it, its reply read as it comes."""
 
@@ -33,12 +41,14 @@ class Link:
         self.buf, self.want = bytearray(), 0
         self.asked: dict[Partition, tuple[int, int]] = {}  # in flight: partition -> (offset, its seek count)
         self.sent_at = 0.0
+        self.correlation = -1  # the correlation id of the fetch in flight
 
     def send(self, request: bytes, asked: dict[Partition, tuple[int, int]]) -> None:
         self.sock.settimeout(self.timeout_s)  # a broker that stops reading fails the send, never hangs it
         self.sock.sendall(request)
         self.sock.setblocking(False)
         self.asked, self.sent_at, self.buf, self.want = asked, time.monotonic(), bytearray(), 0
+        self.correlation = int.from_bytes(request[8:12], "big", signed=True)  # after length, api key and version
 
     def read(self, limit: int) -> bytes | None:
         """What has arrived; the reply once it is whole. Raises ``OSError`` on a closed or oversize reply."""
@@ -52,6 +62,8 @@ class Link:
             self.buf += chunk
             if not self.want and len(self.buf) >= 4:
                 self.want = 4 + int.from_bytes(self.buf[:4], "big", signed=True)
+                if self.want < 4 + REPLY_HEADER:
+                    raise MalformedReply(f"a fetch reply of {self.want - 4} bytes")
                 if self.want > limit:
                     raise ReplyTooLarge(f"a fetch reply of {self.want} bytes (bound {limit})")
             if self.want and len(self.buf) >= self.want:
@@ -86,13 +98,26 @@ def fetch_request(
     return struct.pack(">i", len(body)) + body
 
 
-def reply_partitions(reply: bytes) -> list[tuple[Partition, int, bytes | None]]:
-    """A Fetch v4 reply's partitions: each with its error code and its record set."""
+def reply_partitions(reply: bytes, correlation: int) -> list[tuple[Partition, int, bytes | None]]:
+    """A Fetch v4 reply's partitions: each with its error code and its record set. Raises
+    :class:`MalformedReply` for a reply to another request or one whose fields overrun it."""
+    (got,) = struct.unpack_from(">i", reply, 0) if len(reply) >= 4 else (None,)
+    if got != correlation:
+        raise MalformedReply(f"a fetch reply for correlation id {got}, expected {correlation}")
+    try:
+        return _partitions(reply)
+    except (struct.error, UnicodeDecodeError) as exc:
+        raise MalformedReply(f"a fetch reply that does not parse: {exc}") from None
+
+
+def _partitions(reply: bytes) -> list[tuple[Partition, int, bytes | None]]:
     out, pos = [], 8  # correlation id, throttle time
     (n_topics,) = struct.unpack_from(">i", reply, pos)
     pos += 4
     for _ in range(n_topics):
         (name_len,) = struct.unpack_from(">h", reply, pos)
+        if name_len < 0:
+            raise MalformedReply(f"a topic name of {name_len} bytes")
         topic = reply[pos + 2 : pos + 2 + name_len].decode()
         (n_parts,) = struct.unpack_from(">i", reply, pos + 2 + name_len)
         pos += 6 + name_len
@@ -101,6 +126,8 @@ def reply_partitions(reply: bytes) -> list[tuple[Partition, int, bytes | None]]:
             pos += 26 + 16 * max(n_aborted, 0)
             (size,) = struct.unpack_from(">i", reply, pos)
             pos += 4
+            if pos + max(size, 0) > len(reply):
+                raise MalformedReply(f"a record set of {size} bytes at {pos} overruns a reply of {len(reply)}")
             out.append((Partition(topic, partition), error, reply[pos : pos + size] if size > 0 else None))
             pos += max(size, 0)
     return out
