@@ -6,9 +6,11 @@ pinned to one core (BLAS threads 1), rebuilds its windows from the topic (fetch,
 store: the ingest rate), computes every windowed series once (the computation time) and serves a scrape (the
 scrape time). Then the bench loads a tenth more videos while that monitor ingests them and is scraped back to
 back (the scrape time while ingesting: the slowest and the median; the oldest videos are evicted, so it still
-holds N), and it writes a checkpoint. A second monitor process starts from that checkpoint and is timed until
-/readyz would say ready: windows restored and one computation served (the restart-to-ready time). Peak RSS is
-each process's own; the run fails unless every series got an AUC.
+holds N), each in-process scrape followed by a GET of ``/metrics`` and of ``/healthz`` over HTTP from the same
+process (what Prometheus and the kubelet see, the client's own work included), and it writes a checkpoint. A
+second monitor process starts from that checkpoint and is timed until /readyz would say ready: windows restored
+and one computation served (the restart-to-ready time). Peak RSS is each process's own; the run fails unless
+every series got an AUC.
 """
 
 from __future__ import annotations
@@ -135,25 +137,41 @@ def _first(cfg_json: str, live_events: int, go: str) -> dict[str, float]:
 
 def _scrapes_while_ingesting(mon, total: int, go: Path, scrape) -> dict[str, float]:
     """Scrape back to back while the monitor ingests up to ``total`` added events (the parent loads them once
-    ``go`` exists): the slowest and the median scrape, and the ingest rate meanwhile."""
+    ``go`` exists): the slowest and the median scrape, in process and over HTTP, the slowest and the median
+    ``/healthz``, and the ingest rate meanwhile."""
+    import urllib.request
+
+    def get(path: str) -> float:
+        t = time.perf_counter()
+        with urllib.request.urlopen(f"http://127.0.0.1:{mon.port}{path}", timeout=READY_TIMEOUT_S) as answer:
+            if answer.status != 200 or not answer.read():
+                raise RuntimeError(f"{path} answered {answer.status} while the monitor ingested")
+        return time.perf_counter() - t
+
     go.touch()
-    times, t0, before = [], time.perf_counter(), mon.store.events["added"]
+    times: dict[str, list[float]] = {"scrape": [], "http_scrape": [], "healthz": []}
+    t0, before = time.perf_counter(), mon.store.events["added"]
     while mon.store.events["added"] < total:
         if time.perf_counter() - t0 > READY_TIMEOUT_S:
             raise TimeoutError("the monitor did not ingest the live events")
         t = time.perf_counter()
         scrape(mon.metrics.registry)
-        times.append(time.perf_counter() - t)
-        time.sleep(0.05)  # the pace of the scrapes (about 20 a second, far more than Prometheus asks)
+        times["scrape"].append(time.perf_counter() - t)
+        times["http_scrape"].append(get("/metrics"))
+        times["healthz"].append(get("/healthz"))
+        time.sleep(0.05)  # the pace of the scrapes (about 10 a second, far more than Prometheus asks)
     took = time.perf_counter() - t0
-    return {
-        "live_scrapes": len(times),
-        "live_scrape_max_s": round(max(times, default=0.0), 4),
-        "live_scrape_p99_s": round(float(np.quantile(times, 0.99)) if times else 0.0, 4),
-        "live_scrape_median_s": round(float(np.median(times)) if times else 0.0, 4),
-        "live_scrapes_over_200ms": sum(t > SLOW_SCRAPE_S for t in times),
-        "live_ingest_events_per_s": round((mon.store.events["added"] - before) / took, 1),
-    }
+    out: dict[str, float] = {"live_scrapes": len(times["scrape"])}
+    for name, ts in times.items():
+        out |= {
+            f"live_{name}_max_s": round(max(ts, default=0.0), 4),
+            f"live_{name}_p99_s": round(float(np.quantile(ts, 0.99)) if ts else 0.0, 4),
+            f"live_{name}_median_s": round(float(np.median(ts)) if ts else 0.0, 4),
+        }
+    out["live_scrapes_over_200ms"] = sum(t > SLOW_SCRAPE_S for t in times["scrape"])
+    out["live_http_scrapes_over_200ms"] = sum(t > SLOW_SCRAPE_S for t in times["http_scrape"])
+    out["live_ingest_events_per_s"] = round((mon.store.events["added"] - before) / took, 1)
+    return out
 
 
 def _restart(cfg_json: str) -> dict[str, float]:
