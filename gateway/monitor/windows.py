@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from prometheus_client import Histogram
 
+from gateway.monitor import heap
 from gateway.monitor.comparisons import comparison_samples
 from gateway.monitor.config import ComparisonSettings, WindowSettings
 from gateway.monitor.signals import Sample, compute
@@ -50,10 +51,12 @@ class Windows:
         with self._lock:
             t0 = time.perf_counter()
             now = self.clock()
-            frame = self.store.frame()
-            samples = compute(frame, self.settings, now)
-            if self.comparisons:
-                samples += comparison_samples(frame, self.comparisons, self.settings, now)
+            with heap.kept_while_computing(self.settings.keep_freed_mb):
+                frame = self.store.frame()
+                samples = compute(frame, self.settings, now)
+                if self.comparisons:
+                    samples += comparison_samples(frame, self.comparisons, self.settings, now)
+                del frame  # (its copies are freed before the allocator gives memory back)
             took = time.perf_counter() - t0
             self.latest = Computation(samples, now, took)
             self.seconds.observe(took)
