@@ -40,13 +40,6 @@ class WindowSettings(BaseModel):
     compute_interval_s: float = Field(
         5.0, gt=0, description="pause between two computations of the windowed series (a scrape serves the latest)"
     )
-    keep_freed_mb: int = Field(
-        1024,
-        ge=0,
-        description="while a computation runs, memory it frees (arrays up to 32 MB) stays with the C allocator for "
-        "its next arrays instead of being paged in afresh, up to this much; given back when it ends (glibc only; "
-        "0: the C library's defaults). A computation at a million videos: 1.79 -> 1.52 s",
-    )
 
     @property
     def lookback_s(self) -> float:

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 from prometheus_client import Histogram
 
-from gateway.monitor import heap
 from gateway.monitor.comparisons import comparison_samples
 from gateway.monitor.config import ComparisonSettings, WindowSettings
 from gateway.monitor.signals import Sample, compute
@@ -51,12 +50,10 @@ class Windows:
         with self._lock:
             t0 = time.perf_counter()
             now = self.clock()
-            with heap.kept_while_computing(self.settings.keep_freed_mb):
-                frame = self.store.frame()
-                samples = compute(frame, self.settings, now)
-                if self.comparisons:
-                    samples += comparison_samples(frame, self.comparisons, self.settings, now)
-                del frame  # (its copies are freed before the allocator gives memory back)
+            frame = self.store.frame()
+            samples = compute(frame, self.settings, now)
+            if self.comparisons:
+                samples += comparison_samples(frame, self.comparisons, self.settings, now)
             took = time.perf_counter() - t0
             self.latest = Computation(samples, now, took)
             self.seconds.observe(took)
