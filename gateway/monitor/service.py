@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 from gateway import bus
 from gateway.core.messages import LabelEvent
+from gateway.monitor import allocator
 from gateway.monitor.checkpoint import Checkpointer
 from gateway.monitor.config import MonitorConfig
 from gateway.monitor.decode import by_model, fast_fields, score_fields
@@ -37,6 +38,7 @@ EVICTION_SLACK = 1 / 128  # share of max_videos held past the bound between evic
 
 class Monitor:
     def __init__(self, cfg: MonitorConfig, clock: Callable[[], float] = time.time) -> None:
+        allocator.one_arena()  # before its threads start (gateway.monitor.allocator)
         self.cfg, self.clock = cfg, clock
         self.store = Store(cfg.windows, clock, lambda: self._watermark)
         self.caught_up = threading.Event()
@@ -63,6 +65,8 @@ class Monitor:
             self._resume = {bus.Partition(*tp): offset for tp, offset in cp.positions.items()}
             self._seen = {bus.Partition(*tp): t for tp, t in cp.seen.items()}
             self._watermark = cp.watermark
+        del cp  # the store holds what it restored; the checkpoint's own columns and ids (about 60 MB at a
+        # million videos, Arrow buffers included) must not stay referenced for the whole run
         self.consumer = bus.reader(self.cfg.kafka)
         gc.freeze()  # what the process holds now (modules, schemas, the client) is left out of every collection
         # until the monitor stops: a full one no longer walks it (it cost the ingest a fifth of its time)

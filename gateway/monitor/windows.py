@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from prometheus_client import Histogram
 
+from gateway.monitor import allocator
 from gateway.monitor.comparisons import comparison_samples
 from gateway.monitor.config import ComparisonSettings, WindowSettings
 from gateway.monitor.signals import Sample, compute
@@ -54,6 +55,8 @@ class Windows:
             samples = compute(frame, self.settings, now)
             if self.comparisons:
                 samples += comparison_samples(frame, self.comparisons, self.settings, now)
+            del frame
+            allocator.give_back()  # what the computation freed (about 200 MB at a million videos otherwise stays)
             took = time.perf_counter() - t0
             self.latest = Computation(samples, now, took)
             self.seconds.observe(took)
