@@ -58,8 +58,12 @@ class Ranked:
 
 
 def is_everything(positions: np.ndarray, n: int) -> bool:
-    """Whether ``positions`` is 0, 1, ..., n - 1 in that order."""
-    return positions.size == n and (n == 0 or (positions[0] == 0 and np.array_equal(positions, _arange(n))))
+    """Whether ``positions`` is 0, 1, ..., n - 1 in that order (at once when it is :func:`every`'s own array)."""
+    if positions.size != n:
+        return False
+    if n == 0 or positions is _arange(n):
+        return True
+    return bool(positions[0] == 0 and np.array_equal(positions, _arange(n)))
 
 
 def every(n: int) -> np.ndarray:
