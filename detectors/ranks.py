@@ -61,15 +61,27 @@ def is_everything(positions: np.ndarray, n: int) -> bool:
     """Whether ``positions`` is 0, 1, ..., n - 1 in that order (at once when it is :func:`every`'s own array)."""
     if positions.size != n:
         return False
-    if n == 0 or positions is _arange(n):
+    if n == 0 or positions is _EVERY.get(n):
         return True
     return bool(positions[0] == 0 and np.array_equal(positions, _arange(n)))
 
 
+_EVERY: dict[int, np.ndarray] = {}  # every()'s arrays, by length: the two lengths last asked
+EVERY_KEPT = 2
+
+
 def every(n: int) -> np.ndarray:
-    """The positions 0, 1, ..., n - 1, read-only, made once for the lengths last asked (a computation's columns
-    mostly share one length, so each series no longer makes its own: 8 MB a million)."""
-    return _arange(n)
+    """The positions 0, 1, ..., n - 1, read-only, made once for the lengths last asked (a computation's series
+    mostly share one length, so each no longer makes its own: 8 MB a million). Its own cache: the subsets that
+    other callers rank come in many lengths."""
+    out = _EVERY.pop(n, None)
+    if out is None:
+        out = np.arange(n)
+        out.flags.writeable = False
+    _EVERY[n] = out  # the newest last
+    while len(_EVERY) > EVERY_KEPT:
+        del _EVERY[next(iter(_EVERY))]
+    return out
 
 
 @functools.lru_cache(maxsize=2)  # bounded: 8 MB a million
@@ -187,13 +199,5 @@ def _untied_components(ys: np.ndarray, order: np.ndarray, y: np.ndarray, m: int,
     in_order = np.empty(y.size, np.int64)
     in_order[order] = outranked
     del outranked
-    v10 = in_order[y]
-    auc = float(v10.sum()) / (m * n)
-    return Components(auc, _scaled(v10, n), _scaled(in_order[~y], m))
-
-
-def _scaled(counts: np.ndarray, by: int) -> np.ndarray:
-    """``counts / by`` as float64, in the array itself when it is 64-bit (no second array)."""
-    out = counts.view(np.float64) if counts.dtype == np.int64 else np.empty(counts.shape, np.float64)
-    np.divide(counts, by, out=out, casting="unsafe")
-    return out
+    v10, v01 = in_order[y], in_order[~y]
+    return Components(float(v10.sum()) / (m * n), v10 / n, v01 / m)

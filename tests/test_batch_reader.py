@@ -242,6 +242,10 @@ def test_every_garbling_is_refused_by_the_reply_parser():
     for how in ("another request's", "cut short", "bad topic name", "no topics"):
         with pytest.raises(fetch_link.MalformedReply):
             fetch_link.reply_partitions(_garbled(reply, how), 7)
+    topic_entry = reply[12:]  # name, one partition and its record set: named twice, its records would come twice
+    twice = struct.pack(">iii", 7, 0, 2) + topic_entry + topic_entry
+    with pytest.raises(fetch_link.MalformedReply, match="twice"):
+        fetch_link.reply_partitions(twice, 7)
 
 
 def test_a_seek_drops_what_was_fetched_before_it(broker):

@@ -272,7 +272,7 @@ def test_windowed_series_are_withheld_until_the_windows_are_rebuilt():
 
 
 def test_a_scrape_never_waits_for_the_stores_lock_and_shows_its_last_change():
-    """An ingest step holds the store's lock (at a million videos, growing every series' arrays held it 0.2-0.8 s,
+    """An ingest step holds the store's lock (at a million videos, growing every series' arrays held it 0.1-0.9 s,
     and a scrape waited for it: the slowest scrapes while ingesting); a scrape reads the store's last published
     tally instead, so it answers while the lock is held, with the counts as of the last change."""
     import threading

@@ -23,7 +23,8 @@ class ReplyTooLarge(OSError):
 
 
 class MalformedReply(OSError):
-    """A fetch reply that is not one: another request's correlation id, a length or a field that overruns it.
+    """A fetch reply that is not one: another request's correlation id, a length or a field that overruns it, a
+    partition named twice.
     Its connection is dropped and its partitions fetched again from where they were (nothing of it is kept)."""
 
 
@@ -111,7 +112,7 @@ def reply_partitions(reply: bytes, correlation: int) -> list[tuple[Partition, in
 
 
 def _partitions(reply: bytes) -> list[tuple[Partition, int, bytes | None]]:
-    out, pos = [], 8  # correlation id, throttle time
+    out, pos, seen = [], 8, set()  # after the correlation id and the throttle time
     (n_topics,) = struct.unpack_from(">i", reply, pos)
     pos += 4
     for _ in range(n_topics):
@@ -128,6 +129,9 @@ def _partitions(reply: bytes) -> list[tuple[Partition, int, bytes | None]]:
             pos += 4
             if pos + max(size, 0) > len(reply):
                 raise MalformedReply(f"a record set of {size} bytes at {pos} overruns a reply of {len(reply)}")
-            out.append((Partition(topic, partition), error, reply[pos : pos + size] if size > 0 else None))
+            if (p := Partition(topic, partition)) in seen:  # its records would be handed out twice
+                raise MalformedReply(f"a fetch reply naming {topic}/{partition} twice")
+            seen.add(p)
+            out.append((p, error, reply[pos : pos + size] if size > 0 else None))
             pos += max(size, 0)
     return out

@@ -13,7 +13,6 @@ computation 661 -> 497 MB, the computation as fast (1.5-1.7 s either way).
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import platform
 
 M_ARENA_MAX = -8  # mallopt's parameter (malloc.h)
@@ -23,9 +22,12 @@ def _glibc() -> ctypes.CDLL | None:
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
         return None
     try:
-        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc = ctypes.CDLL("libc.so.6")
     except OSError:
         return None
+    libc.mallopt.argtypes, libc.mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    libc.malloc_trim.argtypes, libc.malloc_trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return libc
 
 
 _LIBC = _glibc()
@@ -37,7 +39,9 @@ def available() -> bool:
 
 
 def one_arena() -> bool:
-    """Threads that have not allocated yet share the main arena from now on; whether it applied (glibc)."""
+    """Threads that have not allocated yet share the main arena from now on (process-wide, and for good: arenas
+    that threads made before stay theirs, so it is set as a monitor is made, before its threads start); whether
+    it applied (glibc)."""
     return _LIBC is not None and bool(_LIBC.mallopt(M_ARENA_MAX, 1))
 
 

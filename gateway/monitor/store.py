@@ -49,7 +49,8 @@ class Video:
 @dataclass(frozen=True)
 class Tally:
     """What a store has counted, as of the end of its latest change (a scrape reads it without the lock, so it
-    never waits for an ingest step: growing every series' arrays at a million videos held the lock 0.2-0.8 s)."""
+    never waits for an ingest step: growing every series' arrays at a million videos held the lock 0.1-0.2 s, and
+    up to 0.9 s beside a scraping thread)."""
 
     events: Mapping[str, int]  # score events by outcome, and videos dropped
     labels: Mapping[str, int]  # label events by outcome
@@ -102,10 +103,12 @@ class Store:
 
     @contextlib.contextmanager
     def _changing(self) -> Iterator[None]:
-        """Hold the lock for a change, and publish the :class:`Tally` it leaves."""
+        """Hold the lock for a change, and publish the :class:`Tally` it leaves (also when it raised part way)."""
         with self.lock:
-            yield
-            self.tally = Tally(dict(self.events), dict(self.labels), self.table.held, self.waiting_count)
+            try:
+                yield
+            finally:
+                self.tally = Tally(dict(self.events), dict(self.labels), self.table.held, self.waiting_count)
 
     # -- score events ----------------------------------------------------------------------------------------
     def add_score(self, row: ScoreRow, record_time: float) -> str:
