@@ -342,7 +342,7 @@ def test_kafka_python_checks_record_crcs_with_the_c_crc32c():
 
 
 def test_eviction_picks_the_oldest_by_time_then_slot_as_a_full_sort_does():
-    from gateway.monitor.store import oldest
+    from gateway.monitor.table import oldest
 
     rng = np.random.default_rng(5)
     for trial in range(500):

@@ -17,6 +17,7 @@ from detectors.proxy.corpus import CorpusConfig, synthesize
 from gateway.batch.replay import ReplayConfig, replay
 from gateway.batch.results import read_results
 from gateway.core.messages import TIMING_FIELDS
+from tests.conftest import ffmpeg
 
 DETECTORS = "d3_px,spectral"
 
@@ -165,7 +166,10 @@ def test_a_video_that_always_overruns_is_retried_up_to_the_cap_then_gets_rows(tm
     folder = tmp_path / "m"
     folder.mkdir()
     (folder / "small.mp4").write_bytes(media["basic"])
-    (folder / "bikes.mp4").write_bytes(bikes)
+    (tmp_path / "once.mp4").write_bytes(bikes)
+    # a minute of bikes (six times over, stream copied): its transcode takes far past the deadline on any machine
+    # (bikes alone, 10 s, finished within 4 s on a fast one)
+    ffmpeg("-stream_loop", "5", "-i", str(tmp_path / "once.mp4"), "-c", "copy", "-an", str(folder / "bikes.mp4"))
     manifest = folder / "m.jsonl"
     manifest.write_text(
         "".join(

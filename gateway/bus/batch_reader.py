@@ -6,16 +6,14 @@ kafka-python's decoder was about half of the monitor's ingest (14 µs of Python 
 every assigned partition of one leader in one request) is kept in flight on each leader's socket while the
 previous reply's records are handed out, so the broker works while the reader parses. A reply over its bound
 (``FETCH_BYTES`` plus one whole batch of ``max_message_bytes``: a broker returns the first batch whole whatever
-the fetch size) is never read: the connection is dropped and each of its partitions is read one batch at a time
-apart (:class:`~gateway.bus.direct.DirectReader`), an oversize batch by reference. A reply to another request (its
-correlation id) or one whose lengths overrun it drops its connection, and its partitions are fetched again from
-where they were (:class:`~gateway.bus.fetch_link.MalformedReply`). A broker that stops answering
-has its connection dropped after ``request_timeout_ms`` and redialled; a partition whose fetch fails waits
-``REDIAL_S`` and its leader is looked up again. It speaks plain TCP or TLS: behind SASL,
-:func:`reader` uses kafka-python's own fetcher instead. Not yet handled: connecting (and a TLS handshake) blocks
-a poll for up to ``probe_timeout_ms`` while a broker does not answer; Apache Kafka returns an empty record set
-for a partition whose next batch is over its share of a reply unless it comes first in the reply, so such a
-partition advances only when the partitions before it have nothing to send.
+the fetch size) is never read: the connection is dropped and each of its partitions read one batch at a time
+apart (:class:`~gateway.bus.direct.DirectReader`), an oversize batch by reference. A malformed reply
+(:class:`~gateway.bus.fetch_link.MalformedReply`), or none in ``request_timeout_ms``, drops the connection; it is
+redialled and its partitions fetched again from where they were; a partition whose fetch fails waits ``REDIAL_S``
+and its leader is looked up again. Plain TCP or TLS: behind SASL, :func:`reader` uses kafka-python's fetcher.
+Not yet handled: connecting (and a TLS handshake) blocks a poll for up to ``probe_timeout_ms`` while a broker
+does not answer; Apache Kafka returns an empty record set for a partition whose next batch is over its share of
+a reply unless it comes first in it, so such a partition advances only when those before it have nothing.
 """
 
 from __future__ import annotations
@@ -30,7 +28,7 @@ from gateway.bus.batches import parse
 from gateway.bus.consumer import Consumer, client_reader
 from gateway.bus.direct import DirectReader, Fetched, leader_address, tls_context
 from gateway.bus.errors import BusError, mapped
-from gateway.bus.fetch_link import FETCH_BYTES, Link, ReplyTooLarge, fetch_request, reply_partitions
+from gateway.bus.fetch_link import FETCH_BYTES, Link, ReplyPartition, ReplyTooLarge, fetch_request, reply_partitions
 from gateway.bus.records import Partition
 from gateway.core.config import KafkaSettings
 
@@ -140,8 +138,7 @@ class BatchReader(Consumer):
 
     def _wanted(self) -> dict[tuple[str, int], list[Partition]]:
         """Per leader, its partitions to fetch: assigned, not paused, not in flight, not read far ahead (a fetch
-        asks for every partition that may have records, or a broker holds it ``MAX_WAIT_MS`` for those at their
-        end)."""
+        asks for every partition that may have records, or a broker holds it ``MAX_WAIT_MS`` for those at the end)."""
         skip = self._paused | self._waiting() | {p for link in self._links.values() for p in link.asked}
         by_leader: dict[tuple[str, int], list[Partition]] = {}
         for p in self._assigned:
@@ -223,9 +220,7 @@ class BatchReader(Consumer):
         returns a first batch whole whatever the fetch size); beyond it, read apart, batch by batch."""
         return FETCH_BYTES + self.settings.max_message_bytes + partitions * clients.FETCH_HEADROOM_BYTES
 
-    def _take_reply(
-        self, parts: list[tuple[Partition, int, bytes | None]], asked: dict[Partition, tuple[int, int]]
-    ) -> None:
+    def _take_reply(self, parts: list[ReplyPartition], asked: dict[Partition, tuple[int, int]]) -> None:
         for p, error, data in parts:
             if p not in asked or asked[p][1] != self._seeks.get(p, 0) or p not in self._assigned:
                 continue  # sought (or unassigned) since it was asked for: this reply is stale for it

@@ -29,6 +29,7 @@ class MalformedReply(OSError):
 
 
 REPLY_HEADER = 12  # a Fetch v4 reply's correlation id, throttle time and topic count
+ReplyPartition = tuple[Partition, int, "bytes | None"]  # a partition of a reply: its error code and record set
 
 
 class Link:
@@ -99,7 +100,7 @@ def fetch_request(
     return struct.pack(">i", len(body)) + body
 
 
-def reply_partitions(reply: bytes, correlation: int) -> list[tuple[Partition, int, bytes | None]]:
+def reply_partitions(reply: bytes, correlation: int) -> list[ReplyPartition]:
     """A Fetch v4 reply's partitions: each with its error code and its record set. Raises
     :class:`MalformedReply` for a reply to another request or one whose fields overrun it."""
     (got,) = struct.unpack_from(">i", reply, 0) if len(reply) >= 4 else (None,)
@@ -111,7 +112,7 @@ def reply_partitions(reply: bytes, correlation: int) -> list[tuple[Partition, in
         raise MalformedReply(f"a fetch reply that does not parse: {exc}") from None
 
 
-def _partitions(reply: bytes) -> list[tuple[Partition, int, bytes | None]]:
+def _partitions(reply: bytes) -> list[ReplyPartition]:
     out, pos, seen = [], 8, set()  # after the correlation id and the throttle time
     (n_topics,) = struct.unpack_from(">i", reply, pos)
     pos += 4

@@ -28,7 +28,7 @@ import numpy as np
 
 from gateway.core.messages import ScoreRow
 from gateway.monitor.config import WindowSettings
-from gateway.monitor.table import NO_LABEL, WRITTEN_ONCE, Frame, Rows, Videos
+from gateway.monitor.table import NO_LABEL, WRITTEN_ONCE, Frame, Rows, Videos, oldest
 
 Series = tuple[str, str, str]  # (detector, version, condition)
 LABELS = ("real", "generated")
@@ -56,21 +56,6 @@ class Tally:
     labels: Mapping[str, int]  # label events by outcome
     held: int  # videos held
     waiting: int  # labels waiting for their video
-
-
-def oldest(slots: np.ndarray, times: np.ndarray, k: int) -> np.ndarray:
-    """The ``k`` first of ascending ``slots`` by (time, slot), as ``slots[np.lexsort((slots, times))[:k]]`` gives
-    them (in another order) in linear time: a partition finds the k-th time, and of the slots at exactly that time
-    the lowest fill up (a store over its bound evicts this way while it ingests: a sort of a million times took
-    about a quarter of a second, under the lock a scrape waits on)."""
-    if k >= slots.size:
-        return slots
-    kth = np.partition(times, k - 1)[k - 1]
-    if np.isnan(kth):  # fewer than k times are numbers: those, then the lowest NaN-timed slots
-        below, tied = slots[~np.isnan(times)], slots[np.isnan(times)]
-    else:
-        below, tied = slots[times < kth], slots[times == kth]
-    return np.concatenate([below, tied[: k - below.size]])
 
 
 class Store:
