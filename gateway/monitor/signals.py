@@ -244,7 +244,7 @@ def _label_free(col: Column, sel: np.ndarray, base: Column | None, labels: dict)
     if not a.size:
         return out
     here, there = _at(col.score, a), _at(base.score, b)
-    out.append(Sample(mc.SCORE_SHIFT_MEAN, labels, float(np.mean(np.subtract(here, there)))))
+    out.append(Sample(mc.SCORE_SHIFT_MEAN, labels, float(np.mean(here - there))))
     out.append(Sample(mc.SCORE_KS, labels, intervals.ks_of_ascending(col.ascending(a), base.ascending(b))))
     # pairs by (decision here, decision on original): False False, False True, True False, True True
     ff, ft, tf, tt = np.bincount(2 * _at(col.decision, a).astype(np.int8) + _at(base.decision, b), minlength=4).tolist()
