@@ -4,6 +4,7 @@ anchor-clustered bootstrap; version pinning; the CLI on a real replay; bootstrap
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -130,6 +131,8 @@ def real_run(tmp_path_factory):
 def test_the_report_compares_two_detectors_of_a_real_replay(real_run):
     result = CliRunner().invoke(cli, ["report", str(real_run), "--replicates", "200", "--compare", "d3_px:spectral"])
     assert result.exit_code == 0, result.output
+    written = {Path(line).name for line in result.output.split()}
+    assert {"report.md", "report.html", "report.json", "comparison.md", "comparison.json", "compare_0.png"} <= written
     assert (real_run / "comparison.md").exists() and (real_run / "plots" / "compare_0.png").stat().st_size > 1000
     (cmp,) = json.loads((real_run / "comparison.json").read_text())
     assert (cmp["champion"], cmp["challenger"]) == ("d3_px", "spectral")
@@ -139,6 +142,19 @@ def test_the_report_compares_two_detectors_of_a_real_replay(real_run):
     assert lo <= point <= hi
     text = (real_run / "comparison.md").read_text()
     assert "| full | 18 |" in text and "spectral (challenger) vs d3_px (champion)" in text
+    embedded = json.loads((real_run / "report.json").read_text())["comparisons"]
+    assert embedded == [cmp]  # the report holds the same numbers as comparison.json
+    report_md = (real_run / "report.md").read_text()
+    section = report_md[report_md.index("## Champion vs challenger") : report_md.index("## Plots")]
+    assert "### spectral (challenger) vs d3_px (champion)" in section and "| full | 18 |" in section
+    assert "](plots/compare_0.png)" in section
+    html = (real_run / "report.html").read_text()
+    forest = html[html.index("<h3>spectral (challenger) vs d3_px (champion)</h3>") :]
+    assert '<img src="data:image/png;base64,' in forest and "<figcaption>spectral minus d3_px per condition" in forest
+    assert "<td>full</td><td>18</td>" in html
+    plain = CliRunner().invoke(cli, ["report", str(real_run), "--replicates", "200"])
+    assert plain.exit_code == 0 and json.loads((real_run / "report.json").read_text())["comparisons"] == []
+    assert "Champion vs challenger" not in (real_run / "report.md").read_text() + (real_run / "report.html").read_text()
     bad = CliRunner().invoke(cli, ["report", str(real_run), "--compare", "d3_px"])
     assert bad.exit_code != 0 and "CHAMPION:CHALLENGER" in bad.output
 

@@ -109,18 +109,15 @@ def replay(
     "comparisons",
     multiple=True,
     metavar="CHAMPION:CHALLENGER",
-    help="also compare two detectors (NAME or NAME@VERSION) on the videos both scored, into "
-    "comparison.md/.json and a forest plot (repeatable)",
+    help="also compare two detectors (NAME or NAME@VERSION) on the videos both scored: a section of the report "
+    "with a forest plot, and comparison.md/.json (repeatable)",
 )
 def report(run_dir, replicates, seed, comparisons) -> None:
     """Write RUN_DIR/report.md, report.json and a self-contained report.html with plots."""
-    from gateway.evaluation.compare_report import build_comparisons
     from gateway.evaluation.report import build_report
 
     try:
-        paths = build_report(run_dir, replicates=replicates, seed=seed)
-        if comparisons:
-            paths |= build_comparisons(run_dir, comparisons, replicates=replicates, seed=seed)
+        paths = build_report(run_dir, replicates=replicates, seed=seed, comparisons=comparisons)
     except (EvaluationError, FileNotFoundError) as exc:
         raise click.ClickException(f"{run_dir}: {exc}") from exc
     for path in paths.values():

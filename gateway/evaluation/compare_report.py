@@ -12,9 +12,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from gateway.batch.results import RESULTS, read_results
 from gateway.evaluation.compare import Comparison, Contender, Estimate, compare
 from gateway.evaluation.errors import EvaluationError
+from gateway.evaluation.plots import Figure
 from gateway.evaluation.tables import Row, Table, pct
 
 QUANTITIES = (  # (attribute, heading): every one challenger minus champion, in percentage points
@@ -79,31 +79,53 @@ def forest_plot(cmp: Comparison, path: Path) -> Path:
     return path
 
 
-def write_comparisons(comparisons: list[Comparison], folder: Path) -> dict[str, Path]:
-    """``comparison.md`` and ``comparison.json`` in ``folder``, one forest plot per comparison under plots/."""
-    (folder / "plots").mkdir(parents=True, exist_ok=True)
-    parts = ["# Champion vs challenger\n"]
-    out = {}
-    for i, cmp in enumerate(comparisons):
-        table = comparison_table(cmp)
-        plot = forest_plot(cmp, folder / "plots" / f"compare_{i}.png")
-        out[f"plot_{i}"] = plot
-        parts.append(f"\n## {table.title}\n\n{table.to_markdown()}\n![forest plot](plots/{plot.name})\n")
-    out["md"] = folder / "comparison.md"
-    out["json"] = folder / "comparison.json"
-    out["md"].write_text("".join(parts))
-    out["json"].write_text(json.dumps([dataclasses.asdict(c) for c in comparisons], indent=2))
-    return out
-
-
-def build_comparisons(run_dir: Path, pairs: list[str], replicates: int, seed: int | None = None) -> dict[str, Path]:
-    """Each ``CHAMPION:CHALLENGER`` of ``pairs`` compared on ``run_dir``'s results, written into ``run_dir``."""
-    rows = read_results(run_dir / RESULTS)
-    done = []
+def parse_pairs(pairs: list[str] | tuple[str, ...]) -> list[tuple[Contender, Contender]]:
+    """Each ``CHAMPION:CHALLENGER`` as two contenders; a malformed one raises before any work is done."""
+    out = []
     for pair in pairs:
         champion, sep, challenger = pair.partition(":")
         if not sep:
             raise EvaluationError(f"a comparison is CHAMPION:CHALLENGER, got {pair!r}")
-        extra = {"seed": seed} if seed is not None else {}
-        done.append(compare(rows, Contender.parse(champion), Contender.parse(challenger), replicates, **extra))
-    return write_comparisons(done, run_dir)
+        out.append((Contender.parse(champion), Contender.parse(challenger)))
+    return out
+
+
+def compare_pairs(
+    rows: list, pairs: list[tuple[Contender, Contender]], replicates: int, seed: int | None = None
+) -> list[Comparison]:
+    """Every (champion, challenger) of ``pairs`` compared on ``rows``."""
+    extra = {"seed": seed} if seed is not None else {}
+    return [compare(rows, champion, challenger, replicates, **extra) for champion, challenger in pairs]
+
+
+def comparison_figures(comparisons: list[Comparison], folder: Path) -> list[Figure]:
+    """One forest plot per comparison, ``compare_<i>.png`` in ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    return [
+        Figure(
+            f"compare_{i}",
+            forest_plot(cmp, folder / f"compare_{i}.png"),
+            f"{cmp.challenger} minus {cmp.champion} per condition, in points, with 95% anchor-clustered paired "
+            "bootstrap intervals; the dashed line is no difference.",
+        )
+        for i, cmp in enumerate(comparisons)
+    ]
+
+
+def write_comparisons(comparisons: list[Comparison], folder: Path, figures: list[Figure]) -> dict[str, Path]:
+    """``comparison.md`` and ``comparison.json`` in ``folder`` (the report embeds the same tables and plots)."""
+    parts = ["# Champion vs challenger\n"]
+    out = {}
+    for cmp, fig in zip(comparisons, figures, strict=True):
+        table = comparison_table(cmp)
+        out[f"plot_{fig.key}"] = fig.path
+        parts.append(f"\n## {table.title}\n\n{table.to_markdown()}\n![forest plot](plots/{fig.path.name})\n")
+    out["comparison_md"] = folder / "comparison.md"
+    out["comparison_json"] = folder / "comparison.json"
+    out["comparison_md"].write_text("".join(parts))
+    out["comparison_json"].write_text(json.dumps(comparisons_json(comparisons), indent=2))
+    return out
+
+
+def comparisons_json(comparisons: list[Comparison]) -> list[dict]:
+    return [dataclasses.asdict(c) for c in comparisons]

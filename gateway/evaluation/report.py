@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import jinja2
@@ -17,6 +18,15 @@ import numpy as np
 from gateway.batch.results import RESULTS, read_results
 from gateway.core.messages import ScoreRow
 from gateway.evaluation.caveats import failure_banner, sample_warnings, seeds
+from gateway.evaluation.compare import Comparison
+from gateway.evaluation.compare_report import (
+    compare_pairs,
+    comparison_figures,
+    comparison_table,
+    comparisons_json,
+    parse_pairs,
+    write_comparisons,
+)
 from gateway.evaluation.findings import key_findings
 from gateway.evaluation.glossary import glossary
 from gateway.evaluation.paired import Evaluation, evaluate
@@ -42,22 +52,34 @@ def evaluate_run(run_dir: Path, replicates: int = 2000, seed: int | None = None)
     return rows, info, ev
 
 
-def build_report(run_dir: Path, replicates: int = 2000, seed: int | None = None) -> dict[str, Path]:
-    """Evaluate ``run_dir/results.parquet`` and write the three report files and the plots; return their paths."""
+def build_report(
+    run_dir: Path, replicates: int = 2000, seed: int | None = None, comparisons: Sequence[str] = ()
+) -> dict[str, Path]:
+    """Evaluate ``run_dir/results.parquet`` and write the three report files and the plots; return their paths.
+
+    Each ``CHAMPION:CHALLENGER`` of ``comparisons`` gets its section in the report (table and forest plot, and
+    its numbers under ``comparisons`` in report.json), and comparison.md/.json beside it."""
+    pairs = parse_pairs(comparisons)  # a malformed pair fails before the bootstrap runs
     rows, info, ev = evaluate_run(run_dir, replicates, seed)
+    contests = compare_pairs(rows, pairs, ev.replicates, seed)
     ctx = _context(ev, rows, info)
-    figures = []  # a run without a single score has nothing to plot: its banner says so
+    figures, forests = [], []  # a run without a single score has nothing to plot: its banner says so
     if ctx["failures"]["scored_rows"]:
         figures = make_plots(ev, rows, run_dir / "plots") + sweep_figures(ev, run_dir / "plots")
+        forests = comparison_figures(contests, run_dir / "plots")
+    ctx["comparisons"] = [(comparison_table(c), f) for c, f in zip(contests, forests, strict=True)]
     out = {"json": run_dir / "report.json", "md": run_dir / "report.md", "html": run_dir / "report.html"}
-    out["json"].write_text(json.dumps(_as_json(ev, ctx), indent=2, default=_json_default))
+    out["json"].write_text(json.dumps(_as_json(ev, ctx, contests), indent=2, default=_json_default))
     out["md"].write_text(render("report.md.j2", ev, ctx, figures))
     out["html"].write_text(render("report.html.j2", ev, ctx, figures))
+    if contests:
+        out |= write_comparisons(contests, run_dir, forests)
     return out
 
 
 def render(template: str, ev: Evaluation, ctx: dict, figures: list[Figure]) -> str:
-    """One of the report templates, from the evaluation's tables and figures (HTML autoescaped)."""
+    """One of the report templates, from the evaluation's tables and figures (HTML autoescaped); the champion
+    vs challenger sections come from ``ctx["comparisons"]``: (table, forest plot) pairs."""
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("gateway.evaluation", "templates"),
         autoescape=jinja2.select_autoescape(["html.j2"]),
@@ -113,9 +135,9 @@ def _context(ev: Evaluation, rows: list[ScoreRow], info: dict) -> dict:
     }
 
 
-def _as_json(ev: Evaluation, ctx: dict) -> dict:
+def _as_json(ev: Evaluation, ctx: dict, contests: list[Comparison]) -> dict:
     hashes = [{"condition": c, "spec_hash": h} for c, h in ctx["spec_hashes"]]
-    context = {k: v for k, v in ctx.items() if k not in ("failures", "findings", "warnings")}
+    context = {k: v for k, v in ctx.items() if k not in ("failures", "findings", "warnings", "comparisons")}
     return {
         "failures": ctx["failures"],
         "key_findings": [dataclasses.asdict(f) for f in ctx["findings"]],
@@ -127,4 +149,5 @@ def _as_json(ev: Evaluation, ctx: dict) -> dict:
         "mean_over_detectors": means(ev),
         "sweeps": sweep_json(ev),
         "glossary": {t.term: t.definition for t in glossary(ev)},
+        "comparisons": comparisons_json(contests),
     }
