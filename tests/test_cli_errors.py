@@ -171,3 +171,10 @@ def test_a_broker_that_does_not_answer_is_one_line(tmp_path):
     lines = [line for line in run.stderr.splitlines() if line.startswith("Error: ")]
     assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr[-2000:]
     assert len(lines) == 1 and lines[0].startswith("Error: Kafka: ") and "127.0.0.1:1" in lines[0], run.stderr[-2000:]
+
+
+@pytest.mark.parametrize("pair", ["npr", "npr:", ":npr"])
+def test_a_malformed_live_comparison_is_refused_before_the_monitor_starts(tmp_path, pair):
+    run = _lastmile("monitor", "run", "--compare", pair, cwd=tmp_path)
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    assert f"Invalid value for --compare: a comparison is CHAMPION:CHALLENGER, got {pair!r}" in run.stderr

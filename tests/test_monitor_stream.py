@@ -27,7 +27,7 @@ from gateway import bus
 from gateway.core.config import GatewayConfig, KafkaSettings
 from gateway.core.messages import LabelEvent, ScoreEvent, VideoEvent
 from gateway.monitor.canary import CanaryFeed
-from gateway.monitor.config import MonitorConfig, MonitorKafka, WindowSettings
+from gateway.monitor.config import ComparisonSettings, MonitorConfig, MonitorKafka, WindowSettings
 from gateway.monitor.signals import FAMILIES
 from tests.conftest import require_tool
 from tests.streaming import (
@@ -210,6 +210,29 @@ def test_sigkill_and_restart_export_the_same_values(broker, tmp_path):
         second.send_signal(signal.SIGTERM)
         assert second.wait(30) == 0
     assert len(_windowed(before)) > 100 and _windowed(after) == _windowed(before)
+
+
+def test_compare_on_the_command_line_adds_a_live_comparison_after_the_configs(broker, tmp_path):
+    k = _topics(broker, "cli-compare")
+    _synthetic(k, 40, time.time())
+    port = free_port()
+    config = tmp_path / "monitor.yaml"
+    cfg = MonitorConfig(kafka=k, http_port=port, windows=WindowSettings(compute_interval_s=0.2),
+                        comparisons=[ComparisonSettings(champion="d3", challenger="npr", margin=-0.1)])  # fmt: skip
+    config.write_text(yaml.safe_dump(json.loads(cfg.model_dump_json())))
+    cmd = [sys.executable, "-m", "gateway.cli", "monitor", "run", "--config", str(config), "--compare", "npr:d3"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_for(lambda: status(port, "/readyz") == 200, what="the monitor to be ready")
+        got = computed_after(port, time.time())
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    for (champion, challenger), margin in ((("d3", "npr"), -0.1), (("npr", "d3"), -0.05)):
+        ident = {"champion": champion, "challenger": challenger}
+        assert metric(got, "lastmile_comparison_margin", **ident) == margin
+        assert metric(got, "lastmile_comparison_min_samples", **ident) == 50
+        assert metric(got, "lastmile_comparison_videos", **ident, condition="full", window="count") == 40
 
 
 # -- 3. a frozen broker ---------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import click
 
 from gateway.cli.options import LOG_LEVEL, config_option
 from gateway.cli.signals import serve
-from gateway.monitor.config import MonitorConfig
+from gateway.monitor.config import ComparisonSettings, MonitorConfig
 from gateway.ops import grafana
 
 
@@ -20,12 +20,27 @@ def monitor_group() -> None:
 
 @monitor_group.command("run")
 @config_option("monitor.yaml")
+@click.option("--compare", "comparisons", multiple=True, metavar="CHAMPION:CHALLENGER",
+              help="also compare two detectors live (NAME or NAME@VERSION) with the default margin and "
+              "min_samples, after the config's comparisons (repeatable)")  # fmt: skip
 @LOG_LEVEL
-def monitor_run(config_path, log_level) -> None:
+def monitor_run(config_path, comparisons, log_level) -> None:
     """Read the score and labels topics, serve windowed AUC, FakeR, RealR, drift and flip rates on /metrics."""
     from gateway.monitor.service import Monitor
 
-    serve(lambda: Monitor(MonitorConfig.load(config_path)), log_level)
+    cfg = with_comparisons(MonitorConfig.load(config_path), comparisons)
+    serve(lambda: Monitor(cfg), log_level)
+
+
+def with_comparisons(cfg: MonitorConfig, pairs: tuple[str, ...]) -> MonitorConfig:
+    """``cfg`` with a comparison (default margin and min_samples) per ``CHAMPION:CHALLENGER`` of ``pairs``."""
+    added = []
+    for pair in pairs:
+        champion, sep, challenger = (part.strip() for part in pair.partition(":"))
+        if not (sep and champion and challenger):
+            raise click.BadParameter(f"a comparison is CHAMPION:CHALLENGER, got {pair!r}", param_hint="--compare")
+        added.append(ComparisonSettings(champion=champion, challenger=challenger))
+    return cfg.model_copy(update={"comparisons": [*cfg.comparisons, *added]}) if added else cfg
 
 
 @click.group("dashboards")
