@@ -6,7 +6,7 @@ import contextlib
 
 from gateway.bus.clients import admin_client
 from gateway.bus.errors import mapped
-from gateway.core.config import KafkaSettings
+from gateway.core.kafka_settings import KafkaSettings
 
 
 def ping(settings: KafkaSettings) -> None:

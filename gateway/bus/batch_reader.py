@@ -30,7 +30,7 @@ from gateway.bus.direct import DirectReader, Fetched, leader_address, tls_contex
 from gateway.bus.errors import BusError, mapped
 from gateway.bus.fetch_link import FETCH_BYTES, Link, ReplyPartition, ReplyTooLarge, fetch_request, reply_partitions
 from gateway.bus.records import Partition
-from gateway.core.config import KafkaSettings
+from gateway.core.kafka_settings import KafkaSettings
 
 log = logging.getLogger("lastmile.bus")
 REDIAL_S = 1.0  # after a connection fails, its broker is not dialled again before this

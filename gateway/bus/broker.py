@@ -13,7 +13,7 @@ from pathlib import Path
 from detectors.serving.processes import free_port, stop_group
 from gateway.bus.admin import ping
 from gateway.bus.errors import BusError
-from gateway.core.config import KafkaSettings
+from gateway.core.kafka_settings import KafkaSettings
 
 READY_POLL_S = 0.1  # how often a starting broker is asked whether it accepts clients
 STOP_TIMEOUT_S = 10

@@ -4,7 +4,7 @@ wrappers of :mod:`gateway.bus.consumer`, :mod:`gateway.bus.producer` and :mod:`g
 from __future__ import annotations
 
 from gateway.bus.records import Partition
-from gateway.core.config import KafkaSettings
+from gateway.core.kafka_settings import KafkaSettings
 
 FETCH_HEADROOM_BYTES = 1024 * 1024  # a fetch or request holds a record of max_message_bytes plus its framing
 ADMIN_TIMEOUT_MS = 5000

@@ -17,7 +17,7 @@ from gateway.bus.fetch import poll_client
 from gateway.bus.rebalance import Rebalance
 from gateway.bus.records import Partition
 from gateway.bus.stalls import Stall, Watch
-from gateway.core.config import KafkaSettings
+from gateway.core.kafka_settings import KafkaSettings
 
 log = logging.getLogger("lastmile.bus")
 

@@ -17,7 +17,7 @@ from gateway.bus import clients
 from gateway.bus.errors import BusError
 from gateway.bus.oversize import Batch, fetch_batch
 from gateway.bus.records import OversizeRecord, Partition, Record, UnreadableRecord, from_batch
-from gateway.core.config import KafkaSettings
+from gateway.core.kafka_settings import KafkaSettings
 
 log = logging.getLogger("lastmile.bus")
 Fetched = Record | UnreadableRecord | OversizeRecord

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from gateway.bus import clients
 from gateway.bus.errors import mapped
 from gateway.bus.records import Header
-from gateway.core.config import KafkaSettings
+from gateway.core.kafka_settings import KafkaSettings
 
 
 class Delivery:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from gateway.bus.direct import DirectReader, Fetched
 from gateway.bus.errors import BusError, mapped
 from gateway.bus.records import Partition
-from gateway.core.config import KafkaSettings
+from gateway.core.kafka_settings import KafkaSettings
 
 log = logging.getLogger("lastmile.bus")
 

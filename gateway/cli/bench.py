@@ -9,7 +9,6 @@ from pathlib import Path
 import click
 
 from gateway.cli.options import JSON_OUT, REPO, profile_option
-from gateway.ops import bench as bench_ops
 
 
 def _transform_inputs(quick: bool) -> dict[str, Path]:
@@ -86,6 +85,8 @@ def bench_gpu_cmd(out_dir, quick) -> None:
 @click.option("--threads", default=1, show_default=True, type=int, help="onnxruntime intra-op threads")
 def bench_detectors_cmd(json_out, repo, seconds, threads) -> None:
     """Frames/s and videos/s per detector on the embedded runtime, batch 1 and 16, with peak RSS."""
+    from gateway.ops import bench as bench_ops
+
     _emit_json(bench_ops.bench_detectors(repo, seconds=seconds, threads=threads), json_out)
 
 
@@ -96,6 +97,8 @@ def bench_detectors_cmd(json_out, repo, seconds, threads) -> None:
 @profile_option("throughput")
 def bench_gateway_cmd(json_out, anchors, workers, profile) -> None:
     """Through Kafka (local broker + gateway) vs the in-process replay on the same corpus."""
+    from gateway.ops import bench as bench_ops
+
     with tempfile.TemporaryDirectory(prefix="lastmile-bench-") as tmp:
         report = bench_ops.bench_gateway(Path(tmp), anchors=anchors, workers=workers, profile=profile)
     _emit_json(report, json_out)
@@ -120,4 +123,6 @@ def bench_monitor_cmd(json_out, videos) -> None:
 )
 def bench_triton_cmd(json_out, detector, seconds, batch) -> None:
     """Throughput and p50/p99 latency through the local Triton vs the embedded runtime, concurrency 1..8."""
+    from gateway.ops import bench as bench_ops
+
     _emit_json(bench_ops.bench_triton(detector, seconds=seconds, batch=batch), json_out)

@@ -10,9 +10,6 @@ import click
 from tqdm import tqdm
 
 from gateway.cli.options import profile_option
-from transforms.catalog import resolve_conditions
-from transforms.errors import VideoError
-from transforms.spec import PROFILES
 
 VIDEO_SUFFIXES = {".mp4", ".mov", ".webm", ".mkv"}  # what `corpus synth --real-dir` takes as an anchor
 
@@ -26,7 +23,10 @@ VIDEO_SUFFIXES = {".mp4", ".mov", ".webm", ".mkv"}  # what `corpus synth --real-
 @click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path))
 def transform(inputs, conditions, conditions_file, profile, deterministic, out) -> None:
     """Write each INPUT's condition variants (MP4) and a JSON sidecar each to OUT."""
+    from transforms.catalog import resolve_conditions
     from transforms.engine import Engine
+    from transforms.errors import VideoError
+    from transforms.profile import PROFILES
 
     conds, file_profile = resolve_conditions(conditions, conditions_file)
     engine = Engine((file_profile or PROFILES[profile]).with_determinism(deterministic))

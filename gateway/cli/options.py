@@ -4,12 +4,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from gateway.batch.failures import DEFAULT_MAX_INFRA_ERRORS
-from gateway.core.config import GatewayConfig, KafkaSettings
-from transforms.spec import PROFILES
+from gateway.core.kafka_settings import KafkaSettings
+from transforms.profile import PROFILES
+
+if TYPE_CHECKING:
+    from gateway.core.config import GatewayConfig
 
 UP_DIR = Path("lastmile-up")  # where `lastmile up` writes its configs and logs (relative to the current folder)
 UP_CONFIG_HELP = "gateway.yaml (default: lastmile-up/gateway.yaml, written by lastmile up)"
@@ -50,6 +54,8 @@ def with_bootstrap(kafka: KafkaSettings, bootstrap: str | None) -> KafkaSettings
 def gateway_config(config_path: str | None, bootstrap: str | None = None, *, default_up: bool = False) -> GatewayConfig:
     """The gateway configuration of ``--config`` (with ``default_up`` and none given: the one ``lastmile up``
     wrote, where there is one), with ``--bootstrap`` over its broker."""
+    from gateway.core.config import GatewayConfig  # the pipeline's settings import the transforms: not at start-up
+
     if config_path is None and default_up and (UP_DIR / "gateway.yaml").exists():
         config_path = str(UP_DIR / "gateway.yaml")
     cfg = GatewayConfig.load(config_path)

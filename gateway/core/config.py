@@ -6,73 +6,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal, Self
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_settings import SettingsConfigDict
 
 from detectors.runtimes.providers import ProviderSettings
+from gateway.core.kafka_settings import KafkaSettings
 from gateway.core.messages import MAX_FIELD_BYTES, MAX_URI_BYTES, score_event_bound
 from gateway.core.sources import SourceError, allow_set
+from gateway.core.yaml_settings import YamlSettings
 from transforms.catalog import resolve_conditions
-from transforms.config_errors import ConfigError, describe, one_line
 from transforms.limits import Limits
 from transforms.spec import PROFILES, Condition, Profile
-
-
-class KafkaSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    bootstrap: str = "127.0.0.1:9092"
-    input_topic: str = "lastmile.videos"
-    output_topic: str = "lastmile.scores"
-    dlq_topic: str | None = None  # default: "<input_topic>.dlq"
-    group_id: str = "lastmile-gateway"
-    client_id: str = "lastmile-gateway"
-    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
-    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
-    sasl_username: str | None = None
-    sasl_password: str | None = None
-    ssl_cafile: str | None = None
-    max_poll_interval_ms: int = Field(300_000, ge=1000)
-    session_timeout_ms: int = Field(10_000, ge=1000)
-    heartbeat_interval_ms: int = Field(3_000, ge=100)
-    max_poll_records: int = Field(16, ge=1)
-    max_message_bytes: int = Field(
-        64 * 1024 * 1024, ge=1024, description="larger messages are dead-lettered (without their value)"
-    )
-    request_timeout_ms: int = Field(30_000, ge=1000, description="a broker request not answered by then fails")
-    max_block_ms: int = Field(10_000, ge=100, description="longest a send may wait for metadata or buffer space")
-    probe_interval_s: float = Field(5.0, gt=0, description="how often the gateway checks that the broker answers")
-    probe_timeout_ms: int = Field(5000, ge=100, description="how long that check waits for an answer")
-    ack_timeout_s: float = Field(30.0, gt=0, description="longest wait for the broker to acknowledge a video's events")
-    oversize_records: Literal["dead_letter", "stop"] = Field(
-        "dead_letter",
-        description="a record batch over max_message_bytes, which no client can fetch: dead-lettered by reference "
-        "(topic, partition, offset, size) and passed, or left to stop its partition (readiness then fails)",
-    )
-    stall_check_s: float = Field(5.0, gt=0, description="a position unmoved this long is checked for lag")
-    stall_after_s: float = Field(
-        60.0, gt=0, description="not ready once a partition with lag has not moved this long (paused ones aside)"
-    )
-
-    @property
-    def dlq(self) -> str:
-        return self.dlq_topic or f"{self.input_topic}.dlq"
-
-    def client_options(self) -> dict:
-        opts: dict = {
-            "bootstrap_servers": self.bootstrap.split(","),
-            "client_id": self.client_id,
-            "security_protocol": self.security_protocol,
-        }
-        if self.sasl_mechanism:
-            opts.update(
-                sasl_mechanism=self.sasl_mechanism,
-                sasl_plain_username=self.sasl_username,
-                sasl_plain_password=self.sasl_password,
-            )
-        if self.ssl_cafile:
-            opts["ssl_cafile"] = self.ssl_cafile
-        return opts
 
 
 class SourceSettings(BaseModel):
@@ -167,34 +111,6 @@ class PipelineSettings(BaseModel):
         """The conditions and the encoder profile (a conditions file's own profile wins over ``profile``)."""
         conditions, file_profile = resolve_conditions(self.conditions, self.conditions_file)
         return conditions, file_profile or PROFILES[self.profile]
-
-
-class YamlSettings(BaseSettings):
-    """Settings read from a YAML file, each overridable by an environment variable (env wins)."""
-
-    @classmethod
-    def settings_customise_sources(
-        cls, settings_cls, init_settings, env_settings, dotenv_settings, file_secret_settings
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (env_settings, init_settings, file_secret_settings)  # env overrides the file
-
-    @classmethod
-    def load(cls, path: str | Path | None) -> Self:
-        """The settings in ``path`` (none: the defaults), with the environment's overrides; a file that cannot be
-        read or does not fit raises :class:`ConfigError` naming the file, line, key path and allowed values."""
-        where = str(path) if path else f"the {cls.__name__} defaults and LASTMILE_* variables"
-        text = ""
-        try:
-            text = Path(path).read_text() if path else ""
-            raw = yaml.safe_load(text) if text else {}
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            raise ConfigError(f"{where}: cannot read: {one_line(exc)}") from exc
-        if not isinstance(raw, dict):
-            raise ConfigError(f"{where}: expected a mapping of settings at the top level, got {type(raw).__name__}")
-        try:
-            return cls(**raw)
-        except ValidationError as exc:
-            raise ConfigError(describe(exc, where, cls, text)) from exc
 
 
 class GatewayConfig(YamlSettings, PipelineSettings):

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from detectors.manifest import ManifestRow, read_manifest
 from gateway import bus
-from gateway.core.config import KafkaSettings
+from gateway.core.kafka_settings import KafkaSettings
 from gateway.core.messages import VideoEvent, inline_headers
 
 log = logging.getLogger("lastmile.canary")

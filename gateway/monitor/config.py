@@ -8,7 +8,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from gateway.core.config import KafkaSettings, YamlSettings
+from gateway.core.kafka_settings import KafkaSettings
+from gateway.core.yaml_settings import YamlSettings
 
 
 class MonitorKafka(KafkaSettings):

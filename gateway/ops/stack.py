@@ -16,15 +16,19 @@ import sys
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
 from detectors.serving.processes import free_port, stop_group
 from gateway import bus
-from gateway.core.config import GatewayConfig, KafkaSettings
+from gateway.core.kafka_settings import KafkaSettings
 from gateway.core.settings_file import commented_yaml
 from gateway.monitor.config import MonitorConfig, MonitorKafka
 from gateway.ops.grafana import RULES
+
+if TYPE_CHECKING:
+    from gateway.core.config import GatewayConfig
 
 HEADER = """Written by `lastmile up`: the configuration its {what} ran with. Start from it:
 `lastmile {command} --config {name}`. Every field is documented in examples/{name}."""
@@ -98,6 +102,8 @@ class Stack:
         )
 
     def _configs(self, bootstrap: str, ports: dict[str, int]) -> tuple[GatewayConfig, MonitorConfig]:
+        from gateway.core.config import GatewayConfig  # the pipeline's settings import the transforms
+
         o = self.opts
         gateway = GatewayConfig(
             kafka=KafkaSettings(bootstrap=bootstrap),

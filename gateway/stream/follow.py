@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gateway import bus
-from gateway.core.config import KafkaSettings
+from gateway.core.kafka_settings import KafkaSettings
 from gateway.core.messages import ScoreEvent
 
 ERROR_HEADERS = ("lastmile-error-class", "lastmile-error-message")

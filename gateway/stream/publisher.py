@@ -15,7 +15,7 @@ import time
 from typing import NamedTuple
 
 from gateway.bus import Delivery, Producer, RecordTooLarge
-from gateway.core.config import KafkaSettings
+from gateway.core.kafka_settings import KafkaSettings
 from gateway.core.messages import ScoreEvent, ScoreRow
 
 KEPT_HEADERS = 64  # of a reduced dead letter: the original headers kept, each value cut to KEPT_HEADER_BYTES

@@ -11,11 +11,14 @@ import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from detectors.manifest import read_manifest
 from gateway import bus
-from gateway.core.config import GatewayConfig
 from gateway.core.messages import VideoEvent, inline_headers
+
+if TYPE_CHECKING:
+    from gateway.core.config import GatewayConfig
 
 VIDEO_SUFFIXES = frozenset({".mp4", ".mov", ".m4v", ".webm", ".mkv", ".avi", ".gif", ".webp", ".apng"})
 
