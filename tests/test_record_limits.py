@@ -12,6 +12,7 @@ import pytest
 
 from gateway import bus
 from gateway.bus import Producer
+from gateway.bus.clients import producer_client
 from gateway.core.config import GatewayConfig, KafkaSettings
 from gateway.core.messages import VideoEvent
 from gateway.stream.publisher import KEPT_HEADER_BYTES, Publisher, Source
@@ -154,6 +155,26 @@ def test_a_reduced_letter_fits_the_limit():
     assert all(len(v or b"") <= KEPT_HEADER_BYTES for _, v in kept)
     assert sum(len(k) + len(v or b"") for k, v in [*kept, *reason]) < settings.max_message_bytes
     assert publisher._fit(b"small", headers[:2], reason, None) == (b"small", headers[:2])  # fits: unchanged
+
+
+def test_a_dead_letter_the_broker_side_refuses_goes_with_its_reason_alone(broker):
+    """Where the producer's request limit is below the configured record limit (a broker whose own limit is
+    lower than ours, seen from the client), a letter that fits our limit is refused with RecordTooLarge: it goes
+    again without the value and original headers, and the reason, source and dropped size are kept."""
+    k = KafkaSettings(bootstrap=broker.bootstrap, input_topic="too-large", max_message_bytes=8 * MB)
+    bus.ensure_topics(k)
+    low = producer_client(k.model_copy(update={"max_message_bytes": 1024}))  # ~1 MB requests
+    publisher = Publisher(Producer(low, 30.0), k)
+    original = b"v" * (3 * MB)  # fits 8 MB, so _fit keeps it; over the ~2 MB requests
+    publisher.dead_letter(original, [("x-trace", b"t")], "InvalidMessage", "bad", None, key=b"k", source=Source(
+        "too-large", 0, 41))  # fmt: skip
+    publisher.close()
+    (letter,) = read_topics(k.bootstrap, [k.dlq], lambda g: len(g[k.dlq]) >= 1)[k.dlq]
+    headers = dict(letter.headers)
+    assert letter.value in (b"", None) and letter.key == b"k" and "x-trace" not in headers
+    assert headers["lastmile-dropped-value-bytes"] == str(3 * MB).encode()
+    assert headers["lastmile-error-class"] == b"InvalidMessage" and headers["lastmile-error-message"] == b"bad"
+    assert headers["lastmile-source-offset"] == b"41"
 
 
 def test_a_record_limit_below_the_largest_score_event_is_refused_at_start_up():
