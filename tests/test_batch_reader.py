@@ -265,6 +265,25 @@ def test_a_seek_drops_what_was_fetched_before_it(broker):
     assert [r.offset for r in first] == list(range(10)) and [r.offset for r in rest] == list(range(90, 100))
 
 
+def test_a_reply_fetched_before_a_partition_was_unassigned_is_dropped_when_it_is_assigned_again(broker):
+    k = _topic(broker, "reassign")
+    with Loader(k.bootstrap) as loader:
+        loader.load(k.input_topic, ((0, b"k", b"%d" % i) for i in range(100)), T0)
+    reader = bus.reader(k)
+    p = bus.Partition(k.input_topic, 0)
+    reader.assign([p])
+    reader.seek(p, 90)
+    assert reader.poll(0, 10) == []  # the fetch from 90 is sent, its reply not yet read
+    reader.assign([])
+    reader.assign([p])  # again, not sought: from where the client's reset policy puts it
+    start = reader.position(p)
+    got, deadline = [], time.monotonic() + 30
+    while not (got and got[-1].offset == 99) and time.monotonic() < deadline:
+        got += reader.poll(500, 50)
+    reader.close()
+    assert start != 90 and [r.offset for r in got] == list(range(start, 100))
+
+
 def test_a_batch_over_the_limit_comes_by_reference_as_the_consumer_hands_it_out():
     data = _batch(0, RECORDS[:1]) + _batch(1, RECORDS[3:5]) + _batch(3, RECORDS[:1])
     parsed = batches.parse("t", 3, data, 0, limit=65_536)

@@ -5,15 +5,15 @@ the record batches itself (:mod:`gateway.bus.batches`); kafka-python's consumer 
 kafka-python's decoder was about half of the monitor's ingest (14 µs of Python per record). Here a Fetch (v4,
 every assigned partition of one leader in one request) is kept in flight on each leader's socket while the
 previous reply's records are handed out, so the broker works while the reader parses. A reply over its bound
-(``FETCH_BYTES`` plus one whole batch of ``max_message_bytes``: a broker returns the first batch whole whatever
-the fetch size) is never read: the connection is dropped and each of its partitions read one batch at a time
-apart (:class:`~gateway.bus.direct.DirectReader`), an oversize batch by reference. A malformed reply
-(:class:`~gateway.bus.fetch_link.MalformedReply`), or none in ``request_timeout_ms``, drops the connection; it is
+(``FETCH_BYTES`` plus one batch of ``max_message_bytes``: a broker returns a first batch whole) is never read: the
+connection is dropped and its partitions read a batch at a time apart (``DirectReader``), an oversize batch by
+reference. A malformed reply (``MalformedReply``), or none in ``request_timeout_ms``, drops the connection; it is
 redialled and its partitions fetched again from where they were; a partition whose fetch fails waits ``REDIAL_S``
-and its leader is looked up again. Plain TCP or TLS: behind SASL, :func:`reader` uses kafka-python's fetcher.
-Not yet handled: connecting (and a TLS handshake) blocks a poll for up to ``probe_timeout_ms`` while a broker
-does not answer; Apache Kafka returns an empty record set for a partition whose next batch is over its share of
-a reply unless it comes first in it, so such a partition advances only when those before it have nothing.
+and its leader is looked up again. A seek or an unassignment makes a reply in flight stale for that partition.
+Plain TCP or TLS: behind SASL, :func:`reader` uses kafka-python's fetcher. Not yet handled: connecting (and a
+TLS handshake) blocks a poll for up to ``probe_timeout_ms`` while a broker does not answer; Apache Kafka returns
+an empty record set for a partition whose next batch is over its share of a reply unless it comes first in it,
+so such a partition advances only when those before it have nothing.
 """
 
 from __future__ import annotations
@@ -60,9 +60,10 @@ class BatchReader(Consumer):
         super().assign(parts)  # kafka-python keeps the topics' metadata (the leaders) current
         self._assigned = parts
         keep = set(parts)
-        for state in (self._fetch_at, self._buffers):
-            for p in [p for p in state if p not in keep]:
-                del state[p]
+        for p in (self._seeks.keys() | self._fetch_at.keys()) - keep:  # as after a seek, a reply in flight is stale
+            self._seeks[p] = self._seeks.get(p, 0) + 1
+        self._fetch_at = {p: offset for p, offset in self._fetch_at.items() if p in keep}
+        self._buffers = {p: held for p, held in self._buffers.items() if p in keep}
         self._paused &= keep
 
     def assignment(self) -> set[Partition]:
@@ -154,8 +155,7 @@ class BatchReader(Consumer):
         return by_leader
 
     def _waiting(self) -> set[Partition]:
-        now = time.monotonic()
-        self._retry_at = {p: t for p, t in self._retry_at.items() if t > now}
+        self._retry_at = {p: t for p, t in self._retry_at.items() if t > time.monotonic()}
         return set(self._retry_at)
 
     def _send_fetches(self) -> None:
@@ -186,8 +186,8 @@ class BatchReader(Consumer):
         return link
 
     def _receive(self, timeout_s: float) -> None:
-        """Read what has arrived on each socket with a fetch in flight (waiting up to ``timeout_s``); take each
-        whole reply; drop a connection whose reply is late, oversize or cut off."""
+        """Take each whole reply on the sockets with a fetch in flight (waiting up to ``timeout_s``); drop a
+        connection whose reply is late, oversize or malformed."""
         inflight = [a for a, link in self._links.items() if link.asked]
         if not inflight:
             time.sleep(min(max(timeout_s, 0.0), IDLE_WAIT_S))
