@@ -248,14 +248,23 @@ def test_every_garbling_is_refused_by_the_reply_parser():
         fetch_link.reply_partitions(twice, 7)
 
 
-def test_a_seek_drops_what_was_fetched_before_it(broker):
-    k = _topic(broker, "seek")
+def _load(k: KafkaSettings, offsets: range) -> None:
     with Loader(k.bootstrap) as loader:
-        loader.load(k.input_topic, ((0, b"k", b"%d" % i) for i in range(100)), T0)
-    reader = bus.reader(k)
-    p = bus.Partition(k.input_topic, 0)
+        loader.load(k.input_topic, ((0, b"k", b"%d" % i) for i in offsets), T0)
+
+
+def _reading_from(broker, name: str, offset: int) -> tuple[KafkaSettings, bus.BatchReader, bus.Partition]:
+    """A topic whose partition 0 holds 100 records, and a reader assigned to it, sought to ``offset``."""
+    k = _topic(broker, name)
+    _load(k, range(100))
+    reader, p = bus.reader(k), bus.Partition(k.input_topic, 0)
     reader.assign([p])
-    reader.seek(p, 0)
+    reader.seek(p, offset)
+    return k, reader, p
+
+
+def test_a_seek_drops_what_was_fetched_before_it(broker):
+    _, reader, p = _reading_from(broker, "seek", 0)
     first = reader.poll(5000, 10)
     reader.seek(p, 90)
     rest = []
@@ -266,19 +275,12 @@ def test_a_seek_drops_what_was_fetched_before_it(broker):
 
 
 def test_a_reply_fetched_before_a_partition_was_unassigned_is_dropped_when_it_is_assigned_again(broker):
-    k = _topic(broker, "reassign")
-    with Loader(k.bootstrap) as loader:
-        loader.load(k.input_topic, ((0, b"k", b"%d" % i) for i in range(100)), T0)
-    reader = bus.reader(k)
-    p = bus.Partition(k.input_topic, 0)
-    reader.assign([p])
-    reader.seek(p, 90)
+    k, reader, p = _reading_from(broker, "reassign", 90)
     assert reader.poll(0, 10) == []  # the fetch from 90 is sent, its reply not yet read
     reader.assign([])
     reader.assign([p])  # again, not sought: from where the client's reset policy puts it (the end, "latest")
     start = reader.position(p)
-    with Loader(k.bootstrap) as loader:
-        loader.load(k.input_topic, ((0, b"k", b"%d" % i) for i in range(100, 110)), T0)
+    _load(k, range(100, 110))
     got, deadline = [], time.monotonic() + 30
     while not (got and got[-1].offset == 109) and time.monotonic() < deadline:
         got += reader.poll(500, 50)
