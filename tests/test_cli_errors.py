@@ -173,7 +173,7 @@ def test_a_broker_that_does_not_answer_is_one_line(tmp_path):
     assert len(lines) == 1 and lines[0].startswith("Error: Kafka: ") and "127.0.0.1:1" in lines[0], run.stderr[-2000:]
 
 
-@pytest.mark.parametrize("pair", ["npr", "npr:", ":npr"])
+@pytest.mark.parametrize("pair", ["npr", "npr:", ":npr", "npr:d3:x"])
 def test_a_malformed_live_comparison_is_refused_before_the_monitor_starts(tmp_path, pair):
     run = _lastmile("monitor", "run", "--compare", pair, cwd=tmp_path)
     assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr

@@ -159,6 +159,38 @@ def test_the_report_compares_two_detectors_of_a_real_replay(real_run):
     assert bad.exit_code != 0 and "CHAMPION:CHALLENGER" in bad.output
 
 
+def test_a_comparison_of_a_run_where_every_row_failed_is_reported_not_raised(tmp_path):
+    from gateway.evaluation.report import build_report
+    from tests.test_report_glance import _fail, _run
+
+    rows = [_fail(r, "video" if k % 3 else "infra", "DecodeError", "bad") for k, r in enumerate(_rows(6))]
+    paths = build_report(_run(tmp_path, rows), replicates=50, comparisons=["alpha:beta"])
+    assert {"md", "html", "json", "comparison_md", "comparison_json", "plot_compare_0"} <= paths.keys()
+    (cmp,) = json.loads(paths["json"].read_text())["comparisons"]
+    assert (cmp["champion"], cmp["challenger"]) == ("alpha", "beta")
+    assert "### beta (challenger) vs alpha (champion)" in paths["md"].read_text()
+
+
+def test_pairs_are_refused_before_the_bootstrap_and_stale_comparisons_removed(tmp_path, monkeypatch):
+    from gateway.evaluation import report
+    from tests.test_report_glance import _run
+
+    run = _run(tmp_path, _rows(6))
+    monkeypatch.setattr(report, "evaluate", lambda *a, **k: pytest.fail("evaluated before the pairs were checked"))
+    for pair, message in (("alpha:gamma", "no rows for gamma"), ("alpha:alpha", "two contenders"),
+                          ("alpha:beta:x", "CHAMPION:CHALLENGER"), ("alpha@:beta", "DETECTOR@VERSION")):  # fmt: skip
+        with pytest.raises(EvaluationError, match=message):
+            report.build_report(run, replicates=50, comparisons=[pair])
+    with pytest.raises(EvaluationError, match="given twice"):
+        report.build_report(run, replicates=50, comparisons=["alpha:beta", " alpha : beta "])
+    monkeypatch.undo()
+    report.build_report(run, replicates=50, comparisons=["alpha:beta"])
+    assert (run / "comparison.md").exists() and (run / "plots" / "compare_0.png").exists()
+    report.build_report(run, replicates=50)
+    assert not (run / "comparison.md").exists() and not list((run / "plots").glob("compare_*.png"))
+    assert json.loads((run / "report.json").read_text())["comparisons"] == []
+
+
 def test_the_anchor_comparison_matrix_equals_its_definition_with_ties_and_empty_anchors():
     """C[i, j] = sum over (p of anchor i, n of anchor j) of 1[p > n] + 1/2 1[p = n], computed pair by pair."""
     from gateway.evaluation.paired import SourceCell

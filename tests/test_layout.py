@@ -31,7 +31,7 @@ def test_the_wheel_lists_every_package():
 
 def test_the_cli_and_the_monitor_start_without_the_media_stack():
     """``lastmile monitor run`` (and ``lastmile --help``) loads neither the transforms' codecs (PyAV, Pillow,
-    ffmpeg) nor a model runtime: about 23 MB of the monitor's memory and half the CLI's start-up time. The
+    ffmpeg) nor a model runtime: about 22 MB of the monitor's memory and half the CLI's start-up time. The
     monitor processes of ``lastmile bench monitor`` load no more than the service (so their RSS is its own)."""
     import subprocess
     import sys

@@ -103,3 +103,21 @@ def test_comparisons_are_configuration():
     assert cfg.comparisons[0].margin == -0.05 and cfg.comparisons[0].min_samples == 50
     with pytest.raises(ValueError):
         MonitorConfig.model_validate({"comparisons": [{"champion": "npr", "challenger": "d3", "margin": 0.1}]})
+
+
+def test_a_comparison_of_a_detector_with_itself_or_given_twice_is_refused():
+    import click
+
+    from gateway.cli.monitor import with_comparisons
+
+    with pytest.raises(ValueError, match="two contenders"):
+        ComparisonSettings(champion="npr", challenger=" npr ")
+    twice = [ComparisonSettings(champion="npr", challenger="d3"), ComparisonSettings(champion="npr", challenger="d3")]
+    with pytest.raises(ValueError, match="the comparison npr:d3 is given twice"):
+        MonitorConfig(comparisons=twice)
+    cfg = MonitorConfig(comparisons=twice[:1])
+    for pairs, message in ((("d3:d3",), "two contenders"), (("npr:d3",), "given twice"), (("a:b", "a:b"), "twice")):
+        with pytest.raises(click.BadParameter, match=message):
+            with_comparisons(cfg, pairs)
+    added = with_comparisons(cfg, ("d3:npr", "npr@1:npr@2"))
+    assert [(c.champion, c.challenger) for c in added.comparisons] == [("npr", "d3"), ("d3", "npr"), ("npr@1", "npr@2")]

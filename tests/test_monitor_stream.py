@@ -228,10 +228,11 @@ def test_compare_on_the_command_line_adds_a_live_comparison_after_the_configs(br
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
-    for (champion, challenger), margin in ((("d3", "npr"), -0.1), (("npr", "d3"), -0.05)):
+    defaults = {name: ComparisonSettings.model_fields[name].default for name in ("margin", "min_samples")}
+    for (champion, challenger), margin in ((("d3", "npr"), -0.1), (("npr", "d3"), defaults["margin"])):
         ident = {"champion": champion, "challenger": challenger}
         assert metric(got, "lastmile_comparison_margin", **ident) == margin
-        assert metric(got, "lastmile_comparison_min_samples", **ident) == 50
+        assert metric(got, "lastmile_comparison_min_samples", **ident) == defaults["min_samples"]
         assert metric(got, "lastmile_comparison_videos", **ident, condition="full", window="count") == 40
 
 

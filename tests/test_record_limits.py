@@ -157,15 +157,15 @@ def test_a_reduced_letter_fits_the_limit():
     assert publisher._fit(b"small", headers[:2], reason, None) == (b"small", headers[:2])  # fits: unchanged
 
 
-def test_a_dead_letter_the_broker_side_refuses_goes_with_its_reason_alone(broker):
-    """Where the producer's request limit is below the configured record limit (a broker whose own limit is
-    lower than ours, seen from the client), a letter that fits our limit is refused with RecordTooLarge: it goes
-    again without the value and original headers, and the reason, source and dropped size are kept."""
+def test_a_dead_letter_refused_as_too_large_goes_again_with_its_reason_alone(broker):
+    """A letter that fits our record limit but is refused with RecordTooLarge (here by a producer whose request
+    limit is lower, about 1 MB: what a broker with a lower limit than ours does, refused before it is sent) goes
+    again without the value and original headers, keeping the reason, the source and the dropped size."""
     k = KafkaSettings(bootstrap=broker.bootstrap, input_topic="too-large", max_message_bytes=8 * MB)
     bus.ensure_topics(k)
     low = producer_client(k.model_copy(update={"max_message_bytes": 1024}))  # ~1 MB requests
     publisher = Publisher(Producer(low, 30.0), k)
-    original = b"v" * (3 * MB)  # fits 8 MB, so _fit keeps it; over the ~2 MB requests
+    original = b"v" * (3 * MB)  # fits 8 MB, so _fit keeps it; over the ~1 MB requests
     publisher.dead_letter(original, [("x-trace", b"t")], "InvalidMessage", "bad", None, key=b"k", source=Source(
         "too-large", 0, 41))  # fmt: skip
     publisher.close()

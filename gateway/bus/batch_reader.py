@@ -51,8 +51,7 @@ class BatchReader(Consumer):
         self._links: dict[tuple[str, int], Link] = {}
         self._redial_at: dict[tuple[str, int], float] = {}
         self._retry_at: dict[Partition, float] = {}  # a partition whose fetch failed: not asked for before then
-        self._selector = selectors.DefaultSelector()
-        self._correlation = 0
+        self._selector, self._correlation = selectors.DefaultSelector(), 0
 
     # -- what is read ----------------------------------------------------------------------------------------
     def assign(self, partitions: Iterable[Partition]) -> None:
@@ -61,7 +60,7 @@ class BatchReader(Consumer):
         self._assigned = parts
         keep = set(parts)
         for p in (self._seeks.keys() | self._fetch_at.keys()) - keep:  # as after a seek, a reply in flight is stale
-            self._seeks[p] = self._seeks.get(p, 0) + 1
+            self._seeks[p] = self._seeks.get(p, 0) + 1  # (one counter per partition ever read: a bounded set)
         self._fetch_at = {p: offset for p, offset in self._fetch_at.items() if p in keep}
         self._buffers = {p: held for p, held in self._buffers.items() if p in keep}
         self._paused &= keep
@@ -155,7 +154,8 @@ class BatchReader(Consumer):
         return by_leader
 
     def _waiting(self) -> set[Partition]:
-        self._retry_at = {p: t for p, t in self._retry_at.items() if t > time.monotonic()}
+        now = time.monotonic()
+        self._retry_at = {p: t for p, t in self._retry_at.items() if t > now}
         return set(self._retry_at)
 
     def _send_fetches(self) -> None:

@@ -9,6 +9,7 @@ import click
 
 from gateway.cli.options import LOG_LEVEL, config_option
 from gateway.cli.signals import serve
+from gateway.core.contenders import PairError, distinct_pairs, split_pair
 from gateway.monitor.config import ComparisonSettings, MonitorConfig
 from gateway.ops import grafana
 
@@ -33,13 +34,13 @@ def monitor_run(config_path, comparisons, log_level) -> None:
 
 
 def with_comparisons(cfg: MonitorConfig, pairs: tuple[str, ...]) -> MonitorConfig:
-    """``cfg`` with a comparison (default margin and min_samples) per ``CHAMPION:CHALLENGER`` of ``pairs``."""
-    added = []
-    for pair in pairs:
-        champion, sep, challenger = (part.strip() for part in pair.partition(":"))
-        if not (sep and champion and challenger):
-            raise click.BadParameter(f"a comparison is CHAMPION:CHALLENGER, got {pair!r}", param_hint="--compare")
-        added.append(ComparisonSettings(champion=champion, challenger=challenger))
+    """``cfg`` with a comparison (default margin and min_samples) per ``CHAMPION:CHALLENGER`` of ``pairs``; a
+    malformed pair, or one the config (or another flag) already compares, is a usage error."""
+    try:
+        added = [ComparisonSettings(champion=a, challenger=b) for a, b in map(split_pair, pairs)]
+        distinct_pairs((c.champion, c.challenger) for c in [*cfg.comparisons, *added])
+    except PairError as exc:
+        raise click.BadParameter(str(exc), param_hint="--compare") from exc
     return cfg.model_copy(update={"comparisons": [*cfg.comparisons, *added]}) if added else cfg
 
 

@@ -12,6 +12,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+from gateway.core.contenders import PairError, distinct_pairs, split_pair
+from gateway.core.messages import ScoreRow
 from gateway.evaluation.compare import Comparison, Contender, Estimate, compare
 from gateway.evaluation.errors import EvaluationError
 from gateway.evaluation.plots import Figure
@@ -80,18 +82,18 @@ def forest_plot(cmp: Comparison, path: Path) -> Path:
 
 
 def parse_pairs(pairs: list[str] | tuple[str, ...]) -> list[tuple[Contender, Contender]]:
-    """Each ``CHAMPION:CHALLENGER`` as two contenders; a malformed one raises before any work is done."""
-    out = []
-    for pair in pairs:
-        champion, sep, challenger = pair.partition(":")
-        if not sep:
-            raise EvaluationError(f"a comparison is CHAMPION:CHALLENGER, got {pair!r}")
-        out.append((Contender.parse(champion), Contender.parse(challenger)))
-    return out
+    """Each ``CHAMPION:CHALLENGER`` as two contenders (:func:`gateway.core.contenders.split_pair`); a malformed
+    or repeated one raises :class:`EvaluationError` before any work is done."""
+    try:
+        sides = [split_pair(pair) for pair in pairs]
+        distinct_pairs(sides)
+    except PairError as exc:
+        raise EvaluationError(str(exc)) from exc
+    return [(Contender.parse(champion), Contender.parse(challenger)) for champion, challenger in sides]
 
 
 def compare_pairs(
-    rows: list, pairs: list[tuple[Contender, Contender]], replicates: int, seed: int | None = None
+    rows: list[ScoreRow], pairs: list[tuple[Contender, Contender]], replicates: int, seed: int | None = None
 ) -> list[Comparison]:
     """Every (champion, challenger) of ``pairs`` compared on ``rows``."""
     extra = {"seed": seed} if seed is not None else {}
@@ -112,6 +114,12 @@ def comparison_figures(comparisons: list[Comparison], folder: Path) -> list[Figu
     ]
 
 
+def clear_comparisons(folder: Path) -> None:
+    """Remove what an earlier ``--compare`` wrote into ``folder``, so no file outlives the report it belonged to."""
+    for path in [folder / "comparison.md", folder / "comparison.json", *(folder / "plots").glob("compare_*.png")]:
+        path.unlink(missing_ok=True)
+
+
 def write_comparisons(comparisons: list[Comparison], folder: Path, figures: list[Figure]) -> dict[str, Path]:
     """``comparison.md`` and ``comparison.json`` in ``folder`` (the report embeds the same tables and plots)."""
     parts = ["# Champion vs challenger\n"]
@@ -128,4 +136,5 @@ def write_comparisons(comparisons: list[Comparison], folder: Path, figures: list
 
 
 def comparisons_json(comparisons: list[Comparison]) -> list[dict]:
+    """The comparisons' numbers as JSON-ready dicts (``comparison.json`` and report.json's ``comparisons``)."""
     return [dataclasses.asdict(c) for c in comparisons]

@@ -18,8 +18,9 @@ import numpy as np
 from gateway.batch.results import RESULTS, read_results
 from gateway.core.messages import ScoreRow
 from gateway.evaluation.caveats import failure_banner, sample_warnings, seeds
-from gateway.evaluation.compare import Comparison
+from gateway.evaluation.compare import Comparison, shared_rows
 from gateway.evaluation.compare_report import (
+    clear_comparisons,
     compare_pairs,
     comparison_figures,
     comparison_table,
@@ -41,15 +42,24 @@ PROXY_WARNING = (
 )
 
 
-def evaluate_run(run_dir: Path, replicates: int = 2000, seed: int | None = None) -> tuple[list, dict, Evaluation]:
-    """A run's rows, its ``run.json`` and their evaluation, conditions in the run's own order (a sweep's values
-    as listed, mildest first)."""
-    rows = read_results(run_dir / RESULTS)
+def read_run(run_dir: Path) -> tuple[list[ScoreRow], dict]:
+    """A run's rows and its ``run.json`` (empty where there is none)."""
     info = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").exists() else {}
+    return read_results(run_dir / RESULTS), info
+
+
+def evaluate_rows(rows: list[ScoreRow], info: dict, replicates: int = 2000, seed: int | None = None) -> Evaluation:
+    """The rows' evaluation, conditions in the run's own order (a sweep's values as listed, mildest first)."""
     ev = evaluate(rows, replicates=replicates, **({"seed": seed} if seed is not None else {}))
     order = info.get("conditions") or []
     ev.conditions = [c for c in order if c in ev.conditions] + [c for c in ev.conditions if c not in order]
-    return rows, info, ev
+    return ev
+
+
+def evaluate_run(run_dir: Path, replicates: int = 2000, seed: int | None = None) -> tuple[list, dict, Evaluation]:
+    """A run's rows, its ``run.json`` and their evaluation (:func:`evaluate_rows`)."""
+    rows, info = read_run(run_dir)
+    return rows, info, evaluate_rows(rows, info, replicates, seed)
 
 
 def build_report(
@@ -58,15 +68,20 @@ def build_report(
     """Evaluate ``run_dir/results.parquet`` and write the three report files and the plots; return their paths.
 
     Each ``CHAMPION:CHALLENGER`` of ``comparisons`` gets its section in the report (table and forest plot, and
-    its numbers under ``comparisons`` in report.json), and comparison.md/.json beside it."""
-    pairs = parse_pairs(comparisons)  # a malformed pair fails before the bootstrap runs
-    rows, info, ev = evaluate_run(run_dir, replicates, seed)
+    its numbers under ``comparisons`` in report.json), and comparison.md/.json beside it; a pair that is
+    malformed or names a contender without rows fails before the bootstrap runs."""
+    pairs = parse_pairs(comparisons)
+    rows, info = read_run(run_dir)
+    for champion, challenger in pairs:
+        shared_rows(rows, champion, challenger)  # raises where a contender has no rows
+    ev = evaluate_rows(rows, info, replicates, seed)
     contests = compare_pairs(rows, pairs, ev.replicates, seed)
     ctx = _context(ev, rows, info)
-    figures, forests = [], []  # a run without a single score has nothing to plot: its banner says so
+    figures = []  # a run without a single score has nothing to plot: its banner says so
     if ctx["failures"]["scored_rows"]:
         figures = make_plots(ev, rows, run_dir / "plots") + sweep_figures(ev, run_dir / "plots")
-        forests = comparison_figures(contests, run_dir / "plots")
+    clear_comparisons(run_dir)
+    forests = comparison_figures(contests, run_dir / "plots")  # a contrast without a score draws no marker
     ctx["comparisons"] = [(comparison_table(c), f) for c, f in zip(contests, forests, strict=True)]
     out = {"json": run_dir / "report.json", "md": run_dir / "report.md", "html": run_dir / "report.html"}
     out["json"].write_text(json.dumps(_as_json(ev, ctx, contests), indent=2, default=_json_default))

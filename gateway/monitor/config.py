@@ -8,6 +8,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
+from gateway.core.contenders import distinct_pairs, split_pair
 from gateway.core.kafka_settings import KafkaSettings
 from gateway.core.yaml_settings import YamlSettings
 
@@ -73,6 +74,11 @@ class ComparisonSettings(BaseModel):
     margin: float = Field(-0.05, le=0, description="alert when the robustness difference's upper bound lies below this")
     min_samples: int = Field(50, ge=4, description="labelled videos scored by both (and on original) to alert")
 
+    @model_validator(mode="after")
+    def _two_contenders(self) -> ComparisonSettings:
+        split_pair(f"{self.champion}:{self.challenger}")  # PairError is a ValueError: a validation error
+        return self
+
 
 class MonitorConfig(YamlSettings):
     model_config = SettingsConfigDict(env_prefix="LASTMILE_MONITOR_", env_nested_delimiter="__", extra="forbid")
@@ -88,4 +94,5 @@ class MonitorConfig(YamlSettings):
     def _windows_fit(self) -> MonitorConfig:
         if self.windows.count > self.windows.max_videos:
             raise ValueError("windows.count cannot exceed windows.max_videos")
+        distinct_pairs((c.champion, c.challenger) for c in self.comparisons)
         return self
