@@ -252,3 +252,19 @@ def test_backpressure_is_exact(broker, tmp_path, videos):
     thread.join(90)
     assert {json.loads(m.value)["video_id"] for m in got[topic]} == {f"bp{i}" for i in range(12)}
     assert gw.tracker.peak == 2  # reached, never passed
+
+
+def test_a_replay_via_kafka_that_times_out_says_where_the_gateway_and_collector_were(broker, tmp_path):
+    from detectors.proxy.corpus import CorpusConfig, synthesize
+    from gateway.batch.kafka_replay import ReplayTimeout, replay_via_kafka
+    from gateway.batch.replay import ReplayConfig
+
+    manifest = synthesize(
+        CorpusConfig(anchors=1, seed=5, width=160, height=128, min_seconds=2, max_seconds=2), tmp_path / "c"
+    )
+    cfg = ReplayConfig(manifest=manifest, conditions="original", detectors="d3_px", profile="throughput")
+    with pytest.raises(ReplayTimeout) as caught:  # no gateway scores six videos in a tenth of a second
+        replay_via_kafka(cfg, tmp_path / "kafka", bootstrap=broker.bootstrap, workers=1, timeout_s=0.1)
+    text = str(caught.value)
+    assert "score events missing after 0.1 s (collector on " in text and "events read)" in text
+    assert "; the gateway then: " in text and "its thread running" in text

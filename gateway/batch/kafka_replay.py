@@ -78,6 +78,8 @@ def replay_via_kafka(
         thread.start()
         try:
             events, sent, received = _produce_and_collect(gw_cfg.kafka, cfg, rows, timeout_s, sequential)
+        except ReplayTimeout as exc:  # say where it stopped: the gateway's state when the wait ended
+            raise ReplayTimeout(f"{exc}; the gateway then: {_state(gateway, thread)}") from exc
         finally:
             gateway.stop_event.set()
             thread.join(120)
@@ -94,6 +96,17 @@ def replay_via_kafka(
     parts = run_dir / "parts"
     pq.write_table(table, parts / f"part-0000000-{len(rows) - 1:07d}.parquet")
     return merge(run_dir)
+
+
+def _state(gateway, thread: threading.Thread) -> str:
+    """The gateway's readiness, its thread and its partitions, in words."""
+    ready = "ready" if gateway.is_ready() else f"not ready ({gateway.not_ready_reason()})"
+    try:
+        assigned = sorted(f"{p.topic}/{p.partition}" for p in gateway.consumer.assignment())
+    except (AttributeError, bus.BusError) as exc:  # no consumer yet, or a client that cannot say
+        assigned = [f"unknown: {exc}"]
+    alive = "running" if thread.is_alive() else "stopped"
+    return f"{ready}, its thread {alive}, assigned {', '.join(assigned) or 'no partition'}"
 
 
 def _produce_and_collect(k: KafkaSettings, cfg: ReplayConfig, rows: list, timeout_s: float, sequential: bool) -> tuple:
@@ -134,7 +147,9 @@ def _collect(
     while want - events.keys():
         if time.monotonic() > deadline:
             missing = len(want - events.keys())
-            raise ReplayTimeout(f"{missing} of {len(want)} score events missing after {timeout_s} s")
+            mine = len(consumer.assignment())  # 0: the collector never joined its group
+            raise ReplayTimeout(f"{missing} of {len(want)} score events missing after {timeout_s} s (collector on "
+                                f"{mine} partitions, {len(events)} events read)")  # fmt: skip
         for m in consumer.poll(COLLECT_POLL_MS):
             ev = ScoreEvent.model_validate_json(m.value or b"")  # the gateway's own topic: anything else is a bug
             old = events.get(ev.idempotency_key)
