@@ -57,10 +57,10 @@ class BatchReader(Consumer):
     def assign(self, partitions: Iterable[Partition]) -> None:
         parts = [Partition(*p) for p in partitions]
         super().assign(parts)  # kafka-python keeps the topics' metadata (the leaders) current
-        self._assigned = parts
         keep = set(parts)
-        for p in (self._seeks.keys() | self._fetch_at.keys()) - keep:  # as after a seek, a reply in flight is stale
-            self._seeks[p] = self._seeks.get(p, 0) + 1  # (one counter per partition ever read: a bounded set)
+        for p in set(self._assigned) - keep:  # as after a seek, a reply in flight for it is stale
+            self._seeks[p] = self._seeks.get(p, 0) + 1
+        self._assigned = parts
         self._fetch_at = {p: offset for p, offset in self._fetch_at.items() if p in keep}
         self._buffers = {p: held for p, held in self._buffers.items() if p in keep}
         self._paused &= keep
@@ -222,7 +222,7 @@ class BatchReader(Consumer):
 
     def _take_reply(self, parts: list[ReplyPartition], asked: dict[Partition, tuple[int, int]]) -> None:
         for p, error, data in parts:
-            if p not in asked or asked[p][1] != self._seeks.get(p, 0) or p not in self._assigned:
+            if p not in asked or asked[p][1] != self._seeks.get(p, 0):
                 continue  # sought (or unassigned) since it was asked for: this reply is stale for it
             offset = asked[p][0]
             if error == OFFSET_OUT_OF_RANGE:
