@@ -96,7 +96,13 @@ def compare(
     rows: list[ScoreRow], champion: Contender, challenger: Contender, replicates: int = REPLICATES, seed: int = SEED
 ) -> Comparison:
     """Every quantity of the comparison per condition, with anchor-clustered bootstrap 95% intervals."""
-    pair = shared_rows(rows, champion, challenger)
+    return compare_shared(shared_rows(rows, champion, challenger), champion, challenger, replicates, seed)
+
+
+def compare_shared(
+    pair: list[ScoreRow], champion: Contender, challenger: Contender, replicates: int = REPLICATES, seed: int = SEED
+) -> Comparison:
+    """:func:`compare` on what :func:`shared_rows` gave for ``champion`` and ``challenger``."""
     scored = [r for r in pair if r.error_kind != "infra"]
     seen = {r.condition for r in pair}
     conditions = [c.name for c in LASTMILE if c.name in seen] + sorted(seen - {c.name for c in LASTMILE})

@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt
 
 from gateway.core.contenders import PairError, distinct_pairs, split_pair
 from gateway.core.messages import ScoreRow
-from gateway.evaluation.compare import Comparison, Contender, Estimate, compare
+from gateway.evaluation.compare import Comparison, Contender, Estimate, compare_shared, shared_rows
 from gateway.evaluation.errors import EvaluationError
 from gateway.evaluation.plots import Figure
 from gateway.evaluation.tables import Row, Table, pct
@@ -92,12 +92,17 @@ def parse_pairs(pairs: list[str] | tuple[str, ...]) -> list[tuple[Contender, Con
     return [(Contender.parse(champion), Contender.parse(challenger)) for champion, challenger in sides]
 
 
+def paired_rows(rows: list[ScoreRow], pairs: list[tuple[Contender, Contender]]) -> list[list[ScoreRow]]:
+    """Each pair's :func:`~gateway.evaluation.compare.shared_rows` (which raises where a contender has no rows)."""
+    return [shared_rows(rows, champion, challenger) for champion, challenger in pairs]
+
+
 def compare_pairs(
-    rows: list[ScoreRow], pairs: list[tuple[Contender, Contender]], replicates: int, seed: int | None = None
+    shared: list[list[ScoreRow]], pairs: list[tuple[Contender, Contender]], replicates: int, seed: int | None = None
 ) -> list[Comparison]:
-    """Every (champion, challenger) of ``pairs`` compared on ``rows``."""
+    """Every (champion, challenger) of ``pairs`` compared on its rows of ``shared`` (:func:`paired_rows`)."""
     extra = {"seed": seed} if seed is not None else {}
-    return [compare(rows, champion, challenger, replicates, **extra) for champion, challenger in pairs]
+    return [compare_shared(rows, *pair, replicates, **extra) for rows, pair in zip(shared, pairs, strict=True)]
 
 
 def comparison_figures(comparisons: list[Comparison], folder: Path) -> list[Figure]:

@@ -18,13 +18,14 @@ import numpy as np
 from gateway.batch.results import RESULTS, read_results
 from gateway.core.messages import ScoreRow
 from gateway.evaluation.caveats import failure_banner, sample_warnings, seeds
-from gateway.evaluation.compare import Comparison, shared_rows
+from gateway.evaluation.compare import Comparison
 from gateway.evaluation.compare_report import (
     clear_comparisons,
     compare_pairs,
     comparison_figures,
     comparison_table,
     comparisons_json,
+    paired_rows,
     parse_pairs,
     write_comparisons,
 )
@@ -33,7 +34,7 @@ from gateway.evaluation.glossary import glossary
 from gateway.evaluation.paired import Evaluation, evaluate
 from gateway.evaluation.plots import Figure, make_plots
 from gateway.evaluation.sweeps import sweep_figures, sweep_json, sweep_tables
-from gateway.evaluation.tables import means, report_tables
+from gateway.evaluation.tables import Table, means, report_tables
 
 PROXY_WARNING = (
     "This run uses lastmile-gateway's self-made proxy corpus: synthetic camera-like scenes and pseudo-generators. "
@@ -72,29 +73,30 @@ def build_report(
     malformed or names a contender without rows fails before the bootstrap runs."""
     pairs = parse_pairs(comparisons)
     rows, info = read_run(run_dir)
-    for champion, challenger in pairs:
-        shared_rows(rows, champion, challenger)  # raises where a contender has no rows
+    shared = paired_rows(rows, pairs)  # raises where a contender has no rows
     ev = evaluate_rows(rows, info, replicates, seed)
-    contests = compare_pairs(rows, pairs, ev.replicates, seed)
+    contests = compare_pairs(shared, pairs, ev.replicates, seed)
     ctx = _context(ev, rows, info)
     figures = []  # a run without a single score has nothing to plot: its banner says so
     if ctx["failures"]["scored_rows"]:
         figures = make_plots(ev, rows, run_dir / "plots") + sweep_figures(ev, run_dir / "plots")
     clear_comparisons(run_dir)
     forests = comparison_figures(contests, run_dir / "plots")  # a contrast without a score draws no marker
-    ctx["comparisons"] = [(comparison_table(c), f) for c, f in zip(contests, forests, strict=True)]
+    sections = [(comparison_table(c), f) for c, f in zip(contests, forests, strict=True)]
     out = {"json": run_dir / "report.json", "md": run_dir / "report.md", "html": run_dir / "report.html"}
     out["json"].write_text(json.dumps(_as_json(ev, ctx, contests), indent=2, default=_json_default))
-    out["md"].write_text(render("report.md.j2", ev, ctx, figures))
-    out["html"].write_text(render("report.html.j2", ev, ctx, figures))
+    out["md"].write_text(render("report.md.j2", ev, ctx, figures, sections))
+    out["html"].write_text(render("report.html.j2", ev, ctx, figures, sections))
     if contests:
         out |= write_comparisons(contests, run_dir, forests)
     return out
 
 
-def render(template: str, ev: Evaluation, ctx: dict, figures: list[Figure]) -> str:
-    """One of the report templates, from the evaluation's tables and figures (HTML autoescaped); the champion
-    vs challenger sections come from ``ctx["comparisons"]``: (table, forest plot) pairs."""
+def render(
+    template: str, ev: Evaluation, ctx: dict, figures: list[Figure], comparisons: Sequence[tuple[Table, Figure]] = ()
+) -> str:
+    """One of the report templates, from the evaluation's tables and figures (HTML autoescaped); ``comparisons``:
+    the champion vs challenger sections, a table and a forest plot each."""
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("gateway.evaluation", "templates"),
         autoescape=jinja2.select_autoescape(["html.j2"]),
@@ -107,6 +109,7 @@ def render(template: str, ev: Evaluation, ctx: dict, figures: list[Figure]) -> s
         ctx=ctx,
         tables=report_tables(ev) + sweep_tables(ev),
         figures=figures,
+        comparisons=comparisons,
         notice=PROXY_WARNING if ctx["proxy"] else None,
         glossary=glossary(ev),
         generators=(ctx["corpus"].get("generators") or {}) if ctx["proxy"] else {},
@@ -152,7 +155,7 @@ def _context(ev: Evaluation, rows: list[ScoreRow], info: dict) -> dict:
 
 def _as_json(ev: Evaluation, ctx: dict, contests: list[Comparison]) -> dict:
     hashes = [{"condition": c, "spec_hash": h} for c, h in ctx["spec_hashes"]]
-    context = {k: v for k, v in ctx.items() if k not in ("failures", "findings", "warnings", "comparisons")}
+    context = {k: v for k, v in ctx.items() if k not in ("failures", "findings", "warnings")}
     return {
         "failures": ctx["failures"],
         "key_findings": [dataclasses.asdict(f) for f in ctx["findings"]],

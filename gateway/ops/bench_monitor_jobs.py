@@ -79,7 +79,6 @@ def _scrapes_while_ingesting(mon, total: int, go: Path, scrape) -> dict[str, flo
     """Scrape back to back while the monitor ingests up to ``total`` added events (the parent loads them once
     ``go`` exists): the slowest and the median scrape, in process and over HTTP, the slowest and the median
     ``/healthz``, and the ingest rate meanwhile."""
-
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never through a proxy
 
     def get(path: str) -> float:  # (an answer other than 2xx raises HTTPError)
