@@ -121,3 +121,13 @@ def test_a_comparison_of_a_detector_with_itself_or_given_twice_is_refused():
             with_comparisons(cfg, pairs)
     added = with_comparisons(cfg, ("d3:npr", "npr@1:npr@2"))
     assert [(c.champion, c.challenger) for c in added.comparisons] == [("npr", "d3"), ("d3", "npr"), ("npr@1", "npr@2")]
+
+
+def test_a_configured_pair_is_kept_without_its_surrounding_spaces():
+    """The sides name series and select scores: ``" npr "`` must be ``npr`` (it used to be kept as written, so it
+    matched no score and escaped the check for a pair given twice)."""
+    cmp = ComparisonSettings(champion=" npr@1 ", challenger="d3 ")
+    assert (cmp.champion, cmp.challenger) == ("npr@1", "d3")
+    spaced = [{"champion": "npr", "challenger": "d3"}, {"champion": " npr", "challenger": "d3 "}]
+    with pytest.raises(ValueError, match="the comparison npr:d3 is given twice"):
+        MonitorConfig.model_validate({"comparisons": spaced})

@@ -76,7 +76,8 @@ class ComparisonSettings(BaseModel):
 
     @model_validator(mode="after")
     def _two_contenders(self) -> ComparisonSettings:
-        split_pair(f"{self.champion}:{self.challenger}")  # PairError is a ValueError: a validation error
+        # PairError is a ValueError: a validation error; the sides kept are the pair's, spaces dropped
+        self.champion, self.challenger = split_pair(f"{self.champion}:{self.challenger}")
         return self
 
 
