@@ -204,3 +204,23 @@ def test_the_anchor_comparison_matrix_equals_its_definition_with_ties_and_empty_
         cell.anchors, cell.pos, cell.neg = list(range(k)), pos, neg
         want = np.array([[sum((a > b) + 0.5 * (a == b) for a in p for b in n) for n in neg] for p in pos])
         assert np.array_equal(cell.comparison(), want.reshape(k, k))
+
+
+def test_a_name_with_markdown_characters_breaks_no_table_or_image_of_report_md(tmp_path):
+    """Names in a results file are free text: a ``|`` would have split a table cell and a ``]`` ended a plot's alt
+    text."""
+    import re
+
+    from gateway.evaluation.report import build_report
+    from tests.test_report_glance import _run
+
+    rows = _rows(6, versions={"alpha": ("al|pha", "1]"), "beta": ("beta", "2")})
+    md = build_report(_run(tmp_path, rows), replicates=50, comparisons=["al|pha@1]:beta"])["md"].read_text()
+    cells = re.compile(r"(?<!\\)\|")  # a cell boundary: a pipe not escaped
+    for block in re.findall(r"(?:^\|.*\n)+", md, flags=re.M):
+        widths = {len(cells.split(line)) for line in block.splitlines()}
+        assert len(widths) == 1, block
+    assert md.count(r"| al\|pha |") >= 3  # the AUC, operating-point and per-source tables
+    (image,) = [line for line in md.splitlines() if line.startswith("![") and "compare_0.png" in line]
+    alt = re.fullmatch(r"!\[((?:\\.|[^\\\[\]])*)\]\(plots/compare_0\.png\)", image)
+    assert alt and r"al|pha@1\]" in alt.group(1), image

@@ -34,7 +34,7 @@ from gateway.evaluation.glossary import glossary
 from gateway.evaluation.paired import Evaluation, evaluate
 from gateway.evaluation.plots import Figure, make_plots
 from gateway.evaluation.sweeps import sweep_figures, sweep_json, sweep_tables
-from gateway.evaluation.tables import Table, means, report_tables
+from gateway.evaluation.tables import Table, md_alt, means, report_tables
 
 PROXY_WARNING = (
     "This run uses lastmile-gateway's self-made proxy corpus: synthetic camera-like scenes and pseudo-generators. "
@@ -104,6 +104,7 @@ def render(
         keep_trailing_newline=True,
     )
     env.filters["data_uri"] = _data_uri
+    env.filters["md_alt"] = md_alt
     return env.get_template(template).render(
         ev=ev,
         ctx=ctx,

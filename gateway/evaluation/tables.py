@@ -36,11 +36,22 @@ class Table:
     notes: tuple[str, ...] = ()  # read under the table
 
     def to_markdown(self) -> str:
-        lines = ["| " + " | ".join(self.header) + " |", "|" + "---|" * len(self.header)]
+        lines = ["| " + " | ".join(map(md_cell, self.header)) + " |", "|" + "---|" * len(self.header)]
         for row in self.rows:
-            first = f"**{row.cells[0]}**" if row.emphasis else row.cells[0]
-            lines.append("| " + " | ".join((first, *row.cells[1:])) + " |")
+            cells = [md_cell(c) for c in row.cells]
+            first = f"**{cells[0]}**" if row.emphasis else cells[0]
+            lines.append("| " + " | ".join((first, *cells[1:])) + " |")
         return "\n".join(lines) + "\n" + "".join(f"\n{note}\n" for note in self.notes)
+
+
+def md_cell(text: str) -> str:
+    """A table cell as Markdown shows it: a ``|`` in a name (a detector's version is free text) ends no cell."""
+    return text.replace("|", "\\|")
+
+
+def md_alt(text: str) -> str:
+    """An image's alt text as Markdown shows it: a bracket in a caption's name ends no ``![...]``."""
+    return text.replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]")
 
 
 def means(ev: Evaluation) -> dict[str, dict[str, float]]:
