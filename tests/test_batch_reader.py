@@ -248,6 +248,49 @@ def test_every_garbling_is_refused_by_the_reply_parser():
         fetch_link.reply_partitions(twice, 7)
 
 
+def test_a_reply_arriving_in_pieces_is_read_whole_and_one_over_its_bound_is_refused_unread():
+    """The link reads the length prefix, then the body into a buffer of that size, wherever the pieces split
+    (the prefix itself in two); a closed connection mid-reply and an oversize or undersize length are errors."""
+    import select
+    import socket
+
+    server = socket.create_server(("127.0.0.1", 0))
+    body = struct.pack(">iii", 7, 0, 0) + bytes(range(256)) * 40
+    framed = struct.pack(">i", len(body)) + body
+    with server:
+        link = fetch_link.Link(server.getsockname(), None, 5.0)
+        peer, _ = server.accept()
+        with peer:
+            for piece in (framed[:2], framed[2:5], framed[5:4000]):
+                peer.sendall(piece)  # the next piece goes only once this one is read
+                select.select([link.sock], [], [], 5)
+                assert link.read(1 << 20) is None  # nothing handed out before the reply is whole
+            peer.sendall(framed[4000:])
+            assert _read_until(link, 1 << 20) == body
+            peer.sendall(framed)
+            with pytest.raises(fetch_link.ReplyTooLarge, match=f"{len(framed)} bytes"):
+                _read_until(link, len(framed) - 1)
+            link.close()
+        for length, error in ((8, fetch_link.MalformedReply), (None, ConnectionError)):
+            link = fetch_link.Link(server.getsockname(), None, 5.0)
+            peer, _ = server.accept()
+            with peer:
+                peer.sendall(struct.pack(">i", length) if length is not None else framed[:100])
+                if length is None:
+                    peer.shutdown(socket.SHUT_WR)  # the broker goes away mid-reply
+                with pytest.raises(error):
+                    _read_until(link, 1 << 20)
+            link.close()
+
+
+def _read_until(link: fetch_link.Link, limit: int, timeout_s: float = 5.0) -> bytearray:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if (reply := link.read(limit)) is not None:
+            return reply
+    raise AssertionError("no reply and no error")
+
+
 def _load(k: KafkaSettings, offsets: range) -> None:
     with Loader(k.bootstrap) as loader:
         loader.load(k.input_topic, ((0, b"k", b"%d" % i) for i in offsets), T0)

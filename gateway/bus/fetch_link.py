@@ -40,7 +40,7 @@ class Link:
         raw = socket.create_connection(address, timeout=timeout_s)
         self.sock = tls.wrap_socket(raw, server_hostname=address[0]) if tls is not None else raw
         self.sock.setblocking(False)
-        self.buf, self.want = bytearray(), 0
+        self.size, self.body, self.got = bytearray(4), None, 0  # the reply's length prefix, its body once known
         self.asked: dict[Partition, tuple[int, int]] = {}  # in flight: partition -> (offset, its seek count)
         self.sent_at = 0.0
         self.correlation = -1  # the correlation id of the fetch in flight
@@ -49,27 +49,30 @@ class Link:
         self.sock.settimeout(self.timeout_s)  # a broker that stops reading fails the send, never hangs it
         self.sock.sendall(request)
         self.sock.setblocking(False)
-        self.asked, self.sent_at, self.buf, self.want = asked, time.monotonic(), bytearray(), 0
+        self.asked, self.sent_at, self.body, self.got = asked, time.monotonic(), None, 0
         self.correlation = int.from_bytes(request[8:12], "big", signed=True)  # after length, api key and version
 
-    def read(self, limit: int) -> bytes | None:
-        """What has arrived; the reply once it is whole. Raises ``OSError`` on a closed or oversize reply."""
+    def read(self, limit: int) -> bytearray | None:
+        """What has arrived; the reply once it is whole. Raises ``OSError`` on a closed or oversize reply.
+        The socket writes straight into a buffer of the reply's size: no chunk is copied, nor the whole."""
         while True:
+            view = memoryview(self.size if self.body is None else self.body)[self.got :]
             try:
-                chunk = self.sock.recv(RECV_BYTES)
+                n = self.sock.recv_into(view, min(len(view), RECV_BYTES))
             except (BlockingIOError, ssl.SSLWantReadError):
                 return None
-            if not chunk:
+            if not n:
                 raise ConnectionError("the broker closed the connection")
-            self.buf += chunk
-            if not self.want and len(self.buf) >= 4:
-                self.want = 4 + int.from_bytes(self.buf[:4], "big", signed=True)
-                if self.want < 4 + REPLY_HEADER:
-                    raise MalformedReply(f"a fetch reply of {self.want - 4} bytes")
-                if self.want > limit:
-                    raise ReplyTooLarge(f"a fetch reply of {self.want} bytes (bound {limit})")
-            if self.want and len(self.buf) >= self.want:
-                reply, self.asked, self.buf, self.want = bytes(self.buf[4 : self.want]), {}, bytearray(), 0
+            self.got += n
+            if self.body is None and self.got == len(self.size):
+                want = 4 + int.from_bytes(self.size, "big", signed=True)
+                if want < 4 + REPLY_HEADER:
+                    raise MalformedReply(f"a fetch reply of {want - 4} bytes")
+                if want > limit:
+                    raise ReplyTooLarge(f"a fetch reply of {want} bytes (bound {limit})")
+                self.body, self.got = bytearray(want - 4), 0
+            elif self.body is not None and self.got == len(self.body):
+                reply, self.asked, self.body, self.got = self.body, {}, None, 0
                 return reply
 
     def pending(self) -> bool:
@@ -100,7 +103,7 @@ def fetch_request(
     return struct.pack(">i", len(body)) + body
 
 
-def reply_partitions(reply: bytes, correlation: int) -> list[ReplyPartition]:
+def reply_partitions(reply: bytes | bytearray, correlation: int) -> list[ReplyPartition]:
     """A Fetch v4 reply's partitions: each with its error code and its record set. Raises
     :class:`MalformedReply` for a reply to another request or one whose fields overrun it."""
     (got,) = struct.unpack_from(">i", reply, 0) if len(reply) >= 4 else (None,)
@@ -112,8 +115,8 @@ def reply_partitions(reply: bytes, correlation: int) -> list[ReplyPartition]:
         raise MalformedReply(f"a fetch reply that does not parse: {exc}") from None
 
 
-def _partitions(reply: bytes) -> list[ReplyPartition]:
-    out, pos, seen = [], 8, set()  # after the correlation id and the throttle time
+def _partitions(reply: bytes | bytearray) -> list[ReplyPartition]:
+    out, pos, seen, view = [], 8, set(), memoryview(reply)  # after the correlation id and the throttle time
     (n_topics,) = struct.unpack_from(">i", reply, pos)
     pos += 4
     for _ in range(n_topics):
@@ -133,6 +136,6 @@ def _partitions(reply: bytes) -> list[ReplyPartition]:
             if (p := Partition(topic, partition)) in seen:  # its records would be handed out twice
                 raise MalformedReply(f"a fetch reply naming {topic}/{partition} twice")
             seen.add(p)
-            out.append((p, error, reply[pos : pos + size] if size > 0 else None))
+            out.append((p, error, bytes(view[pos : pos + size]) if size > 0 else None))  # its one copy
             pos += max(size, 0)
     return out
