@@ -34,3 +34,23 @@ def test_every_docs_page_link_resolves():
         for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", page.read_text()):
             if "://" not in target:
                 assert (page.parent / target).exists(), (page.name, target)
+
+
+def _auc_table(text: str) -> dict[str, list[float]]:
+    """The first demo table of a page: each detector's AUC points per condition (intervals and drifts dropped)."""
+    block = text[text.index("| detector | original") :].split("\n\n")[0].splitlines()[2:]
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in block if not line.startswith("| **")]
+    return {row[0]: [float(c.split()[0]) for c in row[1:]] for row in cells}
+
+
+def test_what_the_benchmarks_page_says_of_the_readme_table_holds():
+    page = (ROOT / "docs" / "benchmarks.md").read_text()
+    words = (r"README's table.*?by at most ([\d.]+) AUC points in a cell \((\w+) under (\w+); (\d+) of its (\d+) "
+             r"cells within (\d+)\)")  # fmt: skip
+    said = re.search(words.replace(" ", r"\s+"), page, re.S)
+    readme, bench = _auc_table(README), _auc_table(page)
+    conditions = README[README.index("| detector | original") :].splitlines()[0].strip("|").split("|")[1:]
+    gaps = {(d, c.strip()): abs(a - b) for d in readme for c, a, b in zip(conditions, readme[d], bench[d], strict=True)}
+    worst = max(gaps, key=gaps.get)
+    assert said and float(said.group(1)) == round(gaps[worst], 1) and worst == (said.group(2), said.group(3))
+    assert int(said.group(4)) == sum(g <= float(said.group(6)) for g in gaps.values()) and int(said.group(5)) == 24
