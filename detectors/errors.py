@@ -6,7 +6,7 @@ DetectorError
 │   └── CardFileError    the card's file cannot be read as written (also a transforms ConfigError)
 ├── BadRequest           this input cannot be scored by this model (shape, dtype): an error for that video alone
 ├── RuntimeUnavailable   the scorer could not answer (server down, timeout, overloaded): retry, never a verdict
-└── TritonNotInstalled   the bundled tritonserver or TensorRT is not installed here (also a RuntimeError)
+└── TritonNotInstalled   tritonclient, the bundled tritonserver or TensorRT is not installed here (a RuntimeError)
 ```
 """
 
@@ -36,4 +36,5 @@ class BadRequest(DetectorError):
 
 
 class TritonNotInstalled(DetectorError, RuntimeError):
-    """The bundled tritonserver (extra ``triton-local``: nvidia-pytriton) or TensorRT is not installed here."""
+    """tritonclient (extra ``triton-local``), the bundled tritonserver (nvidia-pytriton) or TensorRT is not
+    installed here."""

@@ -178,3 +178,43 @@ def test_a_malformed_live_comparison_is_refused_before_the_monitor_starts(tmp_pa
     run = _lastmile("monitor", "run", "--compare", pair, cwd=tmp_path)
     assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
     assert f"Invalid value for --compare: a comparison is CHAMPION:CHALLENGER, got {pair!r}" in run.stderr
+
+
+def test_a_missing_extra_is_one_line_before_any_work(tmp_path, monkeypatch):
+    """scikit-video for the transforms bench, nvidia-pytriton for the Triton bench, tritonclient for the triton
+    runtime: each missing one is one line naming the extra (they were a traceback, and for tritonclient a two-minute
+    wait for workers that could never start), said before any clip is rendered or worker started."""
+    import importlib.metadata
+    import importlib.util
+
+    from click.testing import CliRunner
+
+    from gateway.cli import main
+
+    files, find_spec = importlib.metadata.files, importlib.util.find_spec
+
+    def no_skvideo(name):
+        if name == "scikit-video":
+            raise importlib.metadata.PackageNotFoundError(name)
+        return files(name)
+
+    def no_triton(name, *args):
+        if name.split(".")[0] in {"pytriton", "tritonclient"}:
+            return None
+        return find_spec(name, *args)
+
+    monkeypatch.setattr(importlib.metadata, "files", no_skvideo)
+    monkeypatch.setattr(importlib.util, "find_spec", no_triton)
+    monkeypatch.setenv("LASTMILE_CACHE", str(tmp_path / "cache"))
+    examples = Path(__file__).resolve().parent.parent / "examples"
+    for args, extra in (
+        (["bench", "transforms", "--quick", "--json", str(tmp_path / "b.json")], "[bench]"),
+        (["bench", "triton", "--seconds", "0.1"], "nvidia-pytriton"),
+        (["replay", str(examples / "manifest.jsonl"), "--runtime", "triton", "--out", str(tmp_path / "run")],
+         "[triton-local]"),
+    ):  # fmt: skip
+        got = CliRunner().invoke(main, args)
+        lines = [line for line in got.output.splitlines() if line.strip()]
+        assert got.exit_code == 1 and isinstance(got.exception, SystemExit | None), got.output
+        assert len(lines) == 1 and lines[0].startswith("Error: ") and extra in lines[0], (args, got.output)
+    assert not (tmp_path / "cache").exists() and not (tmp_path / "run").exists() and not (tmp_path / "b.json").exists()

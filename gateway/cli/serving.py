@@ -6,7 +6,6 @@ from pathlib import Path
 
 import click
 
-from detectors.errors import TritonNotInstalled
 from gateway.cli.options import REPO
 from gateway.cli.signals import serve_until_signalled
 
@@ -38,10 +37,7 @@ def triton_serve(repo, grpc_port, http_port, metrics_port) -> None:
     """Start the tritonserver that nvidia-pytriton ships (extra `triton-local`) with the local configs."""
     from detectors.serving.local import LocalTriton
 
-    try:
-        server = LocalTriton(repo, http_port=http_port, grpc_port=grpc_port, metrics_port=metrics_port).start()
-    except TritonNotInstalled as exc:
-        raise click.ClickException(str(exc)) from exc
+    server = LocalTriton(repo, http_port=http_port, grpc_port=grpc_port, metrics_port=metrics_port).start()
     click.echo(f"Triton ready: gRPC {server.url}, HTTP 127.0.0.1:{http_port}, metrics 127.0.0.1:{metrics_port}")
     serve_until_signalled(server.process, server.close)
 
@@ -53,7 +49,4 @@ def triton_tensorrt(detector, repo) -> None:
     """Build a TensorRT plan (FP16) for DETECTOR with trtexec, where TensorRT is present."""
     from detectors.serving.tensorrt import build_tensorrt
 
-    try:
-        click.echo(build_tensorrt(detector, repo))
-    except TritonNotInstalled as exc:
-        raise click.ClickException(str(exc)) from exc
+    click.echo(build_tensorrt(detector, repo))

@@ -18,10 +18,12 @@ def build_pipeline(cfg: PipelineSettings, runtimes: bool = True) -> Pipeline:
     rows of a video its workers could not score (it must start, and say why, while a scorer is down). Asked for
     a GPU execution provider (``onnxruntime.provider``), it first checks that every embedded detector's graph runs
     there, so a start-up that cannot use the GPU fails at once, in one line
-    (:class:`~detectors.runtimes.providers.ProviderUnavailable`), rather than in each worker.
+    (:class:`~detectors.runtimes.providers.ProviderUnavailable`), rather than in each worker; so does one whose
+    Triton or remote detectors lack tritonclient (:class:`~detectors.errors.TritonNotInstalled`).
     """
     from detectors.repository import get_detectors
     from detectors.runtimes.providers import check_placement
+    from detectors.runtimes.triton import require_client
     from gateway.core.pipeline import Detector, Pipeline
 
     conditions, profile = cfg.resolve_conditions()
@@ -29,6 +31,8 @@ def build_pipeline(cfg: PipelineSettings, runtimes: bool = True) -> Pipeline:
     installed = get_detectors(cfg.detectors, cfg.repo)
     embedded = {i.card.name: i.model_path for i in installed if i.card.remote is None and cfg.runtime == "embedded"}
     placed = check_placement(embedded, cfg.onnxruntime) if not runtimes else {}
+    if not runtimes and (cfg.runtime == "triton" or any(i.card.remote for i in installed)):
+        require_client()
     detectors = []
     for inst in installed:
         runtime = _runtime(inst, cfg) if runtimes else None

