@@ -218,3 +218,49 @@ def test_a_missing_extra_is_one_line_before_any_work(tmp_path, monkeypatch):
         assert got.exit_code == 1 and isinstance(got.exception, SystemExit | None), got.output
         assert len(lines) == 1 and lines[0].startswith("Error: ") and extra in lines[0], (args, got.output)
     assert not (tmp_path / "cache").exists() and not (tmp_path / "run").exists() and not (tmp_path / "b.json").exists()
+
+
+def test_a_folder_that_is_no_finished_run_is_one_line_from_report(tmp_path):
+    """An empty folder, a replay killed before its merge, a results file that is not Parquet, or one whose rows
+    are not score rows: each says which, in one line (a pyarrow traceback, or just the path, before)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from click.testing import CliRunner
+
+    from gateway.cli import main
+
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "killed" / "parts").mkdir(parents=True)
+    (tmp_path / "killed" / "parts" / "part-0000000-0000003.parquet").write_bytes(b"a whole part")
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "results.parquet").write_bytes(b"junk!")
+    (tmp_path / "alien").mkdir()
+    pq.write_table(pa.table({"video_id": ["v"]}), tmp_path / "alien" / "results.parquet")
+    said_of = {"empty": "no results.parquet in ", "killed": "did not finish (run it again with --resume)",
+               "junk": "is not a readable Parquet file", "alien": "holds rows that are not score rows"}  # fmt: skip
+    for folder, said in said_of.items():
+        got = CliRunner().invoke(main, ["report", str(tmp_path / folder)])
+        lines = [line for line in got.output.splitlines() if line.strip()]
+        assert got.exit_code == 1 and isinstance(got.exception, SystemExit), got.output
+        assert len(lines) == 1 and lines[0].startswith("Error: ") and said in lines[0], (folder, got.output)
+        assert not (tmp_path / folder / "report.md").exists()
+
+
+@pytest.mark.parametrize("args", [["report", ".", "--replicates", "1"], ["report", ".", "--replicates", "-5"],
+                                  ["replay", "m.jsonl", "--workers", "0"], ["demo", "--anchors", "0"]])  # fmt: skip
+def test_an_option_out_of_its_range_is_refused_before_any_work(tmp_path, args):
+    """One bootstrap replicate gave intervals without their point estimate, and -5 a traceback; no worker or no
+    anchor ran with exit 0."""
+    run = _lastmile(*args, cwd=tmp_path)
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    option = next(a for a in args if a.startswith("--"))
+    assert f"Invalid value for '{option}'" in run.stderr and not list(tmp_path.iterdir()), run.stderr
+
+
+def test_the_bootstrap_refuses_too_few_replicates():
+    from gateway.evaluation.bootstrap import MIN_REPLICATES, anchor_resamples
+    from gateway.evaluation.errors import EvaluationError
+
+    assert anchor_resamples([], ["a"], MIN_REPLICATES, 1).shape == (MIN_REPLICATES, 1)
+    with pytest.raises(EvaluationError, match=f"at least {MIN_REPLICATES} replicates, got {MIN_REPLICATES - 1}"):
+        anchor_resamples([], ["a"], MIN_REPLICATES - 1, 1)

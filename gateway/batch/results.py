@@ -79,5 +79,21 @@ def merge(run_dir: Path) -> Path:
     return out
 
 
+class ResultsError(ValueError):
+    """A run folder without a results file, or one that is not a results file of this schema."""
+
+
 def read_results(path: Path) -> list[ScoreRow]:
-    return [ScoreRow.model_validate(r) for r in pq.read_table(path).to_pylist()]
+    """Every row of a results file; :class:`ResultsError` says what is wrong with one that cannot be read."""
+    from pydantic import ValidationError
+
+    if not path.is_file():
+        unfinished = any((path.parent / "parts").glob("part-*.parquet"))
+        why = "its replay did not finish (run it again with --resume)" if unfinished else "not a run folder"
+        raise ResultsError(f"no {path.name} in {path.parent}: {why}")
+    try:
+        return [ScoreRow.model_validate(r) for r in pq.read_table(path).to_pylist()]
+    except (pa.ArrowException, OSError) as exc:
+        raise ResultsError(f"{path} is not a readable Parquet file: {exc}") from None
+    except ValidationError as exc:
+        raise ResultsError(f"{path} holds rows that are not score rows: {exc.errors()[0]['msg']}") from None

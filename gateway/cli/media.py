@@ -55,7 +55,13 @@ def corpus() -> None:
 
 
 @corpus.command("synth")
-@click.option("--anchors", default=12, show_default=True, type=int, help="real anchors (each with 5 counterparts)")
+@click.option(
+    "--anchors",
+    default=12,
+    show_default=True,
+    type=click.IntRange(1, 10_000),
+    help="real anchors (each with 5 counterparts)",
+)
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--size", default="192x144", show_default=True, help="WIDTHxHEIGHT")
 @click.option("--fps", default=24, show_default=True, type=int)

@@ -25,7 +25,7 @@ REPO = click.option(
 )
 JSON_OUT = click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), help="write JSON here")
 BOOTSTRAP = click.option("--bootstrap", default=None, help="overrides the config's kafka.bootstrap")
-WORKERS = click.option("--workers", type=int, default=None, help="parallel videos (default: cores)")
+WORKERS = click.option("--workers", type=click.IntRange(min=1), default=None, help="parallel videos (default: cores)")
 LOG_LEVEL = click.option("--log-level", default="INFO", show_default=True)
 MAX_INFRA_ERRORS = click.option(
     "--max-infra-errors",

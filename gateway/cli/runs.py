@@ -100,9 +100,19 @@ def replay(
     _fail_loudly(check_results(path, max_infra_errors), "replay")
 
 
+def _enough_replicates(ctx: click.Context, param: click.Parameter, value: int) -> int:
+    from gateway.evaluation.bootstrap import MIN_REPLICATES  # (numpy: not for every command's start)
+
+    if value < MIN_REPLICATES:
+        raise click.BadParameter(f"the bootstrap needs at least {MIN_REPLICATES} replicates, got {value}")
+    return value
+
+
 @click.command()
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--replicates", default=2000, show_default=True, type=int, help="bootstrap replicates")
+@click.option(
+    "--replicates", default=2000, show_default=True, type=int, callback=_enough_replicates, help="bootstrap replicates"
+)
 @click.option("--seed", default=None, type=int, help="bootstrap seed (default: the project's fixed seed)")
 @click.option(
     "--compare",
@@ -114,11 +124,12 @@ def replay(
 )
 def report(run_dir, replicates, seed, comparisons) -> None:
     """Write RUN_DIR/report.md, report.json and a self-contained report.html with plots."""
+    from gateway.batch.results import ResultsError
     from gateway.evaluation.report import build_report
 
     try:
         paths = build_report(run_dir, replicates=replicates, seed=seed, comparisons=comparisons)
-    except (EvaluationError, FileNotFoundError) as exc:
+    except (EvaluationError, ResultsError, FileNotFoundError) as exc:
         raise click.ClickException(f"{run_dir}: {exc}") from exc
     for path in paths.values():
         click.echo(path)
@@ -126,7 +137,7 @@ def report(run_dir, replicates, seed, comparisons) -> None:
 
 @click.command()
 @click.option("--out", default="lastmile-demo", show_default=True, type=click.Path(file_okay=False, path_type=Path))
-@click.option("--anchors", default=12, show_default=True, type=int)
+@click.option("--anchors", default=12, show_default=True, type=click.IntRange(1, 10_000))
 @profile_option("fidelity")
 @WORKERS
 @click.option("--sweeps", is_flag=True, help="also a scale-factor sweep of spatial and a two-hop repost of full")

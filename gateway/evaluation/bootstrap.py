@@ -8,14 +8,20 @@ from collections import defaultdict
 import numpy as np
 
 from gateway.core.messages import ScoreRow
+from gateway.evaluation.errors import EvaluationError
+
+MIN_REPLICATES = 50  # fewer, and a 95 % interval's ends rest on one replicate each (or none)
 
 
 def anchor_resamples(rows: list[ScoreRow], anchors: list[str], replicates: int, seed: int) -> np.ndarray:
     """``[B, n_anchors]`` bootstrap counts: anchors resampled with replacement, each bringing its real video and
     all its generated counterparts. Stratified by source: anchors are resampled within groups that share the
     same set of linked sources, so every source keeps its number of anchors in every replicate. One draw
-    serves every detector and condition, so drift intervals are paired.
+    serves every detector and condition, so drift intervals are paired. Raises :class:`EvaluationError` for
+    fewer than :data:`MIN_REPLICATES` replicates.
     """
+    if replicates < MIN_REPLICATES:
+        raise EvaluationError(f"the bootstrap needs at least {MIN_REPLICATES} replicates, got {replicates}")
     linked: dict[str, set[str]] = defaultdict(set)
     for r in rows:
         if r.label == "generated" and r.anchor_id and r.source:
