@@ -4,7 +4,6 @@ first signal asks the command to stop, and a second one cannot interrupt its cle
 from __future__ import annotations
 
 import contextlib
-import logging
 import signal
 import subprocess
 import threading
@@ -12,8 +11,9 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Protocol
 
+from gateway.cli.logs import configure_logging
+
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 Handler = Callable[[int, FrameType | None], None] | signal.Handlers
 
 
@@ -63,10 +63,6 @@ def serve_until_signalled(process: subprocess.Popen, stop: Callable[[], None]) -
                 process.wait()
         finally:
             shielded(stop)
-
-
-def configure_logging(level: str) -> None:
-    logging.basicConfig(level=level, format=LOG_FORMAT)
 
 
 def serve(make: Callable[[], Service], log_level: str) -> None:

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import click
 
+from gateway.cli.logs import configure_logging
 from gateway.cli.options import BOOTSTRAP, UP_CONFIG_HELP, config_option, gateway_config
-from gateway.cli.signals import configure_logging, stop_on_signal
+from gateway.cli.signals import stop_on_signal
 from gateway.monitor.canary import CanaryError, CanaryFeed, parse_rate
 from gateway.stream.follow import follow, row_line
 from gateway.stream.send import Sender, SendError, expand
