@@ -54,17 +54,29 @@ class RunFailures:
         return not self.rows or bool(self.empty_cells) or self.infra_rows > self.max_infra_errors
 
     def lines(self, with_bound: bool = True) -> list[str]:
-        """One line per error kind and class, then one per cell without a score (empty when all is well); with
+        """One line per error kind and class, then one per detector with cells without a score (empty when all is
+        well); with
         ``with_bound``, a last line when infrastructure errors exceed the run's bound (a command's judgement)."""
         out = [] if self.rows else ["the run has no result rows at all"]
         out += [g.line() for g in self.groups]
-        out += [f"no score at all for detector {d} under condition {c}" for d, c in self.empty_cells]
+        out += self._empty_lines()
         if with_bound and self.infra_rows > self.max_infra_errors:
             out.append(
                 f"{self.infra_rows} infrastructure-error rows of {self.rows}, more than the {self.max_infra_errors} "
                 "allowed (--max-infra-errors)"
             )
         return out
+
+    def _empty_lines(self) -> list[str]:
+        """One line per detector with cells without a score, naming its conditions (a run where every video
+        failed said 24 lines, one per cell)."""
+        by_detector: dict[str, list[str]] = {}
+        for detector, condition in self.empty_cells:
+            by_detector.setdefault(detector, []).append(condition)
+        return [
+            f"no score at all for detector {d} under condition{'s' if len(cs) > 1 else ''} {', '.join(cs)}"
+            for d, cs in by_detector.items()
+        ]
 
 
 def summarize(

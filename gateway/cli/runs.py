@@ -12,12 +12,13 @@ from gateway.evaluation.errors import EvaluationError
 from transforms.config_errors import ConfigError
 
 
-def _fail_loudly(failures: RunFailures, what: str) -> None:
-    """Print one line per error kind and cell without a score to stderr; exit 1 where the run failed."""
+def _fail_loudly(failures: RunFailures, what: str, kept: str) -> None:
+    """Print one line per error kind and per detector without scores to stderr; exit 1 where the run failed,
+    saying what it ``kept``."""
     for line in failures.lines():
         click.echo(f"{what}: {line}", err=True)
     if failures.failed:
-        raise click.ClickException(f"{what} failed: see the lines above (the results and report are kept)")
+        raise click.ClickException(f"{what} failed: see the lines above ({kept} kept)")
 
 
 @click.command()
@@ -97,7 +98,7 @@ def replay(
     except (FileExistsError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(path)
-    _fail_loudly(check_results(path, max_infra_errors), "replay")
+    _fail_loudly(check_results(path, max_infra_errors), "replay", "the results are")
 
 
 def _enough_replicates(ctx: click.Context, param: click.Parameter, value: int) -> int:
@@ -148,4 +149,4 @@ def demo(out, anchors, profile, workers, sweeps, max_infra_errors) -> None:
     from gateway.ops.demo import run_demo
 
     done = run_demo(out, anchors=anchors, profile=profile, workers=workers, echo=click.echo, sweeps=sweeps)
-    _fail_loudly(check_results(done["results"], max_infra_errors), "demo")
+    _fail_loudly(check_results(done["results"], max_infra_errors), "demo", "the results and the report are")
