@@ -224,3 +224,14 @@ def test_a_name_with_markdown_characters_breaks_no_table_or_image_of_report_md(t
     (image,) = [line for line in md.splitlines() if line.startswith("![") and "compare_0.png" in line]
     alt = re.fullmatch(r"!\[((?:\\.|[^\\\[\]])*)\]\(plots/compare_0\.png\)", image)
     assert alt and r"al|pha@1\]" in alt.group(1), image
+
+
+def test_a_bad_compare_is_a_usage_error_and_an_absent_contender_names_what_the_run_holds(tmp_path):
+    from tests.test_report_glance import _run
+
+    run = _run(tmp_path, _rows(6))
+    for pairs in (["alpha"], ["alpha:alpha"], ["a:b", "a:b"]):
+        got = CliRunner().invoke(cli, ["report", str(run), *(arg for p in pairs for arg in ("--compare", p))])
+        assert got.exit_code == 2 and "Invalid value for '--compare'" in got.output, (pairs, got.output)
+    got = CliRunner().invoke(cli, ["report", str(run), "--replicates", "50", "--compare", "alpha@2:beta"])
+    assert got.exit_code == 1 and "no rows for alpha@2 in this run (it holds alpha@1, beta@1)" in got.output, got.output

@@ -8,6 +8,7 @@ import click
 
 from gateway.batch.failures import RunFailures, check_results
 from gateway.cli.options import MAX_INFRA_ERRORS, REPO, WORKERS, profile_option
+from gateway.core.contenders import PairError, distinct_pairs, split_pair
 from gateway.evaluation.errors import EvaluationError
 from transforms.config_errors import ConfigError
 
@@ -101,6 +102,15 @@ def replay(
     _fail_loudly(check_results(path, max_infra_errors), "replay", "the results are")
 
 
+def _pairs(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
+    """A malformed or repeated ``--compare`` is a usage error, as the monitor's is."""
+    try:
+        distinct_pairs(map(split_pair, value))
+    except PairError as exc:
+        raise click.BadParameter(str(exc)) from exc
+    return value
+
+
 def _enough_replicates(ctx: click.Context, param: click.Parameter, value: int) -> int:
     from gateway.evaluation.bootstrap import MIN_REPLICATES  # (numpy: not for every command's start)
 
@@ -120,6 +130,7 @@ def _enough_replicates(ctx: click.Context, param: click.Parameter, value: int) -
     "comparisons",
     multiple=True,
     metavar="CHAMPION:CHALLENGER",
+    callback=_pairs,
     help="also compare two detectors (NAME or NAME@VERSION) on the videos both scored: a section of the report "
     "with a forest plot, and comparison.md/.json (repeatable)",
 )

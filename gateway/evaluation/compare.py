@@ -87,7 +87,8 @@ def shared_rows(rows: list[ScoreRow], champion: Contender, challenger: Contender
                 picked[role][(r.video_id, r.condition)] = r.model_copy(update={"detector": role})
     for role, who in zip(ROLES, (champion, challenger), strict=True):
         if not picked[role]:
-            raise EvaluationError(f"no rows for {who} in this run")
+            held = ", ".join(sorted({f"{r.detector}@{r.detector_version}" for r in rows})) or "no rows at all"
+            raise EvaluationError(f"no rows for {who} in this run (it holds {held})")
     both = picked["champion"].keys() & picked["challenger"].keys()
     return [picked[role][k] for role in ROLES for k in sorted(both)]
 
