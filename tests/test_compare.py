@@ -159,6 +159,29 @@ def test_the_report_compares_two_detectors_of_a_real_replay(real_run):
     assert bad.exit_code != 0 and "CHAMPION:CHALLENGER" in bad.output
 
 
+def test_a_report_names_the_gateway_versions_the_manifest_and_every_models_hash(real_run):
+    """Provenance beyond results.parquet: which lastmile-gateway replayed and reported, the manifest's sha256 and
+    each detector version's model sha256, in all three report files."""
+    import gateway
+    from gateway.batch.results import read_results
+
+    assert CliRunner().invoke(cli, ["report", str(real_run), "--replicates", "50"]).exit_code == 0
+    info = json.loads((real_run / "run.json").read_text())
+    assert info["gateway_version"] == gateway.__version__ and len(info["manifest_sha256"]) == 64
+    models = sorted(
+        {(f"{r.detector}@{r.detector_version}", r.model_sha256) for r in read_results(real_run / "results.parquet")}
+    )
+    assert len(models) == 2 and all(len(h) == 64 for _, h in models)
+    said = f"Replayed by lastmile-gateway {gateway.__version__}, reported by {gateway.__version__}; manifest sha256"
+    md, html = (real_run / "report.md").read_text(), (real_run / "report.html").read_text()
+    assert f"{said} `{info['manifest_sha256']}`" in md and said in html
+    for detector, digest in models:
+        assert f"- `{detector}`: `{digest}`" in md and f"<code>{detector}</code>: <code>{digest}</code>" in html
+    context = json.loads((real_run / "report.json").read_text())["context"]
+    assert context["model_hashes"] == [{"detector": d, "model_sha256": h} for d, h in models]
+    assert context["gateway_version"] == {"replay": gateway.__version__, "report": gateway.__version__}
+
+
 def test_a_comparison_of_a_run_where_every_row_failed_is_reported_not_raised(tmp_path):
     from gateway.evaluation.report import build_report
     from tests.test_report_glance import _fail, _run

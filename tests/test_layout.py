@@ -41,3 +41,11 @@ def test_the_cli_and_the_monitor_start_without_the_media_stack():
     code = f"import sys, {imports}; print([m for m in {heavy!r} if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_package_version_is_one_figure():
+    """Reports say which lastmile-gateway wrote them (gateway.__version__): it must be the one pip installs."""
+    import gateway
+
+    root = Path(__file__).resolve().parent.parent
+    assert tomllib.loads((root / "pyproject.toml").read_text())["project"]["version"] == gateway.__version__

@@ -19,6 +19,7 @@ from pydantic import ConfigDict, Field
 from tqdm import tqdm
 
 from detectors.manifest import ManifestRow, read_manifest
+from gateway import __version__
 from gateway.batch.results import done_videos, drop_infra_videos, merge, write_part
 from gateway.core.assembly import build_pipeline
 from gateway.core.config import OPERATIONAL_LIMITS, PipelineSettings, SourceSettings
@@ -144,6 +145,7 @@ def prepare_run(cfg: ReplayConfig, run_dir: Path, resume: bool, n_videos: int) -
         "conditions": [c.name for c in cfg.resolve_conditions()[0]],  # resolved, in order (sweeps as listed)
         "videos": n_videos,
         "manifest_sha256": hashlib.sha256(cfg.manifest.read_bytes()).hexdigest(),
+        "gateway_version": __version__,
         "corpus": json.loads(corpus_json.read_text()) if corpus_json.exists() else None,
     }
     meta.write_text(json.dumps(info, indent=2))

@@ -15,6 +15,7 @@ from pathlib import Path
 import jinja2
 import numpy as np
 
+from gateway import __version__
 from gateway.batch.results import RESULTS, read_results
 from gateway.core.messages import ScoreRow
 from gateway.evaluation.caveats import failure_banner, sample_warnings, seeds
@@ -134,6 +135,7 @@ def _context(ev: Evaluation, rows: list[ScoreRow], info: dict) -> dict:
     failures = failure_banner(rows, info.get("conditions") or ev.conditions)
     is_proxy = bool(corpus.get("notice", "")) and "PROXY" in corpus.get("notice", "")
     versions = sorted({f"{r.detector} {r.detector_version} ({r.runtime})" for r in rows})
+    models = sorted({(f"{r.detector}@{r.detector_version}", r.model_sha256) for r in rows if r.model_sha256})
     profiles = sorted({r.profile for r in rows if r.profile})
     return {
         "proxy": is_proxy,
@@ -151,17 +153,21 @@ def _context(ev: Evaluation, rows: list[ScoreRow], info: dict) -> dict:
         "detectors": versions,
         "profiles": profiles,
         "spec_hashes": sorted({(r.condition, r.spec_hash) for r in rows if r.spec_hash}),
+        "model_hashes": models,
+        "manifest_sha256": info.get("manifest_sha256") or "not recorded",
+        "gateway_version": {"replay": info.get("gateway_version") or "not recorded", "report": __version__},
     }
 
 
 def _as_json(ev: Evaluation, ctx: dict, contests: list[Comparison]) -> dict:
     hashes = [{"condition": c, "spec_hash": h} for c, h in ctx["spec_hashes"]]
+    models = [{"detector": d, "model_sha256": h} for d, h in ctx["model_hashes"]]
     context = {k: v for k, v in ctx.items() if k not in ("failures", "findings", "warnings")}
     return {
         "failures": ctx["failures"],
         "key_findings": [dataclasses.asdict(f) for f in ctx["findings"]],
         "warnings": ctx["warnings"],
-        "context": {**context, "spec_hashes": hashes},
+        "context": {**context, "spec_hashes": hashes, "model_hashes": models},
         "notice": PROXY_WARNING if ctx["proxy"] else None,
         "cells": [dataclasses.asdict(c) for c in ev.cells],
         "rank_correlation": ev.rank_correlation,
