@@ -3,7 +3,8 @@
 ```
 DetectorError
 ├── CardError            a model card is malformed or does not fit its ONNX graph (also a ValueError)
-│   └── CardFileError    the card's file cannot be read as written (also a transforms ConfigError)
+│   ├── CardFileError    the card's file cannot be read as written (also a transforms ConfigError)
+│   └── UnknownDetector  a detector name no repository holds (also a transforms ConfigError)
 ├── BadRequest           this input cannot be scored by this model (shape, dtype): an error for that video alone
 ├── RuntimeUnavailable   the scorer could not answer (server down, timeout, overloaded): retry, never a verdict
 └── TritonNotInstalled   tritonclient, the bundled tritonserver or TensorRT is not installed here (a RuntimeError)
@@ -21,6 +22,11 @@ class DetectorError(Exception):
 
 class CardError(DetectorError, ValueError):
     """A model card is malformed or does not match its ONNX graph."""
+
+
+class UnknownDetector(CardError, ConfigError):
+    """A detector name that no repository holds: the configuration's fault (exit status 2, as an unknown
+    condition)."""
 
 
 class CardFileError(CardError, ConfigError):

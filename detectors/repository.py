@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from detectors.card import ModelCard, check_card_against_model, dump_card, load_card
-from detectors.errors import CardError
+from detectors.errors import CardError, UnknownDetector
 
 
 def _shipped_repo() -> Path:
@@ -89,7 +89,7 @@ def list_detectors(repo: str | Path | None = None) -> dict[str, Installed]:
 
 
 def get_detectors(names: str | list[str], repo: str | Path | None = None) -> list[Installed]:
-    """Resolve ``"all"`` or comma-separated names; raise :class:`CardError` naming what is missing."""
+    """Resolve ``"all"`` or comma-separated names; raise :class:`UnknownDetector` naming what is missing."""
     have = list_detectors(repo)
     wanted = (
         list(have) if names == "all" else [n.strip() for n in (names.split(",") if isinstance(names, str) else names)]
@@ -97,7 +97,7 @@ def get_detectors(names: str | list[str], repo: str | Path | None = None) -> lis
     missing = [n for n in wanted if n not in have]
     if missing:
         hint = "" if have else " (the repository is empty: run `lastmile detectors build`)"
-        raise CardError(f"unknown detector(s) {missing}; installed: {sorted(have)}{hint}")
+        raise UnknownDetector(f"unknown detector(s) {missing}; installed: {sorted(have)}{hint}")
     return [have[n] for n in wanted]
 
 

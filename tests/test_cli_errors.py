@@ -278,3 +278,20 @@ def test_cells_without_a_score_are_one_line_per_detector():
         "no score at all for detector npr under conditions original, spatial, full",
         "no score at all for detector d3_px under conditions spatial, full",
     ]
+
+
+def test_an_unknown_detector_is_a_configuration_error_as_an_unknown_condition_is(tmp_path):
+    manifest = str(Path(__file__).resolve().parent.parent / "examples" / "manifest.jsonl")
+    for option, fragment in (("--detectors", "unknown detector(s) ['nope']"), ("--conditions", "unknown condition(s)")):
+        _one_line_exit_2(_lastmile("replay", manifest, option, "nope", "--out", "run", cwd=tmp_path), fragment)
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_transform_whose_input_fails_says_so_per_input_and_ends_with_one_error_line(tmp_path):
+    (tmp_path / "bad.mp4").write_bytes(b"not a video")
+    run = _lastmile("transform", "bad.mp4", "--conditions", "original", "--out", "out", cwd=tmp_path)
+    lines = [line for line in run.stderr.splitlines() if line.strip()]
+    assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr
+    assert lines[0].startswith("bad.mp4: InvalidVideo: ") and lines[-1] == (
+        "Error: 1 of 1 inputs could not be transformed (the lines above)"
+    )

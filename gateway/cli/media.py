@@ -19,7 +19,9 @@ VIDEO_SUFFIXES = {".mp4", ".mov", ".webm", ".mkv"}  # what `corpus synth --real-
 @click.option("--conditions", default="all", show_default=True, help="'all' or comma-separated names")
 @click.option("--conditions-file", type=click.Path(exists=True, dir_okay=False), help="YAML/JSON conditions")
 @profile_option("fidelity")
-@click.option("--deterministic/--no-deterministic", default=False, help="byte-identical output (1 thread)")
+@click.option(
+    "--deterministic/--no-deterministic", default=False, show_default=True, help="byte-identical output (1 thread)"
+)
 @click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path))
 def transform(inputs, conditions, conditions_file, profile, deterministic, out) -> None:
     """Write each INPUT's condition variants (MP4) and a JSON sidecar each to OUT."""
@@ -46,7 +48,7 @@ def transform(inputs, conditions, conditions_file, profile, deterministic, out) 
             m = variant.meta
             click.echo(f"{target}  {m.width}x{m.height} {m.fps:g} fps {m.frames} frames {m.bytes} B")
     if failed:
-        sys.exit(1)
+        raise click.ClickException(f"{failed} of {len(inputs)} inputs could not be transformed (the lines above)")
 
 
 @click.group("corpus")
