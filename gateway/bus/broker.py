@@ -70,11 +70,12 @@ class LocalBroker:
 
 def start_broker(port: int | None = None, timeout_s: float = 30.0, log: Path | None = None) -> LocalBroker:
     """Start Tansu on ``127.0.0.1:port`` (memory storage) and wait until it accepts Kafka clients."""
+    binary = tansu_binary()  # first: a missing extra leaves no log file behind
     port = port or free_port()
     url = f"tcp://127.0.0.1:{port}"
     out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 - the broker outlives this call
     args = ["broker", "--listener-url", url, "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"]
-    proc = subprocess.Popen([str(tansu_binary()), *args], stdout=out, stderr=out, start_new_session=True)
+    proc = subprocess.Popen([str(binary), *args], stdout=out, stderr=out, start_new_session=True)
     broker = LocalBroker(proc, port)
     deadline = time.monotonic() + timeout_s
     while True:
