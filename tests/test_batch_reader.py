@@ -5,6 +5,7 @@ mid-batch, a corrupt batch), an oversize batch by reference, and a lost connecti
 
 from __future__ import annotations
 
+import selectors
 import struct
 import time
 
@@ -175,7 +176,7 @@ def test_a_connection_lost_mid_stream_loses_and_repeats_no_record(broker, monkey
     got, cuts, deadline = [], 0, time.monotonic() + 60
     while len(got) < 3000 and time.monotonic() < deadline:
         got += reader.poll(500, 50)
-        links = [link for link in reader._links.values() if link.asked]
+        links = [link for link in reader._links.by_address.values() if link.asked]
         if links and cuts < 5:  # hang up while a fetch is in flight, as a restarted broker would
             links[0].sock.shutdown(2)
             cuts += 1
@@ -289,6 +290,112 @@ def _read_until(link: fetch_link.Link, limit: int, timeout_s: float = 5.0) -> by
         if (reply := link.read(limit)) is not None:
             return reply
     raise AssertionError("no reply and no error")
+
+
+def test_a_broker_that_never_accepts_the_connection_blocks_no_poll_and_is_dialled_again(broker, monkeypatch, caplog):
+    """Partition 0's leader is an address whose accept queue is full (its SYNs go unanswered, as a black-holed
+    broker's): the reader reads every record of partition 1 meanwhile, each poll within its own timeout (a
+    connect used to block a poll for up to probe_timeout_ms), then drops the connection that was never made."""
+    import socket
+
+    k = _topic(broker, "holed", probe_timeout_ms=3000)
+    with Loader(k.bootstrap) as loader:
+        loader.load(k.input_topic, ((1, b"k", b"%d" % i) for i in range(500)), T0)
+    hole = socket.create_server(("127.0.0.1", 0), backlog=0)
+    filler = socket.create_connection(hole.getsockname())  # takes the one place in its accept queue
+    port = hole.getsockname()[1]
+    real = batch_reader.leader_address
+    monkeypatch.setattr(batch_reader, "REDIAL_S", 0.05)
+    monkeypatch.setattr(batch_reader, "leader_address",
+                        lambda c, p: hole.getsockname() if p.partition == 0 else real(c, p))  # fmt: skip
+    reader, parts = bus.reader(k), [bus.Partition(k.input_topic, p) for p in (0, 1)]
+    reader.assign(parts)
+    reader.seek_to_beginning(*parts)
+    got, slowest, deadline = [], 0.0, time.monotonic() + 20
+    with hole, filler, caplog.at_level("WARNING", logger="lastmile.bus"):
+        while (len(got) < 500 or "no connection in 3 s" not in caplog.text) and time.monotonic() < deadline:
+            began = time.monotonic()
+            got += reader.poll(100, 97)
+            slowest = max(slowest, time.monotonic() - began)
+        reader.close()
+    assert sorted(_key(r) for r in got) == [(1, o) for o in range(500)]
+    assert f"broker 127.0.0.1:{port}: no connection in 3 s" in caplog.text
+    assert slowest < 1.5  # a poll of 100 ms never waited out a 3 s connect
+
+
+def _tls_server(tmp_path):
+    """A TLS context for a server on 127.0.0.1 (a self-signed certificate) and a client context trusting it."""
+    import ssl
+    import subprocess
+
+    from tests.conftest import require_tool
+
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run([require_tool("openssl"), "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)  # fmt: skip
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server.load_cert_chain(cert, key)
+    return server, ssl.create_default_context(cafile=str(cert))
+
+
+def _connect(link: fetch_link.Link, timeout_s: float = 10.0) -> None:
+    """Carry the link on as a reader does: wait for what it wants, advance, until it is ready."""
+    import select
+
+    deadline = time.monotonic() + timeout_s
+    while link.advance() and time.monotonic() < deadline:
+        readable = link.wants == selectors.EVENT_READ
+        select.select([link.sock] if readable else [], [] if readable else [link.sock], [], 0.1)
+    assert not link.wants, "not connected"
+
+
+def test_a_tls_link_connects_and_handshakes_without_blocking_and_reads_a_reply(tmp_path):
+    import socket
+    import threading
+
+    server_tls, client_tls = _tls_server(tmp_path)
+    body = struct.pack(">iii", 9, 0, 0) + b"r" * 5000
+    listener = socket.create_server(("127.0.0.1", 0))
+    got: list[bytes] = []
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with server_tls.wrap_socket(conn, server_side=True) as tls:
+            size = struct.unpack(">i", tls.recv(4))[0]
+            got.append(tls.recv(size))
+            tls.sendall(struct.pack(">i", len(body)) + body)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    with listener:
+        link = fetch_link.Link(listener.getsockname(), client_tls, 5.0)
+        assert link.wants  # a connect in progress, not a blocking one
+        _connect(link)
+        request = fetch_link.fetch_request(9, {bus.Partition("t", 0): 0})
+        link.send(request, {bus.Partition("t", 0): (0, 0)})
+        assert _read_until(link, 1 << 20) == body and got == [request[4:]]
+        link.close()
+    thread.join(10)
+
+
+def test_a_tls_handshake_that_never_answers_blocks_nothing_and_is_overdue(tmp_path):
+    """A server that accepts the TCP connection and then says nothing: the handshake waits for it to read, each
+    advance returns at once, and after the link's timeout it is overdue (the reader drops and redials it)."""
+    import select
+    import socket
+
+    _, client_tls = _tls_server(tmp_path)
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        link = fetch_link.Link(silent.getsockname(), client_tls, 2.0)
+        deadline = time.monotonic() + 10
+        while link.overdue(30.0) is None and time.monotonic() < deadline:
+            began = time.monotonic()
+            assert link.advance() in (selectors.EVENT_READ, selectors.EVENT_WRITE)
+            assert time.monotonic() - began < 1.5  # never the handshake's own wait (the link's 2 s)
+            select.select([link.sock], [], [], 0.05)  # as the reader's selector waits
+        assert link.overdue(30.0) == "no connection in 2 s"
+        link.close()
 
 
 def _load(k: KafkaSettings, offsets: range) -> None:

@@ -10,8 +10,8 @@ connection is dropped and its partitions read a batch at a time apart (``DirectR
 reference. A malformed reply (``MalformedReply``), or none in ``request_timeout_ms``, drops the connection; it is
 redialled and its partitions fetched again from where they were; a partition whose fetch fails waits ``REDIAL_S``
 and its leader is looked up again. A seek or an unassignment makes a reply in flight stale for that partition.
-Plain TCP or TLS: behind SASL, :func:`reader` uses kafka-python's fetcher. Not yet handled: connecting (and a
-TLS handshake) blocks a poll for up to ``probe_timeout_ms`` while a broker does not answer; Apache Kafka returns
+Plain TCP or TLS, connected without blocking a poll (a connection not made in ``probe_timeout_ms`` is dropped
+and dialled again); behind SASL, :func:`reader` uses kafka-python's fetcher. Not yet handled: Apache Kafka returns
 an empty record set for a partition whose next batch is over its share of a reply unless it comes first in it,
 so such a partition advances only when those before it have nothing.
 """
@@ -19,7 +19,6 @@ so such a partition advances only when those before it have nothing.
 from __future__ import annotations
 
 import logging
-import selectors
 import time
 from collections.abc import Iterable
 
@@ -28,7 +27,7 @@ from gateway.bus.batches import parse
 from gateway.bus.consumer import Consumer, client_reader
 from gateway.bus.direct import DirectReader, Fetched, leader_address, tls_context
 from gateway.bus.errors import BusError, mapped
-from gateway.bus.fetch_link import FETCH_BYTES, Link, ReplyPartition, ReplyTooLarge, fetch_request, reply_partitions
+from gateway.bus.fetch_link import FETCH_BYTES, Links, ReplyPartition, ReplyTooLarge, fetch_request, reply_partitions
 from gateway.bus.records import Partition
 from gateway.core.kafka_settings import KafkaSettings
 
@@ -48,10 +47,9 @@ class BatchReader(Consumer):
         self._fetch_at: dict[Partition, int] = {}  # where the next fetch of each partition starts
         self._seeks: dict[Partition, int] = {}  # seeks so far: a reply to a fetch from before a seek is dropped
         self._buffers: dict[Partition, tuple[list[Fetched], int]] = {}  # records fetched, and how many handed out
-        self._links: dict[tuple[str, int], Link] = {}
-        self._redial_at: dict[tuple[str, int], float] = {}
+        self._links = Links(self._tls, settings.probe_timeout_ms / 1000, REDIAL_S)
         self._retry_at: dict[Partition, float] = {}  # a partition whose fetch failed: not asked for before then
-        self._selector, self._correlation = selectors.DefaultSelector(), 0
+        self._correlation = 0
 
     # -- what is read ----------------------------------------------------------------------------------------
     def assign(self, partitions: Iterable[Partition]) -> None:
@@ -139,7 +137,7 @@ class BatchReader(Consumer):
     def _wanted(self) -> dict[tuple[str, int], list[Partition]]:
         """Per leader, its partitions to fetch: assigned, not paused, not in flight, not read far ahead (a fetch
         asks for every partition that may have records, or a broker holds it ``MAX_WAIT_MS`` for those at the end)."""
-        skip = self._paused | self._waiting() | {p for link in self._links.values() for p in link.asked}
+        skip = self._paused | self._waiting() | self._links.asked()
         by_leader: dict[tuple[str, int], list[Partition]] = {}
         for p in self._assigned:
             records, taken = self._buffers.get(p, ((), 0))
@@ -159,19 +157,14 @@ class BatchReader(Consumer):
         return set(self._retry_at)
 
     def _send_fetches(self) -> None:
-        now = time.monotonic()
         for address, parts in self._wanted().items():
-            link = self._links.get(address)
-            if link is not None and link.asked:
+            try:
+                link = self._links.idle(address)
+            except OSError as exc:
+                self._fail(address, f"cannot connect: {exc}")
                 continue
             if link is None:
-                if now < self._redial_at.get(address, 0.0):
-                    continue
-                try:
-                    link = self._dial(address)
-                except OSError as exc:
-                    self._fail(address, f"cannot connect: {exc}")
-                    continue
+                continue  # connecting, a fetch in flight, or its broker not to be dialled again yet
             asked = {p: (self._fetch_from(p), self._seeks.get(p, 0)) for p in parts}
             self._correlation = (self._correlation + 1) & 0x7FFF_FFFF  # an int32 on the wire
             try:
@@ -179,26 +172,20 @@ class BatchReader(Consumer):
             except OSError as exc:
                 self._fail(address, f"cannot send a fetch: {exc}")
 
-    def _dial(self, address: tuple[str, int]) -> Link:
-        link = Link(address, self._tls, self.settings.probe_timeout_ms / 1000)
-        self._links[address] = link
-        self._selector.register(link.sock, selectors.EVENT_READ, address)
-        return link
-
     def _receive(self, timeout_s: float) -> None:
-        """Take each whole reply on the sockets with a fetch in flight (waiting up to ``timeout_s``); drop a
-        connection whose reply is late, oversize or malformed."""
-        inflight = [a for a, link in self._links.items() if link.asked]
-        if not inflight:
+        """Carry connecting links on, and take each whole reply on the sockets with a fetch in flight (waiting up to
+        ``timeout_s``); drop a connection that is not made in time or whose reply is late, oversize or malformed."""
+        busy = self._links.busy()
+        if not busy:
             time.sleep(min(max(timeout_s, 0.0), IDLE_WAIT_S))
             return
-        ready = [a for a in inflight if self._links[a].pending()]
-        if not ready:
-            ready = [key.data for key, _ in self._selector.select(max(timeout_s, 0.0))]
-        for address in ready:
-            link = self._links[address]
+        for address in self._links.ready(busy, timeout_s):
+            link = self._links.by_address[address]
             asked, correlation = dict(link.asked), link.correlation
             try:
+                if link.wants:
+                    self._links.advance(address)
+                    continue
                 reply = link.read(self._reply_bound(len(asked)))
                 parts = None if reply is None else reply_partitions(reply, correlation)
             except ReplyTooLarge as exc:
@@ -206,14 +193,13 @@ class BatchReader(Consumer):
                 self._read_apart(asked)
                 continue
             except OSError as exc:  # MalformedReply too: nothing of it was kept, its partitions are asked again
-                self._fail(address, f"fetch failed: {exc}")
+                self._fail(address, f"{'cannot connect' if link.wants else 'fetch failed'}: {exc}")
                 continue
             if parts is not None:
                 self._take_reply(parts, asked)
-        late = time.monotonic() - self.settings.request_timeout_ms / 1000
-        for address in [a for a in inflight if a in self._links and self._links[a].asked]:
-            if self._links[address].sent_at < late:
-                self._fail(address, f"no fetch reply in {self.settings.request_timeout_ms} ms")
+        for address in [a for a in busy if a in self._links.by_address]:
+            if why := self._links.by_address[address].overdue(self.settings.request_timeout_ms / 1000):
+                self._fail(address, why)
 
     def _reply_bound(self, partitions: int) -> int:
         """A reply's records within the fetch size, plus one whole batch of the largest size accepted (a broker
@@ -270,24 +256,15 @@ class BatchReader(Consumer):
         self.seek(p, to)
 
     def _fail(self, address: tuple[str, int], why: str) -> None:
-        log.warning("broker %s:%s: %s; dialling again in %.0f s", *address, why, REDIAL_S)
-        self._hang_up(address)
-        self._redial_at[address] = time.monotonic() + REDIAL_S
+        log.warning("broker %s:%s: %s; dialling again in %.0f s", *address, why, self._links.redial_s)
+        self._links.hang_up(address)
         self._refresh_metadata()
 
     def _refresh_metadata(self) -> None:
         self._client._client.cluster.request_update()  # kafka-python's metadata, refreshed on its next request
 
-    def _hang_up(self, address: tuple[str, int]) -> None:
-        link = self._links.pop(address, None)
-        if link is not None:
-            self._selector.unregister(link.sock)
-            link.close()
-
     def close(self, autocommit: bool = False) -> None:
-        for address in list(self._links):
-            self._hang_up(address)
-        self._selector.close()
+        self._links.close()
         super().close()
 
 

@@ -4,6 +4,10 @@ partitions with their record sets."""
 
 from __future__ import annotations
 
+import errno
+import os
+import select
+import selectors
 import socket
 import ssl
 import struct
@@ -33,17 +37,45 @@ ReplyPartition = tuple[Partition, int, "bytes | None"]  # a partition of a reply
 
 
 class Link:
-    """One socket to a broker, at most one fetch in flight on it, its reply read as it comes."""
+    """One socket to a broker, at most one fetch in flight on it, its reply read as it comes. It connects without
+    blocking: :meth:`advance` carries the TCP connect and the TLS handshake on whenever the socket is ready."""
 
     def __init__(self, address: tuple[str, int], tls: ssl.SSLContext | None, timeout_s: float) -> None:
-        self.timeout_s = timeout_s
-        raw = socket.create_connection(address, timeout=timeout_s)
-        self.sock = tls.wrap_socket(raw, server_hostname=address[0]) if tls is not None else raw
+        self.address, self.tls, self.timeout_s = address, tls, timeout_s
+        family, kind, proto, _, where = socket.getaddrinfo(*address, type=socket.SOCK_STREAM)[0]
+        self.sock: socket.socket = socket.socket(family, kind, proto)
         self.sock.setblocking(False)
+        if (error := self.sock.connect_ex(where)) not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK):
+            self.sock.close()
+            raise ConnectionError(error, os.strerror(error))
+        self.dialled_at = time.monotonic()
+        self.wants = selectors.EVENT_WRITE  # what the connection waits for next (the connect: writable); 0: ready
         self.size, self.body, self.got = bytearray(4), None, 0  # the reply's length prefix, its body once known
         self.asked: dict[Partition, tuple[int, int]] = {}  # in flight: partition -> (offset, its seek count)
         self.sent_at = 0.0
         self.correlation = -1  # the correlation id of the fetch in flight
+
+    def advance(self) -> int:
+        """Carry the connection on as far as it goes without blocking; the selector events it waits for next, 0
+        once it is ready. Raises ``OSError`` (``ssl.SSLError`` included) where the connect or handshake failed."""
+        if self.wants and not isinstance(self.sock, ssl.SSLSocket):  # the TCP connect
+            if not select.select([], [self.sock], [], 0)[1]:
+                return self.wants
+            if error := self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR):
+                raise ConnectionError(error, os.strerror(error))
+            if self.tls is None:
+                self.wants = 0
+                return 0
+            self.sock = self.tls.wrap_socket(self.sock, server_hostname=self.address[0], do_handshake_on_connect=False)
+        if self.wants:
+            try:
+                self.sock.do_handshake()
+                self.wants = 0
+            except ssl.SSLWantReadError:
+                self.wants = selectors.EVENT_READ
+            except ssl.SSLWantWriteError:
+                self.wants = selectors.EVENT_WRITE
+        return self.wants
 
     def send(self, request: bytes, asked: dict[Partition, tuple[int, int]]) -> None:
         self.sock.settimeout(self.timeout_s)  # a broker that stops reading fails the send, never hangs it
@@ -75,11 +107,73 @@ class Link:
                 reply, self.asked, self.body, self.got = self.body, {}, None, 0
                 return reply
 
+    def overdue(self, request_timeout_s: float) -> str | None:
+        """Why this link is to be dropped now, if it is: not connected in time, or no reply in time."""
+        now = time.monotonic()
+        if self.wants and now - self.dialled_at > self.timeout_s:
+            return f"no connection in {self.timeout_s:g} s"
+        if self.asked and now - self.sent_at > request_timeout_s:
+            return f"no fetch reply in {request_timeout_s:g} s"
+        return None
+
     def pending(self) -> bool:
         return isinstance(self.sock, ssl.SSLSocket) and self.sock.pending() > 0
 
     def close(self) -> None:
         self.sock.close()
+
+
+class Links:
+    """A reader's links, one per broker, watched by one selector; a broker whose link failed is not dialled again
+    before ``redial_s``."""
+
+    def __init__(self, tls: ssl.SSLContext | None, connect_timeout_s: float, redial_s: float) -> None:
+        self.tls, self.connect_timeout_s, self.redial_s = tls, connect_timeout_s, redial_s
+        self.by_address: dict[tuple[str, int], Link] = {}
+        self._redial_at: dict[tuple[str, int], float] = {}
+        self._selector = selectors.DefaultSelector()
+
+    def asked(self) -> set[Partition]:
+        """The partitions with a fetch in flight."""
+        return {p for link in self.by_address.values() for p in link.asked}
+
+    def idle(self, address: tuple[str, int]) -> Link | None:
+        """The link to ``address`` if it can take a fetch now, dialled if there is none (unless its broker waits to
+        be dialled again); None while it connects or has a fetch in flight. Raises ``OSError`` where dialling failed."""
+        link = self.by_address.get(address)
+        if link is None:
+            if time.monotonic() < self._redial_at.get(address, 0.0):
+                return None
+            link = self.by_address[address] = Link(address, self.tls, self.connect_timeout_s)
+            self._selector.register(link.sock, link.wants, address)
+            self.advance(address)
+        return None if link.asked or link.wants else link
+
+    def advance(self, address: tuple[str, int]) -> None:
+        """Carry a connecting link on (:meth:`Link.advance`); raises ``OSError`` where it failed."""
+        link = self.by_address[address]
+        self._selector.modify(link.sock, link.advance() or selectors.EVENT_READ, address)
+
+    def busy(self) -> list[tuple[str, int]]:
+        """The brokers whose link connects or has a fetch in flight."""
+        return [a for a, link in self.by_address.items() if link.asked or link.wants]
+
+    def ready(self, busy: list[tuple[str, int]], timeout_s: float) -> list[tuple[str, int]]:
+        """Of ``busy``, those whose socket can go on (TLS data already decrypted first), waiting up to ``timeout_s``."""
+        pending = [a for a in busy if self.by_address[a].asked and self.by_address[a].pending()]
+        return pending or [key.data for key, _ in self._selector.select(max(timeout_s, 0.0))]
+
+    def hang_up(self, address: tuple[str, int]) -> None:
+        """Close the link to ``address`` (if any); its broker is dialled again after ``redial_s``."""
+        self._redial_at[address] = time.monotonic() + self.redial_s
+        if (link := self.by_address.pop(address, None)) is not None:
+            self._selector.unregister(link.sock)
+            link.close()
+
+    def close(self) -> None:
+        for address in list(self.by_address):
+            self.hang_up(address)
+        self._selector.close()
 
 
 def fetch_request(
