@@ -1,6 +1,7 @@
 """Fetch (v4) on a socket of the bus's own, for :mod:`gateway.bus.batch_reader`: the request for many partitions,
-a socket with one fetch in flight whose reply is read as it arrives (never past its bound), and the reply's
-partitions with their record sets."""
+a socket with one fetch in flight whose reply is read as it arrives (never past its bound), the reader's links
+(one per broker, connected without blocking: only the broker's name lookup may), and the reply's partitions with
+their record sets."""
 
 from __future__ import annotations
 
