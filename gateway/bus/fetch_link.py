@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import errno
 import os
-import select
 import selectors
 import socket
 import ssl
@@ -43,12 +42,8 @@ class Link:
 
     def __init__(self, address: tuple[str, int], tls: ssl.SSLContext | None, timeout_s: float) -> None:
         self.address, self.tls, self.timeout_s = address, tls, timeout_s
-        family, kind, proto, _, where = socket.getaddrinfo(*address, type=socket.SOCK_STREAM)[0]
-        self.sock: socket.socket = socket.socket(family, kind, proto)
-        self.sock.setblocking(False)
-        if (error := self.sock.connect_ex(where)) not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK):
-            self.sock.close()
-            raise ConnectionError(error, os.strerror(error))
+        self._addresses = socket.getaddrinfo(*address, type=socket.SOCK_STREAM)  # each tried in turn, as
+        self.sock: socket.socket = self._connect_next()  # socket.create_connection does
         self.dialled_at = time.monotonic()
         self.wants = selectors.EVENT_WRITE  # what the connection waits for next (the connect: writable); 0: ready
         self.size, self.body, self.got = bytearray(4), None, 0  # the reply's length prefix, its body once known
@@ -56,14 +51,38 @@ class Link:
         self.sent_at = 0.0
         self.correlation = -1  # the correlation id of the fetch in flight
 
+    def _connect_next(self) -> socket.socket:
+        """A socket connecting (without blocking) to the next address of the broker's name; raises the last
+        address's error when none is left."""
+        error: OSError = ConnectionError(f"no address for {self.address[0]}")
+        while self._addresses:
+            family, kind, proto, _, where = self._addresses.pop(0)
+            sock = socket.socket(family, kind, proto)
+            sock.setblocking(False)
+            if (code := sock.connect_ex(where)) in (0, errno.EINPROGRESS):
+                return sock
+            sock.close()
+            error = ConnectionError(code, f"{os.strerror(code)}: {where[0]}")
+        raise error
+
     def advance(self) -> int:
-        """Carry the connection on as far as it goes without blocking; the selector events it waits for next, 0
-        once it is ready. Raises ``OSError`` (``ssl.SSLError`` included) where the connect or handshake failed."""
+        """Carry the connection on as far as it goes without blocking (the next address where one is refused);
+        the selector events it waits for next, 0 once it is ready. Raises ``OSError`` (``ssl.SSLError``
+        included) where the connect to every address, or the handshake, failed. ``sock`` may be another socket
+        afterwards (the next address, or the TLS socket)."""
         if self.wants and not isinstance(self.sock, ssl.SSLSocket):  # the TCP connect
-            if not select.select([], [self.sock], [], 0)[1]:
+            if code := self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR):
+                self.sock.close()
+                if not self._addresses:
+                    raise ConnectionError(code, os.strerror(code))
+                self.sock = self._connect_next()
                 return self.wants
-            if error := self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR):
-                raise ConnectionError(error, os.strerror(error))
+            try:
+                self.sock.getpeername()  # ENOTCONN while the connect is in progress
+            except OSError as exc:
+                if exc.errno == errno.ENOTCONN:
+                    return self.wants
+                raise
             if self.tls is None:
                 self.wants = 0
                 return 0
@@ -151,9 +170,17 @@ class Links:
         return None if link.asked or link.wants else link
 
     def advance(self, address: tuple[str, int]) -> None:
-        """Carry a connecting link on (:meth:`Link.advance`); raises ``OSError`` where it failed."""
+        """Carry a connecting link on (:meth:`Link.advance`); raises ``OSError`` where it failed. A link whose
+        socket changed (the next address, the TLS wrap) is registered anew under its new socket."""
         link = self.by_address[address]
-        self._selector.modify(link.sock, link.advance() or selectors.EVENT_READ, address)
+        key = self._selector.get_map()[link.sock.fileno()]  # registered before the link moved on
+        try:
+            events = link.advance() or selectors.EVENT_READ
+        finally:
+            if key.fileobj is not link.sock:  # (a wrapped socket's raw one no longer has a file descriptor)
+                self._selector.unregister(key.fileobj)
+                self._selector.register(link.sock, selectors.EVENT_WRITE, address)
+        self._selector.modify(link.sock, events, address)
 
     def busy(self) -> list[tuple[str, int]]:
         """The brokers whose link connects or has a fetch in flight."""
