@@ -197,13 +197,12 @@ def test_a_missing_extra_is_one_line_before_any_work(tmp_path, monkeypatch):
             raise importlib.metadata.PackageNotFoundError(name)
         return files(name)
 
-    def no_triton(name, *args):
-        if name.split(".")[0] in {"pytriton", "tritonclient"}:
-            return None
-        return find_spec(name, *args)
+    def no_pytriton(name, *args):
+        return None if name.split(".")[0] == "pytriton" else find_spec(name, *args)
 
     monkeypatch.setattr(importlib.metadata, "files", no_skvideo)
-    monkeypatch.setattr(importlib.util, "find_spec", no_triton)
+    monkeypatch.setattr(importlib.util, "find_spec", no_pytriton)
+    monkeypatch.setitem(sys.modules, "tritonclient.grpc", None)  # as if tritonclient[grpc] were not installed
     monkeypatch.setenv("LASTMILE_CACHE", str(tmp_path / "cache"))
     examples = Path(__file__).resolve().parent.parent / "examples"
     for args, extra in (
@@ -235,8 +234,14 @@ def test_a_folder_that_is_no_finished_run_is_one_line_from_report(tmp_path):
     (tmp_path / "junk" / "results.parquet").write_bytes(b"junk!")
     (tmp_path / "alien").mkdir()
     pq.write_table(pa.table({"video_id": ["v"]}), tmp_path / "alien" / "results.parquet")
+    (tmp_path / "started").mkdir()  # killed before its first part
+    (tmp_path / "started" / "run.json").write_text("{}")
+    (tmp_path / "badmeta").mkdir()
+    (tmp_path / "badmeta" / "run.json").write_text("{not json")
     said_of = {"empty": "no results.parquet in ", "killed": "did not finish (run it again with --resume)",
-               "junk": "is not a readable Parquet file", "alien": "holds rows that are not score rows"}  # fmt: skip
+               "junk": "is not a readable Parquet file", "alien": "holds rows that are not score rows",
+               "started": "did not finish (run it again with --resume)",
+               "badmeta": "run.json is not a run's JSON"}  # fmt: skip
     for folder, said in said_of.items():
         got = CliRunner().invoke(main, ["report", str(tmp_path / folder)])
         lines = [line for line in got.output.splitlines() if line.strip()]
@@ -250,10 +255,12 @@ def test_a_folder_that_is_no_finished_run_is_one_line_from_report(tmp_path):
 def test_an_option_out_of_its_range_is_refused_before_any_work(tmp_path, args):
     """One bootstrap replicate gave intervals without their point estimate, and -5 a traceback; no worker or no
     anchor ran with exit 0."""
+    (tmp_path / "m.jsonl").write_text("")  # the manifest argument exists: the option alone is at fault
     run = _lastmile(*args, cwd=tmp_path)
     assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
     option = next(a for a in args if a.startswith("--"))
-    assert f"Invalid value for '{option}'" in run.stderr and not list(tmp_path.iterdir()), run.stderr
+    assert f"Invalid value for '{option}'" in run.stderr, run.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["m.jsonl"]  # nothing written
 
 
 def test_the_bootstrap_refuses_too_few_replicates():
@@ -295,3 +302,16 @@ def test_a_transform_whose_input_fails_says_so_per_input_and_ends_with_one_error
     assert lines[0].startswith("bad.mp4: InvalidVideo: ") and lines[-1] == (
         "Error: 1 of 1 inputs could not be transformed (the lines above)"
     )
+
+
+def test_only_detectors_scored_over_grpc_need_tritonclient():
+    from types import SimpleNamespace
+
+    from gateway.core.assembly import _needs_grpc
+
+    def inst(endpoint: str | None) -> SimpleNamespace:
+        return SimpleNamespace(card=SimpleNamespace(remote=SimpleNamespace(endpoint=endpoint) if endpoint else None))
+
+    assert _needs_grpc(inst(None), "triton") and not _needs_grpc(inst(None), "embedded")
+    assert _needs_grpc(inst("grpc://kserve:8081"), "embedded")
+    assert not _needs_grpc(inst("http://kserve:8080"), "triton") and not _needs_grpc(inst("https://k:443"), "embedded")

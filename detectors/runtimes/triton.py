@@ -33,19 +33,17 @@ def classify_error(name: str, exc: Exception, model_ready: Callable[[], bool] = 
 
 
 def require_client() -> None:
-    """Raise :class:`TritonNotInstalled` where tritonclient (extra ``triton-local``) cannot be imported: checked
-    before any worker starts, since a package missing is no outage that waiting would end."""
-    import importlib.util
+    """Raise :class:`TritonNotInstalled` where tritonclient's gRPC client (extra ``triton-local``) cannot be
+    imported: checked before any worker starts, since a package missing is no outage that waiting would end."""
+    import importlib
 
     try:
-        found = importlib.util.find_spec("tritonclient.grpc") is not None
-    except ModuleNotFoundError:  # tritonclient itself is missing
-        found = False
-    if not found:
+        importlib.import_module("tritonclient.grpc")  # imported, not only found: grpcio is an extra of its own
+    except ImportError as exc:
         raise TritonNotInstalled(
-            "the triton and remote runtimes need tritonclient: pip install 'lastmile-gateway[triton-local]' "
-            "(or '.[triton-local]' in a checkout)"
-        )
+            f"the triton runtime and grpc:// remote detectors need tritonclient[grpc] ({exc}): "
+            "pip install 'lastmile-gateway[triton-local]' (or '.[triton-local]' in a checkout)"
+        ) from None
 
 
 class TritonRuntime:

@@ -88,7 +88,7 @@ def read_results(path: Path) -> list[ScoreRow]:
     from pydantic import ValidationError
 
     if not path.is_file():
-        unfinished = any((path.parent / "parts").glob("part-*.parquet"))
+        unfinished = (path.parent / "run.json").exists() or any((path.parent / "parts").glob("part-*.parquet"))
         why = "its replay did not finish (run it again with --resume)" if unfinished else "not a run folder"
         raise ResultsError(f"no {path.name} in {path.parent}: {why}")
     try:

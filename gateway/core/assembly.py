@@ -31,7 +31,7 @@ def build_pipeline(cfg: PipelineSettings, runtimes: bool = True) -> Pipeline:
     installed = get_detectors(cfg.detectors, cfg.repo)
     embedded = {i.card.name: i.model_path for i in installed if i.card.remote is None and cfg.runtime == "embedded"}
     placed = check_placement(embedded, cfg.onnxruntime) if not runtimes else {}
-    if not runtimes and (cfg.runtime == "triton" or any(i.card.remote for i in installed)):
+    if not runtimes and any(_needs_grpc(i, cfg.runtime) for i in installed):
         require_client()
     detectors = []
     for inst in installed:
@@ -40,6 +40,13 @@ def build_pipeline(cfg: PipelineSettings, runtimes: bool = True) -> Pipeline:
         where = placed[inst.card.name].label if inst.card.name in placed else None  # else: the runtime's own
         detectors.append(Detector(inst, runtime, name, where))
     return Pipeline(engine, conditions, detectors)
+
+
+def _needs_grpc(inst, runtime: str) -> bool:
+    """Whether this detector is scored through tritonclient's gRPC client (Triton, or a grpc:// remote server;
+    an http(s):// remote one needs only the standard library)."""
+    remote = inst.card.remote
+    return remote.endpoint.startswith("grpc://") if remote else runtime == "triton"
 
 
 def _runtime(inst, cfg: PipelineSettings):

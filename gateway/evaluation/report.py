@@ -16,7 +16,7 @@ import jinja2
 import numpy as np
 
 from gateway import __version__
-from gateway.batch.results import RESULTS, read_results
+from gateway.batch.results import RESULTS, ResultsError, read_results
 from gateway.core.messages import ScoreRow
 from gateway.evaluation.caveats import failure_banner, sample_warnings, seeds
 from gateway.evaluation.compare import Comparison
@@ -45,8 +45,15 @@ PROXY_WARNING = (
 
 
 def read_run(run_dir: Path) -> tuple[list[ScoreRow], dict]:
-    """A run's rows and its ``run.json`` (empty where there is none)."""
-    info = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").exists() else {}
+    """A run's rows and its ``run.json`` (empty where there is none); :class:`ResultsError` where either cannot be
+    read."""
+    meta = run_dir / "run.json"
+    try:
+        info = json.loads(meta.read_text()) if meta.exists() else {}
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ResultsError(f"{meta} is not a run's JSON: {exc}") from None
+    if not isinstance(info, dict):
+        raise ResultsError(f"{meta} is not a run's JSON: an object was expected")
     return read_results(run_dir / RESULTS), info
 
 
