@@ -4,43 +4,58 @@ operator can act on (its warnings and errors, each kind at most once a minute, w
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 CLIENT_LOGGER = "kafka"  # kafka-python: one line per connection attempt, several a second while a broker is down
 CLIENT_REPEAT_S = 60.0
+MAX_KINDS = 1000  # kinds of line remembered; past it the memory starts afresh
+FIGURES = re.compile(r"\d+(?:\.\d+)?")
 
 
-class RepeatsQuieted(logging.Filter):
-    """Passes a line of ``prefix``'s loggers once per ``every_s`` for each logger and message template (the same
-    reconnect failure, whatever its backoff figure); the next one passed says how many it held back. Lines of
-    other loggers all pass."""
+class ClientLines(logging.Filter):
+    """A handler's filter for ``prefix``'s loggers: a line below ``level`` is dropped, and each kind of line (its
+    logger, level and template, figures aside, and what its arguments are) passes once per ``every_s``, the next
+    one passed saying how many were held back. Lines of other loggers all pass."""
 
-    def __init__(self, prefix: str, every_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, prefix: str, level: int, every_s: float, clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__()
-        self.prefix, self.every_s, self.clock = prefix, every_s, clock
-        self._last: dict[tuple[str, str], tuple[float, int]] = {}  # (logger, template) -> (passed at, held since)
+        self.prefix, self.level, self.every_s, self.clock = prefix, level, every_s, clock
+        self._last: dict[tuple, tuple[float, int]] = {}  # kind -> (passed at, held since)
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.name != self.prefix and not record.name.startswith(self.prefix + "."):
             return True
-        key, now = (record.name, str(record.msg)), self.clock()
+        if record.levelno < self.level:
+            return False
+        key, now = _kind(record), self.clock()
         passed_at, held = self._last.get(key, (float("-inf"), 0))
         if now - passed_at < self.every_s:
             self._last[key] = (passed_at, held + 1)
             return False
+        if len(self._last) >= MAX_KINDS:
+            self._last.clear()
         self._last[key] = (now, 0)
         if held:
-            record.msg = f"{record.msg} [{held} more like this in the last {self.every_s:g} s]"
+            record.msg = f"{record.msg} [{held} more like this held back since it was last shown]"
         return True
 
 
+def _kind(record: logging.LogRecord) -> tuple:
+    """What makes two lines the same kind: a node or host named in the arguments counts, a backoff figure not."""
+    args = record.args if isinstance(record.args, tuple) else ()
+    shape = tuple(a if isinstance(a, int | str) and not isinstance(a, bool) else type(a).__name__ for a in args)
+    return record.name, record.levelno, FIGURES.sub("#", str(record.msg)), shape
+
+
 def configure_logging(level: str) -> None:
-    """``level`` for our lines; the Kafka client's at WARNING or above (all of them at DEBUG), repeats quieted."""
+    """``level`` for our lines; the Kafka client's at WARNING or above (and not below ``level``; all of them at
+    DEBUG), repeats quieted. Its errors are still made at any level: the stall watch reads the fetcher's."""
     logging.basicConfig(level=level, format=LOG_FORMAT)
-    if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
+    root = logging.getLogger().getEffectiveLevel()
+    if root > logging.DEBUG:
         logging.getLogger(CLIENT_LOGGER).setLevel(logging.WARNING)
-        quiet = RepeatsQuieted(CLIENT_LOGGER, CLIENT_REPEAT_S)
         for handler in logging.getLogger().handlers:
-            handler.addFilter(quiet)
+            handler.addFilter(ClientLines(CLIENT_LOGGER, max(logging.WARNING, root), CLIENT_REPEAT_S))
