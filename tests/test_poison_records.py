@@ -229,3 +229,11 @@ def test_poison_records_each_get_an_outcome_and_the_partition_moves_on(broker, t
     gw.stop_event.set()
     thread.join(90)
     assert not thread.is_alive()
+
+
+def test_a_field_that_fails_validation_is_a_one_line_reason_naming_it():
+    """The reason a dead letter carries (and ``lastmile scores`` prints): pydantic's own text spanned four lines
+    and opened with '1 validation error for VideoEvent'."""
+    with pytest.raises(InvalidMessage) as got:
+        parse_video_message(b'{"video_id": "v", "uri": "file:///v.mp4", "label": "maybe"}', None)
+    assert str(got.value) == "the video event: label: Input should be 'real' or 'generated'"

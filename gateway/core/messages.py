@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from transforms.config_errors import describe
 
 SCHEMA_VERSION = 2  # 2: score events carry event_time and canary
 READ_VERSIONS = (1, 2)  # video events the gateway reads (version 2 changed only score events)
@@ -175,7 +177,9 @@ def parse_video_message(
         raise InvalidMessage(f"Invalid JSON: {exc}") from exc
     except UnicodeDecodeError as exc:
         raise InvalidMessage(f"the value is not UTF-8 JSON: {exc}") from exc
-    except (ValueError, RecursionError) as exc:  # pydantic's ValidationError, absurdly deep nesting
+    except ValidationError as exc:  # one line naming the field (pydantic's own text spans lines and a URL)
+        raise InvalidMessage(describe(exc, "the video event", VideoEvent)) from exc
+    except (ValueError, RecursionError) as exc:  # absurdly deep nesting
         raise InvalidMessage(str(exc) if isinstance(exc, ValueError) else "JSON nested too deeply") from exc
     if inline is not None:
         return event, value
