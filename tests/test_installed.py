@@ -232,7 +232,7 @@ def test_the_tap_runs_from_the_wheel_with_the_local_extra(user):
                 break
         assert printed and printed[-1].startswith("ready:"), "".join(printed) + up.stderr.read()
         sent = lastmile(user, *send_cmd[1:], cwd=work, timeout=120)
-        assert sent.returncode == 0 and "1 videos sent" in sent.stdout, sent.stderr
+        assert sent.returncode == 0 and "1 video sent" in sent.stdout, sent.stderr
         follow = subprocess.Popen([*scores_cmd, "--json"], env=user["env"], cwd=work, stdout=subprocess.PIPE,
                                   text=True)  # fmt: skip
         want = {(cond, det) for cond in ("original", "spatial") for det in ("d3_px", "spectral")}

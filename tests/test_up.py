@@ -202,3 +202,22 @@ def _piped_follow_lines(folder: Path, bootstrap: str, want: int, deadline_s: flo
         proc.send_signal(signal.SIGINT)
         proc.wait(30)
     return got.decode().splitlines()
+
+
+def test_a_port_left_in_time_wait_by_a_stopped_stack_is_free_and_a_listening_one_taken():
+    """Right after a clean stop, the old servers' connections sit in TIME-WAIT: `lastmile up` again must start
+    (its check said "port 9308 is taken" for a minute), while a port something listens on is still refused."""
+    from gateway.ops.stack import StackError, _port
+
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    client = socket.create_connection(("127.0.0.1", port))
+    conn, _ = server.accept()
+    with pytest.raises(StackError, match=f"port {port} is taken"):
+        _port(port)
+    conn.close()  # the server's side closes first: its end of the connection waits in TIME-WAIT
+    client.close()
+    server.close()
+    states = subprocess.run([require_tool("ss"), "-tan", f"sport = :{port}"], capture_output=True, text=True).stdout
+    assert "TIME-WAIT" in states, states
+    assert _port(port) == port

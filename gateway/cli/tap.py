@@ -32,7 +32,7 @@ def send(paths, inline, label, config_path, bootstrap) -> None:
         n = Sender(cfg, inline=inline).send(expand(paths, label), progress=sys.stderr.isatty())
     except SendError as exc:
         raise click.ClickException(str(exc)) from exc
-    click.echo(f"{n} videos sent to {cfg.kafka.input_topic} at {cfg.kafka.bootstrap}")
+    click.echo(f"{n} video{'' if n == 1 else 's'} sent to {cfg.kafka.input_topic} at {cfg.kafka.bootstrap}")
 
 
 @click.command()

@@ -58,6 +58,7 @@ def _port(port: int) -> int:
     if port == 0:
         return free_port()
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers bind: TIME-WAIT is no owner
         try:
             s.bind(("127.0.0.1", port))
         except OSError as exc:
