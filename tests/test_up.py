@@ -181,6 +181,37 @@ def test_send_inline_and_scores_show_verdicts_and_dead_letters(tmp_path):
     assert "original      npr +2.500 generated" in text and "bad DEAD-LETTERED InvalidVideo: not a video" in text
 
 
+def test_scores_shows_every_dead_letter_also_those_without_a_key():
+    """A letter for a record without a key (not JSON, a batch too large to read) has no video id to key it by: each
+    is its own line, named by the video id its record carried as a header or by the input record it stands for
+    (three keyless letters used to overwrite one another as one line with an empty id)."""
+    from gateway import bus
+    from gateway.core.config import GatewayConfig, KafkaSettings
+    from gateway.stream.follow import follow, row_line
+
+    require_broker()
+    with bus.start_broker() as b:
+        cfg = GatewayConfig(kafka=KafkaSettings(bootstrap=b.bootstrap))
+        bus.ensure_topics(cfg.kafka, partitions=1)
+        producer = bus.producer(cfg.kafka)
+        for offset, extra in ((7, []), (8, []), (9, [("lastmile-video-id", b"h-oversize")])):
+            source = [("lastmile-source-topic", b"lastmile.videos"), ("lastmile-source-partition", b"0"),
+                      ("lastmile-source-offset", str(offset).encode())]  # fmt: skip
+            why = [("lastmile-error-class", b"InvalidMessage"), ("lastmile-error-message", b"Invalid JSON")]
+            producer.send(cfg.kafka.dlq, key=None, value=b"x", headers=[*source, *why, *extra])
+        producer.send(cfg.kafka.dlq, key=None, value=b"x", headers=why)  # no source: its own place in the topic
+        producer.flush()
+        records: list[dict] = []
+        table = follow(cfg.kafka, lambda r, _t: r is not None and records.append(r), keep_following=False)
+    assert [row_line(r) for r in records] == [
+        "lastmile.videos/0@7 DEAD-LETTERED InvalidMessage: Invalid JSON",
+        "lastmile.videos/0@8 DEAD-LETTERED InvalidMessage: Invalid JSON",
+        "h-oversize DEAD-LETTERED InvalidMessage: Invalid JSON",
+        f"{cfg.kafka.dlq}/0@3 DEAD-LETTERED InvalidMessage: Invalid JSON",
+    ]
+    assert table.render().splitlines() == [row_line(r) for r in records]
+
+
 def _piped_follow_lines(folder: Path, bootstrap: str, want: int, deadline_s: float = 90.0) -> list[str]:
     """`lastmile scores --follow` with stdout a pipe: its first ``want`` lines, read while it keeps running (each
     row must be written and flushed as it arrives, not when the command ends)."""

@@ -26,7 +26,7 @@ class Table:
     """Rows seen so far, per video and condition, in arrival order."""
 
     videos: dict[str, dict[str, dict[str, ScoreEvent]]] = field(default_factory=dict)
-    dead: dict[str, str] = field(default_factory=dict)
+    dead: dict[str, tuple[str, str]] = field(default_factory=dict)  # source record -> (video, reason)
 
     def add(self, event: ScoreEvent) -> None:
         self.videos.setdefault(event.video_id, {}).setdefault(event.condition, {})[event.detector] = event
@@ -40,16 +40,22 @@ class Table:
             for cond, by_det in self.videos[vid].items():
                 cells = [_cell(e) for _, e in sorted(by_det.items())]
                 lines.append(f"  {cond:<14}" + "   ".join(cells))
-        lines += [f"{vid} DEAD-LETTERED {reason}" for vid, reason in list(self.dead.items())[-last:]]
+        lines += [f"{vid} DEAD-LETTERED {reason}" for vid, reason in list(self.dead.values())[-last:]]
         return "\n".join(lines)
 
 
 def row_line(record: dict) -> str:
     """One record (a score event's or dead letter's JSON, as :func:`follow` emits it) as one line of text."""
     if record.get("dead_letter"):
-        return f"{record['video_id']} DEAD-LETTERED {record['error_class']}: {record['error']}"
+        return f"{record['video_id'] or record['source']} DEAD-LETTERED {record['error_class']}: {record['error']}"
     event = ScoreEvent.model_validate(record)
     return f"{event.video_id} {event.condition:<14} {_cell(event)}"
+
+
+def _source(headers: dict[str, str]) -> str | None:
+    """The input record a dead letter stands for, ``topic/partition@offset`` (the gateway's source headers)."""
+    parts = [headers.get(f"lastmile-source-{h}") for h in ("topic", "partition", "offset")]
+    return "{}/{}@{}".format(*parts) if all(parts) else None
 
 
 def _cell(e: ScoreEvent) -> str:
@@ -102,13 +108,17 @@ def _record(
     if not isinstance(msg, bus.Record):  # unreadable, or in a batch too large to read: not the gateway's
         return None
     vid = (msg.key or b"").decode(errors="replace")
-    if video_ids and vid not in video_ids:
-        return None
     if msg.topic == kafka.dlq:
         headers = {k: (v or b"").decode(errors="replace") for k, v in msg.headers}  # a null value: empty
+        vid = vid or headers.get("lastmile-video-id", "")  # a letter without a key: the record's own header
+        if video_ids and vid not in video_ids:
+            return None
         cls, reason = (headers.get(h, "") for h in ERROR_HEADERS)
-        table.dead[vid] = f"{cls}: {reason}"
-        return {"dead_letter": True, "video_id": vid, "error_class": cls, "error": reason}
+        source = _source(headers) or f"{msg.topic}/{msg.partition}@{msg.offset}"
+        table.dead[source] = (vid or source, f"{cls}: {reason}")  # one line per letter, keyed or not
+        return {"dead_letter": True, "video_id": vid, "source": source, "error_class": cls, "error": reason}
+    if video_ids and vid not in video_ids:
+        return None
     try:
         event = ScoreEvent.model_validate_json(msg.value or b"")
     except ValueError:
