@@ -75,3 +75,47 @@ def test_a_worker_that_cannot_start_holds_no_job_and_says_why(pool_factory):
         assert time.monotonic() < deadline
         assert pool.poll(0.2) == []  # the job is never handed to a worker that did not start
     assert "cannot start" in pool.start_error and pool.pending == 1 and pool.crashes == 0
+
+
+PARENT = """
+import sys, time
+from gateway.core.pool import WorkerPool
+from tests import pool_jobs
+pool = WorkerPool(size=1, target=pool_jobs.job, initializer=pool_jobs.init, initargs=("t",))
+pool.submit("long", ("sleep", 120))
+while not (pool.workers[0].ready and pool.workers[0].job == "long"):
+    pool.poll(0.1)
+print(pool.workers[0].process.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def test_the_workers_of_a_killed_parent_end_at_once_and_quietly():
+    """A SIGKILLed gateway left its workers scoring for nobody, then writing BrokenPipeError tracebacks: now the
+    kernel ends them with their parent (Linux), mid-job, with nothing on stderr."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the parent-death signal is Linux's (elsewhere a worker ends at its next answer)")
+    root = Path(__file__).resolve().parent.parent
+    parent = subprocess.Popen([sys.executable, "-c", PARENT], cwd=root, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)  # fmt: skip
+    worker = int(parent.stdout.readline())
+    parent.kill()
+    parent.wait(30)
+    deadline = time.monotonic() + 30  # well inside the job's 120 s
+    while time.monotonic() < deadline:
+        try:
+            if Path(f"/proc/{worker}/stat").read_text().split(")")[-1].split()[0] == "Z":
+                break  # dead, not yet reaped by whoever adopted it
+        except FileNotFoundError:
+            break
+        time.sleep(0.1)  # polling another process's exit: there is nothing to wait on
+    else:
+        os.kill(worker, signal.SIGKILL)
+        pytest.fail("the worker outlived its parent")
+    assert "Traceback" not in parent.stderr.read()

@@ -13,9 +13,11 @@ start (its initializer raised) is replaced after a capped backoff, and the reaso
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import multiprocessing as mp
 import os
 import signal
+import sys
 import time
 import traceback
 from collections import deque
@@ -27,6 +29,7 @@ from detectors.backoff import Backoff
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 RESTART_BACKOFF = Backoff(0.5, 30.0)  # between starts of a worker, while workers fail to start
+PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent thread ends (linux/prctl.h)
 
 
 class WorkerFailure(Exception):
@@ -147,7 +150,7 @@ class WorkerPool:
     def _spawn(self) -> None:
         parent, child = self._ctx.Pipe()
         process = self._ctx.Process(
-            target=_worker_main, args=(child, self.target, self.initializer, self.initargs), daemon=True
+            target=_worker_main, args=(child, self.target, self.initializer, self.initargs, os.getpid()), daemon=True
         )
         process.start()
         child.close()
@@ -227,16 +230,19 @@ def _exit(worker: _Worker) -> str:
     return f"exit code {code}"
 
 
-def _worker_main(conn: Connection, target: Callable, initializer: Callable, initargs: tuple) -> None:
-    """A worker: initialise once, then run one job at a time until told to stop (``None``)."""
+def _worker_main(conn: Connection, target: Callable, initializer: Callable, initargs: tuple, parent: int) -> None:
+    """A worker: initialise once, then run one job at a time until told to stop (``None``) or its parent is gone
+    (then it ends quietly: nobody is left to answer)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when workers stop
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _die_with(parent)
     try:
         initializer(*initargs)
     except Exception:
-        conn.send(("start_error", traceback.format_exc(limit=5)))
+        _answer(conn, ("start_error", traceback.format_exc(limit=5)))
         return
-    conn.send(("ready", None))
+    if not _answer(conn, ("ready", None)):
+        return
     while True:
         try:
             message = conn.recv()
@@ -246,6 +252,30 @@ def _worker_main(conn: Connection, target: Callable, initializer: Callable, init
             return
         _job_id, payload = message
         try:
-            conn.send(("ok", target(payload)))
+            answer = ("ok", target(payload))
         except Exception:
-            conn.send(("error", traceback.format_exc(limit=8)))
+            answer = ("error", traceback.format_exc(limit=8))
+        if not _answer(conn, answer):
+            return
+
+
+def _answer(conn: Connection, answer: tuple) -> bool:
+    """Send ``answer``; False where the parent is gone (a SIGKILLed gateway: a broken pipe, not a traceback)."""
+    try:
+        conn.send(answer)
+    except OSError:  # BrokenPipeError, ConnectionResetError
+        return False
+    except Exception:  # an answer that cannot be pickled: say so instead
+        return _answer(conn, ("error", traceback.format_exc(limit=8)))
+    return True
+
+
+def _die_with(parent: int) -> None:
+    """On Linux the kernel sends this worker SIGTERM when the thread that started it ends (the gateway's loop,
+    or the whole gateway, killed): no orphan goes on scoring for nobody. Elsewhere it ends at its next answer."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() != parent:  # it died before the call took effect
+        os._exit(0)
