@@ -133,6 +133,55 @@ def test_up_send_scores_then_sigterm_leaves_nothing(tmp_path):
             s.bind(("127.0.0.1", port))  # raises if anything still listens there
 
 
+def test_up_starts_a_killed_gateway_again_and_no_video_is_lost(tmp_path):
+    """kill -9 of the gateway under `lastmile up` (as the kernel's OOM killer would) used to stop the whole stack,
+    and with it the in-memory broker and every video in it: now the gateway is started again, resumes from its
+    committed offsets, and every video sent is scored."""
+    require_broker()
+    up_cmd, send_cmd, scores_cmd = readme_commands()
+    clips = _clips(tmp_path / send_cmd[2].rstrip("/"))
+    up = subprocess.Popen(_cli(up_cmd + NARROW + PORTS), cwd=tmp_path, stdout=subprocess.PIPE, text=True,
+                          start_new_session=True)  # fmt: skip
+    lines: list[str] = []
+    try:
+        lines += _until(up, "ready:")
+        sent = subprocess.run(_cli(send_cmd), cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        assert sent.returncode == 0, sent.stderr
+        old = json.loads((tmp_path / "lastmile-up" / "stack.json").read_text())["pids"]["gateway"]
+        os.kill(old, signal.SIGKILL)
+        lines += _until(up, "ready:")  # after the restart
+        assert "gateway    killed (-9); starting it again" in lines, lines
+        new = json.loads((tmp_path / "lastmile-up" / "stack.json").read_text())["pids"]["gateway"]
+        assert new != old and up.poll() is None
+        follow = subprocess.Popen(_cli([*scores_cmd, "--json"]), cwd=tmp_path, stdout=subprocess.PIPE, text=True)
+        want = {(c.stem, cond, det) for c in clips for cond in ("original", "spatial") for det in ("d3_px", "spectral")}
+        got = set()
+        for line in follow.stdout:
+            row = json.loads(line)
+            got.add((row["video_id"].rsplit("-", 1)[0], row["condition"], row["detector"]))
+            if got >= want:
+                break
+        follow.terminate()
+        follow.wait(30)
+        assert got == want
+    finally:
+        pids = json.loads((tmp_path / "lastmile-up" / "stack.json").read_text())["pids"]
+        up.send_signal(signal.SIGTERM)
+        assert up.wait(120) == 0
+    assert _stack_left(set(pids.values()) | {up.pid}) == []
+
+
+def _until(up: subprocess.Popen, prefix: str) -> list[str]:
+    """`lastmile up`'s lines up to the first that starts with ``prefix`` (its stdout ends, and fails this, if it
+    exits)."""
+    lines = []
+    for line in up.stdout:
+        lines.append(line.rstrip("\n"))
+        if line.startswith(prefix):
+            return lines
+    raise AssertionError(f"lastmile up exited before {prefix!r}: {lines}")
+
+
 @pytest.mark.parametrize("args", [["--inline"], []])
 def test_send_refuses_before_sending_anything(tmp_path, args):
     from gateway.core.config import GatewayConfig

@@ -47,9 +47,17 @@ def up(prometheus, detectors, conditions, profile, workers, roots, folder, **por
 
 
 def _watch(stack: Stack, stop: threading.Event) -> None:
-    """Print each part's state when it changes, and a line when all are ready, until a signal or a part exits."""
+    """Print each part's state when it changes, and a line when all are ready, until a signal, the broker's exit
+    or a part's own exit (an error: its log says which). A part killed by a signal (the kernel's OOM killer, a
+    kill -9) is started again."""
     shown: dict[str, str] = {}
-    while not stop.is_set() and not stack.exited():
+    while not stop.is_set():
+        killed = [n for n in stack.exited() if n != "broker" and stack.processes[n].returncode < 0]
+        for name in killed:
+            click.echo(f"{name:<11}killed ({stack.processes[name].returncode}); starting it again")
+            stack.relaunch(name)
+        if stack.exited():
+            break
         now = stack.status()
         for name, state in now.items():
             if shown.get(name) != state:

@@ -72,6 +72,7 @@ class Stack:
         self.folder = opts.folder.resolve()
         self.processes: dict[str, subprocess.Popen] = {}
         self.addresses: dict[str, str] = {}
+        self._commands: dict[str, list[str]] = {}  # how each part but the broker was started: to start it again
 
     # -- start -----------------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -98,6 +99,9 @@ class Stack:
         except BaseException:
             self.stop()
             raise
+        self._write_state()
+
+    def _write_state(self) -> None:
         (self.folder / "stack.json").write_text(
             json.dumps({"addresses": self.addresses, "pids": {k: p.pid for k, p in self.processes.items()}}, indent=2)
         )
@@ -123,11 +127,20 @@ class Stack:
         return gateway, monitor
 
     def _spawn(self, name: str, args: list[str]) -> None:
+        self._launch(name, [sys.executable, "-m", "gateway.cli", *args])
+
+    def _launch(self, name: str, command: list[str]) -> None:
         log = open(self.folder / f"{name}.log", "ab")  # noqa: SIM115 - the child keeps it
-        self.processes[name] = subprocess.Popen(
-            [sys.executable, "-m", "gateway.cli", *args], stdout=log, stderr=log, start_new_session=True
-        )
+        self.processes[name] = subprocess.Popen(command, stdout=log, stderr=log, start_new_session=True)
+        self._commands[name] = command
         log.close()
+
+    def relaunch(self, name: str) -> None:
+        """Start a part that was killed again, as it was started: its topics and offsets are in the broker, so a
+        gateway picks up where it committed (the broker itself cannot be: it held the topics in memory)."""
+        stop_group(self.processes[name], timeout_s=1)  # what is left of its process group
+        self._launch(name, self._commands[name])
+        self._write_state()
 
     def _start_prometheus(self, binary: str, port: int, ports: dict[str, int]) -> None:
         shutil.copyfile(RULES, self.folder / RULES.name)
@@ -140,19 +153,15 @@ class Stack:
             ],
         }
         (self.folder / "prometheus.yml").write_text(yaml.safe_dump(config, sort_keys=False))
-        log = open(self.folder / "prometheus.log", "ab")  # noqa: SIM115 - the child keeps it
-        self.processes["prometheus"] = subprocess.Popen(
+        self._launch(
+            "prometheus",
             [
                 binary,
                 f"--config.file={self.folder / 'prometheus.yml'}",
                 f"--web.listen-address=127.0.0.1:{port}",
                 f"--storage.tsdb.path={self.folder / 'prometheus-data'}",
             ],
-            stdout=log,
-            stderr=log,
-            start_new_session=True,
         )
-        log.close()
         self.addresses["prometheus"] = f"http://127.0.0.1:{port}"
 
     # -- status and stop -------------------------------------------------------------------------------------
