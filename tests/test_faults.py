@@ -261,6 +261,33 @@ def test_3_broker_frozen_30_s_then_continued(broker, clips):
     )
 
 
+def test_an_idle_gateway_notices_a_frozen_broker_within_a_probe_and_a_check(broker, clips):
+    """An idle gateway's stall watch asks each unmoved partition's end offsets every stall_check_s: on a frozen
+    broker each such question waited out probe_timeout_ms, then a read apart as long, partition after partition
+    (25 s before /readyz said so, with the defaults and two partitions). Now the first unanswered question stops
+    the round, so the broker probe follows within about a probe interval and two timeouts."""
+    probe = {"probe_interval_s": 1.0, "probe_timeout_ms": 2000, "stall_check_s": 1.0}
+    cfg = _cfg(broker.bootstrap, clips, "f3idle", partitions=6, kafka=probe)
+    gw, thread = start_gateway(cfg)
+    _send(cfg, {"idle-0": clips[SMALL[0]]})
+    _all_scored(cfg, _expected(cfg, ["idle-0"]))
+    prober = Prober(gw.port)
+    prober.wait_for(lambda h, r, up: r == 200, timeout_s=30)
+    time.sleep(2 * probe["stall_check_s"])  # idle long enough for the watch to check every partition's end
+    os.kill(broker.process.pid, signal.SIGSTOP)
+    frozen_at = time.monotonic()
+    try:
+        down = prober.wait_for(lambda h, r, up: r == 503 and up["broker"] == 0, timeout_s=40)
+    finally:
+        os.kill(broker.process.pid, signal.SIGCONT)
+    prober.wait_for(lambda h, r, up: r == 200 and up["broker"] == 1, timeout_s=120)
+    prober.close()
+    gw.stop_event.set()
+    thread.join(90)
+    # six partitions' checks, each two timeouts, would take 24 s; one round's first check and a probe take ~7 s
+    assert down - frozen_at < 14, down - frozen_at
+
+
 def test_4_gateway_sigkill_and_restart(broker, clips, tmp_path):
     port = free_port()
     cfg = _cfg(broker.bootstrap, clips, "f4", http_port=port, max_in_flight=2)

@@ -86,6 +86,7 @@ class Watch:
         self.settings = settings
         self._seen: dict[Partition, _Seen] = {}
         self.direct = DirectReader(settings)
+        self._unanswered_until = float("-inf")  # a broker that answered neither way: no check before then
 
     def observe(self, client, now: float | None = None) -> list[Fetched]:
         """After a poll: note every active partition's position; check the ones standing still; pass (and return)
@@ -119,18 +120,23 @@ class Watch:
         if seen is None or seen.offset != offset:
             self._seen[p] = _Seen(offset, now, now)
             return []
-        if now - seen.checked < self.settings.stall_check_s:
+        if now - seen.checked < self.settings.stall_check_s or time.monotonic() < self._unanswered_until:
             return []
         seen.checked = now
         try:
             with mapped():
                 end: int | None = client.end_offsets([tp], timeout_ms=self.settings.probe_timeout_ms)[tp]
-        except BusError:  # the connection fails, an oversize reply on it perhaps: the probe asks the leader
+        except BusError as exc:  # the connection fails, an oversize reply on it perhaps: the probe asks the leader
+            if _timed_out(exc):  # no answer at all: reading apart would wait as long, and the broker probe tells
+                self._unanswered_until = time.monotonic() + self.settings.stall_check_s
+                return []
             end = None
         if end is not None and end <= offset:  # at its end: idle, not stalled
             seen.behind, seen.since = 0, now
             return []
         batch = self.direct.batch(client, p, offset)
+        if end is None and batch is None:  # no answer either way: the other partitions' checks would wait as long
+            self._unanswered_until = time.monotonic() + self.settings.stall_check_s
         seen.behind = (end if end is not None else batch.end if batch is not None else offset + 1) - offset
         if batch is None or (batch.data is not None and FETCH_FAILURES.last_oversize < seen.since):
             return []  # within the limit, and no fetch of the client's failed on a larger reply: the client's to read
@@ -142,3 +148,10 @@ class Watch:
         if batch.data is not None:
             log.warning("read the batch at offset %s of %s/%s apart: the consumer did not move", offset, *p)
         return self.direct.records(p, offset, batch)
+
+
+def _timed_out(exc: BusError) -> bool:
+    """Whether the client's request went unanswered (a frozen or overloaded broker), not refused or cut."""
+    from kafka.errors import KafkaTimeoutError, RequestTimedOutError
+
+    return isinstance(exc.__cause__, KafkaTimeoutError | RequestTimedOutError)
