@@ -299,9 +299,11 @@ def test_a_transform_whose_input_fails_says_so_per_input_and_ends_with_one_error
     run = _lastmile("transform", "bad.mp4", "--conditions", "original", "--out", "out", cwd=tmp_path)
     lines = [line for line in run.stderr.splitlines() if line.strip()]
     assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr
-    assert lines[0].startswith("bad.mp4: InvalidVideo: ") and lines[-1] == (
-        "Error: 1 of 1 inputs could not be transformed (the lines above)"
+    assert (
+        lines[0]
+        == "bad.mp4: InvalidVideo: not a decodable container (11 bytes): Invalid data found when processing input"
     )
+    assert lines[-1] == ("Error: 1 of 1 inputs could not be transformed (the lines above)")
 
 
 def test_only_detectors_scored_over_grpc_need_tritonclient():
