@@ -301,3 +301,23 @@ def test_a_port_left_in_time_wait_by_a_stopped_stack_is_free_and_a_listening_one
     states = subprocess.run([require_tool("ss"), "-tan", f"sport = :{port}"], capture_output=True, text=True).stdout
     assert "TIME-WAIT" in states, states
     assert _port(port) == port
+
+
+def test_up_stops_starting_a_part_killed_over_and_over(tmp_path, monkeypatch, capsys):
+    """A part killed in a loop (an OOM kill at every start) is started again five times in a minute, then the
+    stack stops, saying so, rather than restarting it forever."""
+    import threading
+
+    from gateway.cli import stack as cli_stack
+    from gateway.ops.stack import Stack, StackOptions
+
+    monkeypatch.setattr(cli_stack, "STATUS_EVERY_S", 0.05)
+    stack = Stack(StackOptions(folder=tmp_path))
+    stack.addresses["gateway"] = "http://127.0.0.1:1/metrics"  # never answers: "starting"
+    stack._launch("gateway", [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"])
+    cli_stack._watch(stack, threading.Event())
+    lines = capsys.readouterr().out.splitlines()
+    assert lines.count("gateway    killed (-9); starting it again") == cli_stack.RESTARTS
+    assert "gateway    killed 6 times in 60 s; not starting it again" in lines
+    assert lines[-1].startswith("gateway    exited (-9); see ")
+    assert json.loads((tmp_path / "stack.json").read_text())["pids"]["gateway"] == stack.processes["gateway"].pid

@@ -4,6 +4,7 @@ and ``lastmile gateway run`` (the gateway service)."""
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import click
@@ -15,6 +16,7 @@ from gateway.monitor.config import MonitorKafka
 from gateway.ops.stack import Stack, StackOptions
 
 STATUS_EVERY_S = 1.0  # how often `lastmile up` looks at its parts' states
+RESTARTS, RESTART_WINDOW_S = 5, 60.0  # a part killed more often than this is not started again: the stack stops
 
 
 @click.command()
@@ -49,13 +51,19 @@ def up(prometheus, detectors, conditions, profile, workers, roots, folder, **por
 def _watch(stack: Stack, stop: threading.Event) -> None:
     """Print each part's state when it changes, and a line when all are ready, until a signal, the broker's exit
     or a part's own exit (an error: its log says which). A part killed by a signal (the kernel's OOM killer, a
-    kill -9) is started again."""
+    kill -9) is started again, up to ``RESTARTS`` times in ``RESTART_WINDOW_S``."""
     shown: dict[str, str] = {}
+    restarts: dict[str, list[float]] = {}
     while not stop.is_set():
-        killed = [n for n in stack.exited() if n != "broker" and stack.processes[n].returncode < 0]
-        for name in killed:
+        now_s = time.monotonic()
+        for name in [n for n in stack.exited() if n != "broker" and stack.processes[n].returncode < 0]:
+            recent = restarts[name] = [t for t in restarts.get(name, []) if now_s - t < RESTART_WINDOW_S]
+            if len(recent) >= RESTARTS:
+                click.echo(f"{name:<11}killed {len(recent) + 1} times in {RESTART_WINDOW_S:g} s; not starting it again")
+                break
             click.echo(f"{name:<11}killed ({stack.processes[name].returncode}); starting it again")
             stack.relaunch(name)
+            recent.append(now_s)
         if stack.exited():
             break
         now = stack.status()
