@@ -156,14 +156,25 @@ class LocalTriton:
                 raise RuntimeUnavailable(f"tritonserver exited with {self.process.returncode} while starting")
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}/v2/health/ready", timeout=2) as r:
-                    if r.status == 200:
-                        return
+                    if r.status == 200 and self._listening(self.grpc_port, self.metrics_port):
+                        return  # every endpoint it prints: the metrics service starts after the HTTP one
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 pass
             if time.monotonic() > deadline:
                 self.stop()
                 raise RuntimeUnavailable(f"tritonserver was not ready within {timeout_s} s")
             time.sleep(0.2)
+
+    @staticmethod
+    def _listening(*ports: int) -> bool:
+        """Whether something accepts connections on each of ``ports`` of loopback."""
+        import socket
+
+        for port in ports:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) != 0:
+                    return False
+        return True
 
     def kill(self) -> None:
         """SIGKILL the server and its stubs (the tests' crash case)."""
