@@ -4,6 +4,7 @@ python backend's stubs use the interpreter the command runs in, whatever is firs
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -53,11 +54,31 @@ def _start(args: list[str], ready: str, timeout_s: float = 120) -> subprocess.Po
         [sys.executable, "-m", "gateway.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
     deadline = time.monotonic() + timeout_s
-    for line in proc.stdout:
-        if ready in line:
-            return proc
-        assert time.monotonic() < deadline, f"no {ready!r} within {timeout_s} s"
-    raise AssertionError(f"exited with {proc.wait()} before {ready!r}")
+    try:
+        for line in proc.stdout:
+            if ready in line:
+                return proc
+            assert time.monotonic() < deadline, f"no {ready!r} within {timeout_s} s"
+        raise AssertionError(f"exited with {proc.wait()} before {ready!r}")
+    except BaseException:
+        with _stopped_in_the_end(proc):  # a start that failed leaves nothing running
+            raise
+
+
+@contextlib.contextmanager
+def _stopped_in_the_end(proc: subprocess.Popen):
+    """``proc``, stopped (SIGTERM, then SIGKILL) if a failed assertion left it running: a test that fails must not
+    leave a server behind (one such ``triton serve`` outlived its CI run)."""
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
 def _terminate_and_check(proc: subprocess.Popen, ports: list[int]) -> None:
@@ -75,8 +96,8 @@ def test_kafka_up_stops_its_broker_on_sigterm():
 
     require_part(bus.tansu_binary, "the Tansu broker")
     port = free_port()
-    proc = _start(["kafka", "up", "--port", str(port), "--partitions", "1"], "bootstrap:")
-    _terminate_and_check(proc, [port])
+    with _stopped_in_the_end(_start(["kafka", "up", "--port", str(port), "--partitions", "1"], "bootstrap:")) as proc:
+        _terminate_and_check(proc, [port])
 
 
 def test_triton_serve_stops_its_server_and_stubs_and_removes_its_staging_on_sigterm():
@@ -98,11 +119,12 @@ def test_triton_serve_stops_its_server_and_stubs_and_removes_its_staging_on_sigt
         ],
         "Triton ready",
     )
-    (server,) = _children(proc.pid)
-    assert len(_group_members(server)) > 1  # the python backend's stubs run in the server's group
-    staged = set(Path(tempfile.gettempdir()).glob("lastmile-triton-*")) - staging_before
-    assert len(staged) == 1
-    _terminate_and_check(proc, ports)
+    with _stopped_in_the_end(proc):
+        (server,) = _children(proc.pid)
+        assert len(_group_members(server)) > 1  # the python backend's stubs run in the server's group
+        staged = set(Path(tempfile.gettempdir()).glob("lastmile-triton-*")) - staging_before
+        assert len(staged) == 1
+        _terminate_and_check(proc, ports)
     assert not any(p.exists() for p in staged)
 
 
