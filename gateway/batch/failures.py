@@ -55,8 +55,8 @@ class RunFailures:
 
     def lines(self, with_bound: bool = True) -> list[str]:
         """One line per error kind and class, then one per detector with cells without a score (empty when all is
-        well); with
-        ``with_bound``, a last line when infrastructure errors exceed the run's bound (a command's judgement)."""
+        well); with ``with_bound``, a last line when infrastructure errors exceed the run's bound (a command's
+        judgement)."""
         out = [] if self.rows else ["the run has no result rows at all"]
         out += [g.line() for g in self.groups]
         out += self._empty_lines()

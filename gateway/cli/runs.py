@@ -112,10 +112,13 @@ def _pairs(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -
 
 
 def _enough_replicates(ctx: click.Context, param: click.Parameter, value: int) -> int:
-    from gateway.evaluation.bootstrap import MIN_REPLICATES  # (numpy: not for every command's start)
+    """The bootstrap's own check, as a usage error before any work."""
+    from gateway.evaluation.bootstrap import check_replicates  # (numpy: not for every command's start)
 
-    if value < MIN_REPLICATES:
-        raise click.BadParameter(f"the bootstrap needs at least {MIN_REPLICATES} replicates, got {value}")
+    try:
+        check_replicates(value)
+    except EvaluationError as exc:
+        raise click.BadParameter(str(exc)) from exc
     return value
 
 

@@ -13,6 +13,12 @@ from gateway.evaluation.errors import EvaluationError
 MIN_REPLICATES = 50  # fewer, and a 95 % interval's ends rest on one replicate each (or none)
 
 
+def check_replicates(replicates: int) -> None:
+    """Raise :class:`EvaluationError` for fewer than :data:`MIN_REPLICATES` bootstrap replicates."""
+    if replicates < MIN_REPLICATES:
+        raise EvaluationError(f"the bootstrap needs at least {MIN_REPLICATES} replicates, got {replicates}")
+
+
 def anchor_resamples(rows: list[ScoreRow], anchors: list[str], replicates: int, seed: int) -> np.ndarray:
     """``[B, n_anchors]`` bootstrap counts: anchors resampled with replacement, each bringing its real video and
     all its generated counterparts. Stratified by source: anchors are resampled within groups that share the
@@ -20,8 +26,7 @@ def anchor_resamples(rows: list[ScoreRow], anchors: list[str], replicates: int, 
     serves every detector and condition, so drift intervals are paired. Raises :class:`EvaluationError` for
     fewer than :data:`MIN_REPLICATES` replicates.
     """
-    if replicates < MIN_REPLICATES:
-        raise EvaluationError(f"the bootstrap needs at least {MIN_REPLICATES} replicates, got {replicates}")
+    check_replicates(replicates)
     linked: dict[str, set[str]] = defaultdict(set)
     for r in rows:
         if r.label == "generated" and r.anchor_id and r.source:
