@@ -327,6 +327,54 @@ def test_a_broker_that_never_accepts_the_connection_blocks_no_poll_and_is_dialle
     assert slowest < 1.5  # a poll of 100 ms never waited out a 3 s connect
 
 
+def test_a_broker_whose_name_lookup_hangs_blocks_no_poll_and_is_dialled_once_it_answers(broker, monkeypatch, caplog):
+    """Partition 0's leader has a name whose lookup hangs (a resolver that does not answer): the reader reads every
+    record of partition 1 meanwhile, each poll within its own timeout (getaddrinfo used to run inside the poll),
+    says the name had no answer in time, looks it up on one thread however often it redials, and once the
+    lookup answers reads partition 0 too."""
+    import socket
+    import threading
+
+    k = _topic(broker, "hung-name", probe_timeout_ms=2000)
+    with Loader(k.bootstrap) as loader:
+        loader.load(k.input_topic, ((p, b"k", b"%d" % i) for p in (0, 1) for i in range(300)), T0)
+    real_lookup, real_leader, answer = socket.getaddrinfo, batch_reader.leader_address, threading.Event()
+    host, port = k.bootstrap.rsplit(":", 1)
+    leader, hung = (host, int(port)), ("broker.hung.test", int(port))  # one broker: every partition's leader
+    lookups: list[str] = []
+
+    def resolver(host, port, *args, **kwargs):
+        if host != "broker.hung.test":
+            return real_lookup(host, port, *args, **kwargs)
+        if kwargs.get("flags", 0) & socket.AI_NUMERICHOST:
+            raise socket.gaierror(socket.EAI_NONAME, "not a numeric address")
+        lookups.append(host)
+        answer.wait(60)
+        return real_lookup(*leader, *args, **kwargs)
+
+    monkeypatch.setattr(fetch_link.socket, "getaddrinfo", resolver)
+    monkeypatch.setattr(batch_reader, "REDIAL_S", 0.05)
+    monkeypatch.setattr(batch_reader, "leader_address",
+                        lambda c, p: hung if p.partition == 0 else real_leader(c, p))  # fmt: skip
+    reader, parts = bus.reader(k), [bus.Partition(k.input_topic, p) for p in (0, 1)]
+    reader.assign(parts)
+    reader.seek_to_beginning(*parts)
+    got, slowest, deadline = [], 0.0, time.monotonic() + 30
+    with caplog.at_level("WARNING", logger="lastmile.bus"):
+        while len(got) < 600 and time.monotonic() < deadline:
+            if "in 2 s (its name lookup is not answered)" in caplog.text and not answer.is_set():
+                assert sorted(_key(r) for r in got) == [(1, o) for o in range(300)]
+                answer.set()
+            began = time.monotonic()
+            got += reader.poll(100, 97)
+            slowest = max(slowest, time.monotonic() - began)
+        reader.close()
+    assert answer.is_set(), "the lookup's timeout was never reported"
+    assert sorted(_key(r) for r in got) == [(p, o) for p in (0, 1) for o in range(300)]
+    assert lookups == ["broker.hung.test"]  # one lookup, though the broker was dialled again every 50 ms
+    assert slowest < 1.5  # a poll of 100 ms never waited for the lookup
+
+
 def _tls_server(tmp_path):
     """A TLS context for a server on 127.0.0.1 (a self-signed certificate) and a client context trusting it."""
     import ssl
