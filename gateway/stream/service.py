@@ -34,7 +34,7 @@ from gateway.core.worker import ENTRY, Entry, FetchRules
 from gateway.stream import records
 from gateway.stream.health import Health
 from gateway.stream.http import Endpoints
-from gateway.stream.jobs import Job, Waiting, fanout, scorers
+from gateway.stream.jobs import Job, Refused, Waiting, fanout, scorers
 from gateway.stream.live import LiveMetrics
 from gateway.stream.offsets import OffsetTracker, rebalance_listener
 from gateway.stream.publisher import Publisher, Source
@@ -187,7 +187,9 @@ class Gateway:
     def _due(self) -> None:
         """Run again, or publish again, what waited for the scorer or the broker."""
         for job in self.waiting.due(broker_down="broker" in self.health.down_since):
-            if job.rows is not None:
+            if isinstance(job, Refused):
+                self._dead_letter_message(job.tp, job.offset, job.refusal)
+            elif job.rows is not None:
                 self._finish(job, job.rows)
             else:
                 self._submit(job)
@@ -222,12 +224,13 @@ class Gateway:
         self.metrics.in_flight.set(self.tracker.count)
 
     def _dead_letter_message(self, tp: bus.Partition, offset: int, refusal: records.Refusal) -> None:
-        """A record that is not a video at all: its dead letter, acknowledged, then its offset is done."""
+        """A record that is not a video at all: its dead letter, acknowledged, then its offset is done (one the
+        broker did not acknowledge waits, as a video's rows do, and is published again)."""
         r, source = refusal, Source(tp.topic, tp.partition, offset)
         try:
             self.publisher.dead_letter(r.value, r.headers, r.error_class, r.reason, None, key=r.key, source=source)
-        except bus.BusError as exc:  # the broker did not acknowledge: the message is redelivered after a restart
-            self.health.down("broker", str(exc) or type(exc).__name__)
+        except bus.BusError as exc:  # not acknowledged: keep it, publish it again later, commit nothing past it
+            self.waiting.add(Refused(tp, offset, refusal), self.health.down("broker", str(exc) or type(exc).__name__))
             return
         self.metrics.videos.labels("dead_lettered").inc()
         self.metrics.dead_letters.labels(r.error_class).inc()
