@@ -6,6 +6,7 @@ DetectorError
 │   ├── CardFileError    the card's file cannot be read as written (also a transforms ConfigError)
 │   └── UnknownDetector  a detector name no repository holds (also a transforms ConfigError)
 ├── BadRequest           this input cannot be scored by this model (shape, dtype): an error for that video alone
+│   └── NonFiniteScore   the model answered NaN or an infinity for it: no score, an error for that video
 ├── RuntimeUnavailable   the scorer could not answer (server down, timeout, overloaded): retry, never a verdict
 └── TritonNotInstalled   tritonclient, the bundled tritonserver or TensorRT is not installed here (a RuntimeError)
 ```
@@ -39,6 +40,11 @@ class RuntimeUnavailable(DetectorError):
 
 class BadRequest(DetectorError):
     """The request itself is wrong for this model (shape, dtype): an error for that video."""
+
+
+class NonFiniteScore(BadRequest):
+    """The model scored the input NaN or an infinity: no score (a verdict or an AUC cannot be made of it), an
+    error for that video alone."""
 
 
 class TritonNotInstalled(DetectorError, RuntimeError):

@@ -211,3 +211,12 @@ def test_add_scores_dedups_within_a_batch_and_against_what_is_held():
         ref.add_score(r, NOW)
     assert store.events == ref.events == Counter(added=5, duplicate=10)
     assert store.snapshot() == ref.snapshot()
+
+
+@pytest.mark.parametrize("score", [b"NaN", b"Infinity", b"-Infinity", b"1e400", b"-1e400"])
+def test_a_score_of_nan_or_an_infinity_is_an_invalid_event_on_both_paths(score):
+    """No AUC or verdict can be made of it: one such event used to reach the store and fail every windowed
+    series until it left the window. The fast path stays on for the finite rest."""
+    value = full_bytes.replace(b'"score": 0.25', b'"score": ' + score)
+    assert model(value) == "invalid" and decoded(value) == "invalid" and fast_fields(value) is None
+    assert fast_fields(full_bytes) is not None

@@ -9,11 +9,11 @@ import hashlib
 import numpy as np
 import pytest
 
-from detectors.errors import BadRequest, RuntimeUnavailable
+from detectors.errors import BadRequest, NonFiniteScore, RuntimeUnavailable
 from detectors.repository import get_detectors
 from detectors.runtimes.embedded import EmbeddedRuntime
 from gateway.core.messages import VideoItem
-from gateway.core.pipeline import Detector, Pipeline
+from gateway.core.pipeline import Detector, Pipeline, score_batched
 from transforms.engine import Engine
 from transforms.sampling import sample_frames
 from transforms.spec import LASTMILE, PROFILES
@@ -103,3 +103,67 @@ def test_an_unavailable_runtime_fails_its_rows_as_infrastructure_never_as_verdic
     rows = pipeline.process(video)
     assert [d.runtime.calls for d in pipeline.detectors] == [[len(LASTMILE)]] * len(NAMES)
     assert {(r.error_kind, r.score, r.decision) for r in rows} == {("infra", None, None)}
+
+
+def _log_of_max_less(k: float, tmp_path) -> tuple:
+    """A real ONNX graph scoring log(max pixel - k): NaN for a video whose brightest pixel is below ``k``."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from detectors.card import ModelCard
+    from detectors.reference import d3
+    from detectors.repository import install
+
+    shape = ["N", d3.SAMPLING.frames, d3.SAMPLING.height, d3.SAMPLING.width, 3]
+    graph = helper.make_graph(
+        [
+            helper.make_node("Cast", ["frames"], ["f"], to=TensorProto.FLOAT),
+            helper.make_node("ReduceMax", ["f"], ["m"], axes=[1, 2, 3, 4], keepdims=0),
+            helper.make_node("Sub", ["m", "k"], ["d"]),
+            helper.make_node("Log", ["d"], ["score"]),
+        ],
+        "log_of_max_less",
+        [helper.make_tensor_value_info("frames", TensorProto.UINT8, shape)],
+        [helper.make_tensor_value_info("score", TensorProto.FLOAT, ["N"])],
+        [helper.make_tensor("k", TensorProto.FLOAT, [], [k])],
+    )
+    path = tmp_path / "nan.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    card = ModelCard.model_validate(
+        {"name": "nan-maker", "version": "1", "family": "test", "sampling": d3.SAMPLING.model_dump(),
+         "input": {"name": "frames", "layout": "NTHWC", "dtype": "uint8"},
+         "output": {"name": "score", "direction": "higher_is_generated", "native_score": "log(max - k)"},
+         "threshold": {"value": 0.0, "calibration": "none"}, "training_data": "none", "license": "MIT"}
+    )  # fmt: skip
+    return install(path, card, tmp_path / "repo")
+
+
+def test_a_nan_from_the_model_fails_that_variant_alone_and_is_never_a_score(tmp_path):
+    """The runtime refuses a batch with a NaN score (a BadRequest), so the pipeline scores its variants one by
+    one: the dark one gets a NonFiniteScore error row of the video's, the bright ones their scores. A NaN used to
+    pass as a score: a 'scored' event with no score, and a replay whose report failed on it."""
+    inst = _log_of_max_less(128.0, tmp_path)
+    runtime = EmbeddedRuntime(inst.model_path, inst.card)
+    frames = [np.full(inst.card.input_shape(1)[1:], v, np.uint8) for v in (255, 0, 200)]
+    with pytest.raises(NonFiniteScore, match="nan-maker: the model scored nan"):
+        runtime.score(np.stack(frames))
+    (bright, _), (dark, _), (grey, _) = score_batched(runtime, frames)
+    assert isinstance(dark, NonFiniteScore)
+    assert (bright, grey) == (pytest.approx(np.log(127.0)), pytest.approx(np.log(72.0)))
+
+
+def test_a_detector_scoring_nan_gets_error_rows_and_the_others_their_scores(video, tmp_path, unbatched):
+    inst = _log_of_max_less(300.0, tmp_path)  # no pixel reaches 300: NaN for every variant
+    engine = Engine(PROFILES["throughput"].with_determinism(True))
+    d3_px = get_detectors(["d3_px"])[0]
+    dets = [
+        Detector(d3_px, EmbeddedRuntime(d3_px.model_path, d3_px.card)),
+        Detector(inst, EmbeddedRuntime(inst.model_path, inst.card)),
+    ]
+    rows = Pipeline(engine, LASTMILE, dets).process(video)
+    for r in rows:
+        if r.detector == "nan-maker":
+            assert (r.error_kind, r.error_class, r.score, r.decision) == ("video", "NonFiniteScore", None, None)
+        else:
+            assert r.error is None and r.score == pytest.approx(unbatched[(r.condition, "d3_px")], abs=1e-5)
+    assert len(rows) == 2 * len(LASTMILE)

@@ -17,7 +17,7 @@ import numpy as np
 
 from detectors.backoff import Backoff
 from detectors.card import ModelCard
-from detectors.errors import BadRequest, DetectorError, RuntimeUnavailable
+from detectors.errors import BadRequest, DetectorError, NonFiniteScore, RuntimeUnavailable
 
 
 @runtime_checkable
@@ -54,7 +54,9 @@ def score_in_batches(
     card: ModelCard, frames: np.ndarray, max_batch: int, infer: Callable[[np.ndarray], np.ndarray], stats: RuntimeStats
 ) -> np.ndarray:
     """Check ``frames`` against the card, run ``infer`` on chunks of at most ``max_batch`` videos, record the
-    latencies, and return generated-scores (the card's direction applied): the loop every runtime shares."""
+    latencies, and return generated-scores (the card's direction applied): the loop every runtime shares.
+    Raises :class:`NonFiniteScore` (a :class:`BadRequest`: the caller scores the videos one by one) where the
+    model answered NaN or an infinity for any of them."""
     check_frames(card, frames)
     out = []
     for start in range(0, len(frames), max_batch):
@@ -67,7 +69,11 @@ def score_in_batches(
         stats.seconds += dt
         stats.latencies.append(dt)
         out.append(card.generated_score(native))
-    return np.concatenate(out) if out else np.zeros(0)
+    scores = np.concatenate(out) if out else np.zeros(0)
+    if not np.isfinite(scores).all():
+        bad = np.flatnonzero(~np.isfinite(scores))
+        raise NonFiniteScore(f"{card.name}: the model scored {scores[bad[0]]} (NaN or an infinity is no score)")
+    return scores
 
 
 def answers(probe: Callable[[], object]) -> bool:

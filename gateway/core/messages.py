@@ -71,9 +71,9 @@ class ScoreRow(BaseModel):
     label: str | None = None
     source: str | None = None
     anchor_id: str | None = None
-    score: float | None = None
+    score: float | None = Field(default=None, allow_inf_nan=False)  # NaN or an infinity is no score
     decision: bool | None = None
-    threshold: float | None = None
+    threshold: float | None = Field(default=None, allow_inf_nan=False)
     error: str | None = None
     error_kind: Literal["video", "infra"] | None = None
     error_class: str | None = None

@@ -23,6 +23,7 @@ try:
 except ImportError:  # not a dependency: without it every event is validated by the model
     orjson = None
 
+FINITE = {"allow_inf_nan": False}  # the one constraint of a field that the fast path keeps as is (orjson does)
 MAX_SHAPES = 4096  # event shapes remembered at most (beyond that a new shape is checked each time it comes)
 Fields = dict[str, Any]  # a score event's fields by name, as the model's instance holds them
 
@@ -44,11 +45,14 @@ def _accepted(annotation: object) -> tuple[frozenset[type], frozenset[object] | 
 
 
 def _fields_of(model: type[ScoreEvent]) -> dict[str, tuple[frozenset[type], frozenset[object] | None]]:
-    """Each field's accepted types; empty (no fast path) if the model validates beyond its fields' types."""
+    """Each field's accepted types; empty (no fast path) if the model validates beyond its fields' types (a
+    float refusing NaN and the infinities excepted: orjson parses neither)."""
     decorators = model.__pydantic_decorators__
     if decorators.field_validators or decorators.model_validators or decorators.validators:
         return {}
     if any(f.default_factory is not None for f in model.model_fields.values()):
+        return {}
+    if any(getattr(m, "__dict__", None) != FINITE for f in model.model_fields.values() for m in f.metadata):
         return {}
     out = {name: _accepted(f.annotation) for name, f in model.model_fields.items()}
     return {} if None in out.values() else out
