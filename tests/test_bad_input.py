@@ -109,3 +109,60 @@ def test_animated_gifs_and_one_frame_clips_go_through_every_condition(odd_but_va
 def test_a_still_gif_stays_refused(odd_but_valid):
     with pytest.raises(UnsupportedVideo, match="still image"):
         _run(odd_but_valid["still_gif"])
+
+
+def _h264(width: int, height: int, frames: int) -> bytes:
+    """A raw H.264 stream of ``frames`` frames of ``width`` x ``height``."""
+    import io
+
+    import av
+    import numpy as np
+
+    buf = io.BytesIO()
+    with av.open(buf, "w", format="h264") as out:
+        stream = out.add_stream("libx264", rate=25)
+        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        for i in range(frames):
+            frame = av.VideoFrame.from_ndarray(np.full((height, width, 3), i * 20 % 255, np.uint8), format="rgb24")
+            out.mux(stream.encode(frame))
+        out.mux(stream.encode())
+    return buf.getvalue()
+
+
+def test_frames_larger_than_the_header_are_refused_when_only_the_original_is_sampled():
+    """A stream whose first frames are small and whose later ones are not: the probe reads the small header,
+    and with ``original`` alone no engine decode runs, so the sampler checks every frame it decodes (it used to
+    check only the frame count, and decoded 512x512 frames past a 16,384-pixel limit)."""
+    from detectors.repository import get_detectors
+    from detectors.runtimes.embedded import EmbeddedRuntime
+    from gateway.core.messages import VideoItem
+    from gateway.core.pipeline import Detector, Pipeline
+
+    data, limits = _h264(64, 64, 5) + _h264(512, 512, 10), Limits(max_pixels=64 * 64 * 4)
+    assert (probe(data, limits).width, probe(data, limits).height) == (64, 64)
+    for policy in ({"mode": "first_k"}, {"mode": "uniform"}, {"mode": "fps_window", "fps": 8.0}):
+        with pytest.raises(LimitExceeded, match="a frame of 512x512 exceeds 16384 pixels"):
+            sample_frames(data, SamplingPolicy(**policy, frames=16, height=32, width=32), limits)
+    inst = get_detectors(["d3_px"])[0]
+    original = [c for c in LASTMILE if c.name == "original"]
+    pipeline = Pipeline(Engine(FAST, limits), original, [Detector(inst, EmbeddedRuntime(inst.model_path, inst.card))])
+    (row,) = pipeline.process(VideoItem(video_id="grows", data=data))
+    assert (row.error_kind, row.error_class, row.score) == ("video", "LimitExceeded", None)
+
+
+@pytest.mark.parametrize(
+    "width, height, time, count, error, match",
+    [
+        (16385, 2, 0.0, 1, UnsupportedVideo, "a frame of 16385x2: a side over 16384 pixels"),
+        (4000, 2200, 0.0, 1, LimitExceeded, "a frame of 4000x2200 exceeds 8294400 pixels"),
+        (64, 64, 600.5, 1, LimitExceeded, "a frame at 600.5 s exceeds the 600.0 s limit"),
+        (64, 64, 1.0, 36_001, LimitExceeded, "more than 36000 frames decoded"),
+    ],
+)
+def test_each_decoded_frame_is_held_to_every_limit(width, height, time, count, error, match):
+    from types import SimpleNamespace
+
+    frame = SimpleNamespace(width=width, height=height, time=time)
+    with pytest.raises(error, match=match):
+        Limits().check_frame(frame, count)
+    Limits().check_frame(SimpleNamespace(width=3840, height=2160, time=600.0), 36_000)  # at each limit: fine

@@ -17,7 +17,7 @@ from fractions import Fraction
 import av
 from pydantic import BaseModel, ConfigDict
 
-from transforms.errors import InvalidVideo, LimitExceeded
+from transforms.errors import InvalidVideo
 from transforms.limits import Limits
 from transforms.nodes import Node, NormalizeNode, Sink
 from transforms.passes import PassRunner, count_passes, schedule
@@ -145,7 +145,7 @@ class Engine:
             if frame is None:
                 break
             count += 1
-            self._check_frame(frame, count)
+            self.limits.check_frame(frame, count)
             root.feed(frame)
         if count == 0:
             raise InvalidVideo("the video stream decoded to no frames")
@@ -162,15 +162,6 @@ class Engine:
                     yield from packet.decode()
             except av.error.FFmpegError as exc:
                 raise InvalidVideo(f"decoding failed: {exc}") from exc
-
-    def _check_frame(self, frame: av.VideoFrame, count: int) -> None:
-        lim = self.limits
-        if count > lim.max_frames:
-            raise LimitExceeded(f"more than {lim.max_frames} frames decoded")
-        if frame.width * frame.height > lim.max_pixels:
-            raise LimitExceeded(f"a frame of {frame.width}x{frame.height} exceeds {lim.max_pixels} pixels")
-        if frame.time is not None and frame.time > lim.max_duration_s:
-            raise LimitExceeded(f"a frame at {frame.time:.1f} s exceeds the {lim.max_duration_s:.1f} s limit")
 
     # -- outputs --------------------------------------------------------------------------------------
     def _original(self, condition: Condition, data: bytes, info: ProbeInfo, digest: str) -> Variant:

@@ -13,7 +13,7 @@ import av
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from transforms.errors import InvalidVideo, LimitExceeded
+from transforms.errors import InvalidVideo
 from transforms.limits import Limits
 from transforms.probe import open_input
 
@@ -106,9 +106,8 @@ def _frames(data: bytes, limits: Limits) -> Iterator[av.VideoFrame]:
         stream = container.streams.video[0]
         stream.thread_type = "AUTO"
         try:
-            for i, frame in enumerate(container.decode(stream)):
-                if i >= limits.max_frames:
-                    raise LimitExceeded(f"more than {limits.max_frames} frames")
+            for i, frame in enumerate(container.decode(stream), start=1):
+                limits.check_frame(frame, i)  # the original is sampled without the engine's decode
                 yield frame
         except av.error.FFmpegError as exc:
             raise InvalidVideo(f"decoding failed while sampling: {exc}") from exc
