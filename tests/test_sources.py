@@ -97,6 +97,16 @@ def test_file_uris_are_confined_to_their_roots(tmp_path):
         fetch("ftp://host/v.mp4")
 
 
+@pytest.mark.parametrize("escaped", ["%00", "%0a", "%1b", "%7f"])
+def test_a_percent_encoded_control_character_in_a_file_uri_is_a_source_error(tmp_path, escaped):
+    """A NUL once decoded used to escape as a ValueError ("embedded null byte"): an unexpected worker error, run
+    three times and dead-lettered as JobError, instead of the message's own error at once."""
+    (tmp_path / "a.mp4").write_bytes(b"a")
+    with pytest.raises(SourceError, match="control character in the path of"):
+        fetch(f"{tmp_path.as_uri()}/a{escaped}.mp4", roots=[tmp_path])
+    assert fetch(f"{tmp_path.as_uri()}/%61.mp4", roots=[tmp_path]) == b"a"  # other escapes are decoded
+
+
 def test_no_file_is_read_without_configured_roots(tmp_path):
     (tmp_path / "a.mp4").write_bytes(b"a")
     with pytest.raises(SourceError, match="file reads are disabled"):

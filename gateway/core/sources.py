@@ -77,9 +77,12 @@ def fetch(
         return _fetch_http(uri, http_allow_hosts, max_bytes, http_timeout_s, http_total_s)
     if scheme in ("", "file"):
         try:
-            path = Path(unquote(urlparse(uri).path)) if scheme == "file" else Path(uri)
+            name = unquote(urlparse(uri).path) if scheme == "file" else uri
         except ValueError as exc:
             raise SourceError(f"unparseable URI {show(uri)}: {exc}") from exc
+        if _CONTROL.search(name):  # %00 and the like, once percent-decoded (no path holds a NUL)
+            raise SourceError(f"control character in the path of {show(uri)}")
+        path = Path(name)
         return _read_file(path if path.is_absolute() else (base or Path.cwd()) / path, roots, max_bytes)
     raise SourceError(f"unsupported URI scheme {scheme!r} in {show(uri)}")
 
