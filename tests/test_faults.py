@@ -216,6 +216,11 @@ def test_2_a_video_that_always_kills_its_worker_is_dead_lettered_and_its_partiti
     assert letter.key == b"m-big" and headers["lastmile-error-class"] == b"WorkerCrashed"
     assert b"memory" in headers["lastmile-error-message"]
     assert metric(scrape(gw.port), "lastmile_worker_failures_total", outcome="WorkerCrashed") == 3
+    topic = cfg.kafka.output_topic
+    crashed = lambda g: [e for m in g[topic] if (e := json.loads(m.value))["video_id"] == "m-big"]  # noqa: E731
+    rows = crashed(read_topics(cfg.kafka.bootstrap, [topic], crashed))
+    # written by the gateway, which never read the video: no hash passes for its (the message's used to)
+    assert {(r["error_class"], r["input_sha256"]) for r in rows} == {("WorkerCrashed", None)}
     gw.stop_event.set()  # graceful: commit, then exit
     thread.join(90)
     committed = bus.committed_offsets(cfg.kafka, cfg.kafka.group_id, cfg.kafka.input_topic)

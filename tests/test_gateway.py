@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -99,7 +100,7 @@ def test_end_to_end_with_bad_inputs(broker, tmp_path, videos, media):
     producer.send(
         k.input_topic,
         key=b"too-big",
-        value=os.urandom(2_100_000),
+        value=(too_big := os.urandom(2_100_000)),
         headers=inline_headers(VideoEvent(video_id="too-big")),
     )
     producer.flush()
@@ -122,9 +123,8 @@ def test_end_to_end_with_bad_inputs(broker, tmp_path, videos, media):
     assert {e.video_id for e in ok} == {"ref-basic", "ref-odd", "inline-scene", "inline-long"}
     assert all(e.input_sha256 and e.spec_hash and e.detector_version and e.runtime == "embedded" for e in ok)
     refused = [e for e in events if e.video_id == "too-big"]  # refused before the pool, same provenance as any row
-    assert refused and all(
-        e.error_class == "LimitExceeded" and e.spec_hash and e.model_sha256 and e.input_sha256 for e in refused
-    )
+    assert refused and all(e.error_class == "LimitExceeded" and e.spec_hash and e.model_sha256 for e in refused)
+    assert {e.input_sha256 for e in refused} == {hashlib.sha256(too_big).hexdigest()}  # the inline video's
     dlq = {m.key.decode(): dict(m.headers) for m in got[k.dlq]}
     assert dlq["corrupt-inline"]["lastmile-error-class"] == b"InvalidVideo"
     assert dlq["corrupt-ref"]["lastmile-error-class"] == b"InvalidVideo"

@@ -84,3 +84,14 @@ def test_a_shadow_detector_the_gateway_does_not_run_is_refused_at_start(tmp_path
     cfg = GatewayConfig(conditions="original", detectors="d3_px", shadow={"detectors": ["nope"], "share": 0.5})
     with pytest.raises(ConfigError, match=r"shadow.detectors names detectors the gateway does not run: \['nope'\]"):
         Gateway(cfg).run()
+
+
+def test_shadow_detectors_naming_every_detector_are_refused_at_start():
+    """Videos outside the share would have no detector: the pipeline read that as 'every detector'."""
+    from gateway.stream.service import Gateway
+    from transforms.config_errors import ConfigError
+
+    shadow = {"detectors": ["d3_px", "npr"], "share": 0.5}
+    cfg = GatewayConfig(conditions="original", detectors="d3_px,npr", shadow=shadow)
+    with pytest.raises(ConfigError, match=r"shadow\.detectors names every detector the gateway runs"):
+        Gateway(cfg).run()

@@ -167,7 +167,7 @@ class Pipeline:
         item: VideoItem,
         exc: Exception,
         conditions: Sequence[Condition] | None = None,
-        digest: str = "",
+        digest: str | None = None,
         kind: str = "video",
         detectors: Sequence[Detector] | None = None,
     ) -> list[ScoreRow]:
@@ -273,7 +273,7 @@ class Pipeline:
         )
 
     def _error_row(
-        self, item: VideoItem, condition: Condition, det: Detector, digest: str, exc: Exception, kind: str
+        self, item: VideoItem, condition: Condition, det: Detector, digest: str | None, exc: Exception, kind: str
     ) -> ScoreRow:
         return ScoreRow(
             **self._ids(item, condition, det),

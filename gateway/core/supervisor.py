@@ -61,7 +61,7 @@ FailureHook = Callable[[Exception, bool], None]  # (the failed attempt's error, 
 @dataclass
 class _Entry:
     request: VideoRequest
-    digest: str = ""  # the input's sha256, for rows written in the parent
+    digest: str | None = None  # the input's sha256, for rows written in the parent (None: not known there)
     attempts: int = 0
 
 
@@ -83,7 +83,7 @@ class Supervisor:
         self._entries: dict[Hashable, _Entry] = {}
         self._unstarted_since: float | None = None
 
-    def submit(self, key: Hashable, request: VideoRequest, digest: str = "") -> None:
+    def submit(self, key: Hashable, request: VideoRequest, digest: str | None = None) -> None:
         """Run a video (again, after :class:`RetryLater`: its failed attempts still count)."""
         entry = self._entries.setdefault(key, _Entry(request, digest))
         self.pool.submit(key, entry.request)
@@ -98,7 +98,7 @@ class Supervisor:
         self._unstarted_since = None if self.pool.any_ready else self._unstarted_since or time.monotonic()
         return fates
 
-    def refuse(self, request: VideoRequest, error: Exception, digest: str = "") -> Final:
+    def refuse(self, request: VideoRequest, error: Exception, digest: str | None = None) -> Final:
         """The fate of a video refused before any worker saw it (e.g. its inline bytes are over the limit)."""
         return Final(error_rows(self.pipeline, request, error, "video", digest), str(error))
 

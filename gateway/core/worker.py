@@ -97,10 +97,11 @@ def handle(pipeline: Pipeline, rules: FetchRules, request: VideoRequest) -> Answ
 
 
 def error_rows(
-    pipeline: Pipeline, request: VideoRequest, exc: Exception, kind: str = "video", digest: str = ""
+    pipeline: Pipeline, request: VideoRequest, exc: Exception, kind: str = "video", digest: str | None = None
 ) -> list[ScoreRow]:
     """The rows of a video that was not scored: one per (condition it asked for, detector), carrying ``exc``.
-    Written in the worker, or in a parent whose worker could not answer (``digest``: the input's sha256)."""
+    Written in the worker, or in a parent whose worker could not answer (``digest``: the input's sha256, None
+    where it was not read)."""
     conditions, detectors = pipeline.select(request.conditions), pipeline.scorers(request.detectors)
     return pipeline.error_rows(request.item(b""), exc, conditions, digest, kind, detectors)
 

@@ -30,9 +30,10 @@ class Job:
     )
 
     @property
-    def digest(self) -> str:
-        """The sha256 of the input message's value, for rows written without the worker."""
-        return hashlib.sha256(self.original).hexdigest()
+    def digest(self) -> str | None:
+        """The video's sha256, for rows written without the worker: an inline video's; None for a video by
+        reference, which only its worker reads (the message's own hash would pass for the video's)."""
+        return None if self.inline is None else hashlib.sha256(self.inline).hexdigest()
 
     def request(self) -> VideoRequest:
         """The worker's request: the event's facts (its rows carry its event time and canary flag too)."""

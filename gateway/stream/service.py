@@ -68,6 +68,11 @@ class Gateway:
         self.detector_names = [d.card.name for d in self.pipeline.detectors]
         if unknown := set(self.cfg.shadow.detectors) - set(self.detector_names):
             raise ConfigError(f"shadow.detectors names detectors the gateway does not run: {sorted(unknown)}")
+        if self.cfg.shadow.share < 1 and set(self.detector_names) <= set(self.cfg.shadow.detectors):
+            raise ConfigError(
+                "shadow.detectors names every detector the gateway runs: a video outside shadow.share would be "
+                "scored by none (leave the champion out of it)"
+            )
         self.metrics.observe_detectors(self.pipeline.detectors)
         self.publisher = Publisher(bus.producer(k), k)
         self.consumer = bus.consumer(k)
