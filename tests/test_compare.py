@@ -215,14 +215,15 @@ def test_pairs_are_refused_before_the_bootstrap_and_stale_comparisons_removed(tm
 
 
 def test_the_anchor_comparison_matrix_equals_its_definition_with_ties_and_empty_anchors():
-    """C[i, j] = sum over (p of anchor i, n of anchor j) of 1[p > n] + 1/2 1[p = n], computed pair by pair."""
+    """C[i, j] = sum over (p of anchor i, n of anchor j) of 1[p > n] + 1/2 1[p = n], computed pair by pair (two
+    infinities tie: their difference, NaN, counted neither)."""
     from gateway.evaluation.paired import SourceCell
 
     rng = np.random.default_rng(5)
     for _ in range(100):
         k = int(rng.integers(1, 10))
-        pos = [np.round(rng.normal(size=int(rng.integers(0, 4))), 1) for _ in range(k)]
-        neg = [np.round(rng.normal(size=int(rng.integers(0, 4))), 1) for _ in range(k)]
+        scores = lambda: np.round(rng.choice([*rng.normal(size=6), np.inf, -np.inf], size=int(rng.integers(0, 4))), 1)  # noqa: E731
+        pos, neg = [scores() for _ in range(k)], [scores() for _ in range(k)]  # ties of infinities too
         cell = object.__new__(SourceCell)
         cell.anchors, cell.pos, cell.neg = list(range(k)), pos, neg
         want = np.array([[sum((a > b) + 0.5 * (a == b) for a in p for b in n) for n in neg] for p in pos])

@@ -1,12 +1,14 @@
 """Champion against challenger on the same videos (issue 25): per condition, paired differences with the
 anchor-clustered bootstrap of :mod:`gateway.evaluation.paired`.
 
-Only (video, condition) pairs both scored (or both failed on) count. Per condition: the AUC difference
-(challenger minus champion), the *robustness difference* (challenger's AUC drift from ``original`` minus the
-champion's), the FakeR and RealR differences at each card's threshold, and two label-free quantities: the share
-of videos on which the two decide differently and the difference of their flip rates (the share of videos whose
-decision under the condition differs from the decision on ``original``). One anchor draw serves every quantity,
-so each replicate's difference keeps the covariance of the two detectors on the same videos.
+Only (video, condition) pairs both detectors have a row for count; of those, a pair one detector scored and the
+other failed on stays (the failure is that detector's miss in FakeR/RealR and is left out of its AUC, as in
+:mod:`gateway.evaluation.paired`), and infrastructure failures are left out of every quantity. Per condition: the
+AUC difference (challenger minus champion), the *robustness difference* (challenger's AUC drift from ``original``
+minus the champion's), the FakeR and RealR differences at each card's threshold, and two label-free quantities: the
+share of videos on which the two decide differently and the difference of their flip rates (the share of videos
+whose decision under the condition differs from the decision on ``original``). One anchor draw serves every
+quantity, so each replicate's difference keeps the covariance of the two detectors on the same videos.
 """
 
 from __future__ import annotations

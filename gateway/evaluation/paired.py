@@ -53,8 +53,8 @@ class SourceCell:
         neg, has, starts = np.concatenate([*self.neg, []]), sizes > 0, np.cumsum(sizes) - sizes  # by anchor
         for i, p in enumerate(self.pos):  # one anchor's positives against every negative at once
             if len(p) and has.any():
-                d = p[:, None] - neg[None, :]
-                c[i, has] = np.add.reduceat(((d > 0) + 0.5 * (d == 0)).sum(axis=0), starts[has])
+                above, tied = p[:, None] > neg[None, :], p[:, None] == neg[None, :]  # (no difference: inf = inf)
+                c[i, has] = np.add.reduceat((above + 0.5 * tied).sum(axis=0), starts[has])
         return c
 
 
