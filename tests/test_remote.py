@@ -114,3 +114,57 @@ def test_make_runtime_picks_remote_for_a_remote_card(server):
     remote = type(inst)(_remote(inst.card, f"grpc://127.0.0.1:{server.grpc_port}"), inst.model_path, "user")
     runtime = make_runtime(remote, "embedded")
     assert runtime.name == "remote" and runtime.endpoint.startswith("grpc://")
+
+
+class _Server:
+    """A local HTTP server answering every GET with ``reply(path)``: (status, headers, body); it records paths."""
+
+    def __init__(self, reply):
+        import http.server
+        import threading
+
+        seen = self.seen = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                seen.append(self.path)
+                status, headers, body = reply(self.path)
+                self.send_response(status)
+                for k, v in {**headers, "Content-Length": str(len(body))}.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_the_http_client_follows_no_redirect_takes_no_proxy_and_reads_a_bounded_reply(monkeypatch):
+    """A redirect would send the frames to another host, an HTTP_PROXY in the environment through one, and a
+    reply was read whole whatever its size; each is now refused (the server is then not ready: never a verdict)."""
+    from detectors.runtimes import remote
+
+    other = _Server(lambda path: (200, {}, b"{}"))
+    redirecting = _Server(lambda path: (307, {"Location": other.url + path}, b""))
+    huge = _Server(lambda path: (200, {}, b"[" * (remote.REPLY_BYTES + 10)))
+    fine = _Server(lambda path: (200, {}, b"{}"))
+    try:
+        with pytest.raises(remote.urllib.error.HTTPError, match="307"):
+            remote.HttpOIP(redirecting.url, "m", "", 5.0).ready()
+        assert other.seen == []  # never asked
+        with pytest.raises(remote.ReplyTooLarge, match="more than 16777216 bytes"):
+            remote.HttpOIP(huge.url, "m", "", 5.0).ready()
+        monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")  # no proxy listens there
+        monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")
+        assert remote.HttpOIP(fine.url, "m", "", 5.0).ready() and fine.seen == ["/v2/models/m/ready"]
+    finally:
+        for server in (other, redirecting, huge, fine):
+            server.close()
