@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from detectors.manifest import ManifestError, read_manifest
 
@@ -170,6 +171,20 @@ def test_a_broker_that_does_not_answer_is_one_line(tmp_path):
     lines = [line for line in run.stderr.splitlines() if line.startswith("Error: ")]
     assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr[-2000:]
     assert len(lines) == 1 and lines[0].startswith("Error: Kafka: ") and "127.0.0.1:1" in lines[0], run.stderr[-2000:]
+
+
+@pytest.mark.parametrize("command", ["gateway", "monitor"])
+def test_a_health_port_that_is_taken_is_one_line(tmp_path, command):
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        (tmp_path / "c.yaml").write_text(yaml.safe_dump({"http_port": port, "kafka": {"bootstrap": "127.0.0.1:1"}}))
+        run = _lastmile(command, "run", "--config", "c.yaml", cwd=tmp_path)
+    lines = [line for line in run.stderr.splitlines() if line.startswith("Error: ")]
+    assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr[-2000:]
+    assert lines == [f"Error: cannot serve /metrics and health on 127.0.0.1:{port}: Address already in use "
+                     "(http_host, http_port)"], run.stderr[-2000:]  # fmt: skip
 
 
 @pytest.mark.parametrize("pair", ["npr", "npr:", ":npr", "npr:d3:x"])

@@ -268,3 +268,24 @@ def test_a_replay_via_kafka_that_times_out_says_where_the_gateway_and_collector_
     text = str(caught.value)
     assert "score events missing after 0.1 s (collector on " in text and "events read)" in text
     assert "; the gateway then: " in text and "its thread running" in text
+
+
+def test_a_gateway_whose_port_is_taken_starts_nothing_and_leaves_nothing_running(broker):
+    """The health port is bound before the broker clients and the workers start (they used to start first and
+    stay running: a worker process and two client threads, never stopped, once the bind failed)."""
+    import multiprocessing
+    import socket
+    import threading
+
+    from gateway.stream.http import CannotListen
+    from gateway.stream.service import Gateway
+
+    k = KafkaSettings(bootstrap=broker.bootstrap, input_topic="taken.videos", output_topic="taken.scores")
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        cfg = GatewayConfig(kafka=k, conditions="original", detectors="d3_px", workers=1,
+                            http_port=taken.getsockname()[1])  # fmt: skip
+        threads = set(threading.enumerate())
+        with pytest.raises(CannotListen, match=f"on 127.0.0.1:{cfg.http_port}: Address already in use"):
+            Gateway(cfg).run()
+    assert multiprocessing.active_children() == []
+    assert [t.name for t in set(threading.enumerate()) - threads if t.is_alive()] == []

@@ -8,6 +8,7 @@ from pydantic import ValidationError
 from detectors.errors import TritonNotInstalled
 from gateway.bus import BrokerError, BusError
 from gateway.ops.stack import StackError
+from gateway.stream.http import CannotListen
 from transforms.config_errors import ConfigError, describe, one_line
 
 
@@ -28,7 +29,7 @@ class LastmileGroup(click.Group):
         except ValidationError as exc:  # options or LASTMILE_* variables that a settings model refuses
             raise BadConfiguration(describe(exc, f"the {exc.title} settings (options, LASTMILE_* variables)")) from None
         # a local broker, stack or Triton that cannot start (an extra not installed): say why, no traceback
-        except (BrokerError, StackError, TritonNotInstalled) as exc:
+        except (BrokerError, StackError, TritonNotInstalled, CannotListen) as exc:
             raise click.ClickException(str(exc)) from None
         except BusError as exc:  # a broker that does not answer: which, and what the client said
             raise click.ClickException(f"Kafka: {one_line(exc)}") from None

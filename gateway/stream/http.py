@@ -53,8 +53,13 @@ def endpoints_app(
     return app
 
 
+class CannotListen(OSError):
+    """The health and metrics endpoints cannot listen where configured (the port taken, the address not here)."""
+
+
 class Endpoints:
-    """The endpoints served on ``host:port`` (port 0: any free port, see :attr:`port`) until :meth:`close`."""
+    """The endpoints served on ``host:port`` (port 0: any free port, see :attr:`port`) until :meth:`close`.
+    Raises :class:`CannotListen` where it cannot bind."""
 
     def __init__(
         self,
@@ -66,7 +71,11 @@ class Endpoints:
         why: Callable[[], str] | None = None,
     ) -> None:
         app = endpoints_app(registry, healthy, ready, why)
-        self.server = make_server(host, port, app, _ThreadingServer, handler_class=_QuietHandler)
+        try:
+            self.server = make_server(host, port, app, _ThreadingServer, handler_class=_QuietHandler)
+        except OSError as exc:
+            why = f"{exc.strerror or exc} (http_host, http_port)"
+            raise CannotListen(f"cannot serve /metrics and health on {host}:{port}: {why}") from exc
         self.port = self.server.server_address[1]
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True, name="lastmile-http")
         self.thread.start()

@@ -56,12 +56,26 @@ class Gateway:
         self.running: dict[int, Job] = {}  # job key -> job, while the supervisor has it
         self.waiting = Waiting()
         self.http: Endpoints | None = None
+        self.publisher: Publisher | None = None  # these three once started (_start)
+        self.consumer: bus.Consumer | None = None
+        self.supervisor: Supervisor | None = None
         self.stalls: list[bus.Stall] = []  # input partitions with lag that have not moved (kafka.stall_after_s)
         self._ids = count()
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     def run(self) -> None:
-        k, limits = self.cfg.kafka, self.cfg.limits
+        """Check the configuration, serve health and metrics, start the parts, run the loop; whatever of it
+        started is stopped, however the run ends (a port taken, a broker refusing, SIGTERM)."""
+        self._configure()
+        self.start_http()
+        try:
+            self._start()
+            self._loop()
+        finally:
+            self._shutdown()
+
+    def _configure(self) -> None:
+        """The pipeline this gateway writes rows with, and the checks of its configuration: nothing started."""
         # no runtime here: the workers hold them; this one writes the rows of videos refused before the pool
         self.pipeline = build_pipeline(self.cfg, runtimes=False)
         self.condition_names = [c.name for c in self.pipeline.conditions]
@@ -73,6 +87,9 @@ class Gateway:
                 "shadow.detectors names every detector the gateway runs: a video outside shadow.share would be "
                 "scored by none (leave the champion out of it)"
             )
+
+    def _start(self) -> None:
+        k, limits = self.cfg.kafka, self.cfg.limits
         self.metrics.observe_detectors(self.pipeline.detectors)
         self.publisher = Publisher(bus.producer(k), k)
         self.consumer = bus.consumer(k)
@@ -80,12 +97,7 @@ class Gateway:
         self.consumer.subscribe(topics, listener=rebalance_listener(self._commit, self.tracker))
         rules = FetchRules(sources=self.cfg.sources, max_bytes=limits.max_bytes)
         self.supervisor = Supervisor(self.cfg, rules, self.cfg.workers, self.pipeline, self.entry, self._attempt_failed)
-        self.start_http()
         log.info("gateway consuming %s as group %s", topics, k.group_id)
-        try:
-            self._loop()
-        finally:
-            self._shutdown()
 
     def install_signal_handlers(self) -> None:
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -108,21 +120,27 @@ class Gateway:
                 last_probe = time.monotonic()
 
     def _shutdown(self) -> None:
-        """Stop admitting, finish what is in flight (bounded by ``shutdown_timeout_s``), publish, commit, close."""
+        """Stop admitting, finish what is in flight (bounded by ``shutdown_timeout_s``), publish, commit, close:
+        each part that was started."""
         log.info("gateway stopping: %d videos in flight", self.tracker.count)
-        with contextlib.suppress(bus.BusError):
-            self.consumer.pause(*self.consumer.assignment())
-        deadline = time.monotonic() + self.cfg.shutdown_timeout_s
-        while self.tracker.count and time.monotonic() < deadline and self.health.ok:
-            self._due()
-            self._collect(self.supervisor.poll(0.2))
+        if self.consumer is not None and self.supervisor is not None:
+            with contextlib.suppress(bus.BusError):
+                self.consumer.pause(*self.consumer.assignment())
+            deadline = time.monotonic() + self.cfg.shutdown_timeout_s
+            while self.tracker.count and time.monotonic() < deadline and self.health.ok:
+                self._due()
+                self._collect(self.supervisor.poll(0.2))
+                self._commit()
+        if self.supervisor is not None:
+            self.supervisor.close()
+        if self.consumer is not None:
             self._commit()
-        self.supervisor.close()
-        self._commit()
-        with contextlib.suppress(bus.BusError):
-            self.publisher.close()
-        with contextlib.suppress(bus.BusError):
-            self.consumer.close(autocommit=False)
+        if self.publisher is not None:
+            with contextlib.suppress(bus.BusError):
+                self.publisher.close()
+        if self.consumer is not None:
+            with contextlib.suppress(bus.BusError):
+                self.consumer.close(autocommit=False)
         if self.http:
             self.http.close()
         log.info("gateway stopped (%d videos left uncommitted, redelivered on restart)", self.tracker.count)
