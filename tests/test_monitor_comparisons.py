@@ -95,7 +95,10 @@ def test_without_comparisons_or_with_an_unknown_contender_nothing_is_compared():
     assert {n for n, _ in _scrape(unknown) if n.startswith("lastmile_comparison")} == {
         "lastmile_comparison_margin",
         "lastmile_comparison_min_samples",
+        "lastmile_comparison_contender_scored",
     }
+    scored = {dict(labels)["role"]: v for (n, labels), v in _scrape(unknown).items() if n.endswith("contender_scored")}
+    assert scored == {"champion": 0.0, "challenger": 1.0}  # no event carries npr@7: what the alert reads
 
 
 def test_comparisons_are_configuration():

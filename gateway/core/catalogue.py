@@ -240,6 +240,11 @@ COMPARISON_MARGIN = _compared(
 COMPARISON_MIN_SAMPLES = _compared(
     "lastmile_comparison_min_samples", "The configured labelled videos the robustness alert needs", CONTENDERS
 )
+COMPARISON_CONTENDER_SCORED = _compared(
+    "lastmile_comparison_contender_scored",
+    "1 where the window holds score events of this side (role) of the comparison, else 0 (a name no event carries)",
+    (*CONTENDERS, "role"),
+)
 
 
 def keyed() -> dict[str, Family]:

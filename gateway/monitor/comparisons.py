@@ -50,6 +50,8 @@ def comparison_samples(
             Sample(mc.COMPARISON_MIN_SAMPLES, ident, cmp.min_samples),
         ]
         champ, chall = resolve(frame, cmp.champion), resolve(frame, cmp.challenger)
+        for role, found in zip(("champion", "challenger"), (champ, chall), strict=True):
+            out.append(Sample(mc.COMPARISON_CONTENDER_SCORED, {**ident, "role": role}, float(found is not None)))
         if champ is None or chall is None or champ == chall:
             continue
         conditions = sorted(
