@@ -1,4 +1,4 @@
-# The gateway image the Helm chart refers to. Multi-stage: build a wheel, install it into a clean runtime.
+# The gateway image the Helm chart refers to. Multi-stage: build wheels, install them into a clean runtime.
 FROM python:3.11-slim AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
@@ -6,13 +6,14 @@ COPY gateway gateway
 COPY transforms transforms
 COPY detectors detectors
 COPY triton_models triton_models
-RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+# the extra triton-local is tritonclient[grpc]: what the chart's default runtime (gateway.runtime: triton) needs
+RUN pip wheel --no-cache-dir --wheel-dir /wheels ".[triton-local]"
 
 FROM python:3.11-slim
 RUN groupadd --gid 10001 lastmile && useradd --uid 10001 --gid 10001 --no-create-home --shell /usr/sbin/nologin lastmile
 COPY --from=build /wheels /wheels
 # the wheel ships the reference detectors (triton_models) and every data file; user detectors go to LASTMILE_REPO
-RUN pip install --no-cache-dir /wheels/*.whl && rm -rf /wheels
+RUN pip install --no-cache-dir --no-index --find-links /wheels "lastmile-gateway[triton-local]" && rm -rf /wheels
 ENV LASTMILE_REPO=/var/lib/lastmile/models \
     LASTMILE_CACHE=/tmp/lastmile \
     PYTHONUNBUFFERED=1

@@ -195,7 +195,7 @@ def _render(values: dict) -> list[dict]:
     ]
 
 
-CRDS = {"ServiceMonitor", "PrometheusRule", "ScaledObject", "KafkaTopic"}
+CRDS = {"ServiceMonitor", "PrometheusRule", "ScaledObject", "TriggerAuthentication", "KafkaTopic"}
 
 
 @pytest.mark.parametrize("values_file", [None, "ci/all-on-values.yaml"])
@@ -248,6 +248,7 @@ def test_chart_renders_and_validates(values_file):
         assert {m["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"] for m in monitors} == {
             "gateway",
             "monitor",
+            "triton",  # the default runtime's Triton: its nv_* series feed the Triton alert and panels
         }
 
 

@@ -54,3 +54,72 @@ capabilities:
 {{- define "lastmile.monitoringApi" -}}
 {{- if .Capabilities.APIVersions.Has "monitoring.coreos.com/v1" -}}true{{- end -}}
 {{- end -}}
+
+{{/* "<fullname>-<suffix>" (list $ "suffix"): the fullname is cut first, so the whole name stays a 63-character
+DNS label (a Service's name must be one) however long the release name is. */}}
+{{- define "lastmile.componentName" -}}
+{{- $suffix := index . 1 -}}
+{{- $full := include "lastmile.fullname" (index . 0) | trunc (int (sub 62 (len $suffix))) | trimSuffix "-" -}}
+{{- printf "%s-%s" $full $suffix -}}
+{{- end -}}
+
+{{/* Triton is deployed only where the gateway uses it: runtime triton, triton.enabled. */}}
+{{- define "lastmile.tritonDeployed" -}}
+{{- if and (eq .Values.gateway.runtime "triton") .Values.triton.enabled -}}true{{- end -}}
+{{- end -}}
+
+{{/* The gateway's Triton: the chart's, else triton.externalUrl. */}}
+{{- define "lastmile.tritonUrl" -}}
+{{- if include "lastmile.tritonDeployed" . -}}
+{{- printf "%s:8001" (include "lastmile.componentName" (list . "triton")) -}}
+{{- else -}}
+{{- .Values.triton.externalUrl -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Values that cannot work together fail the rendering, each with what to change. */}}
+{{- define "lastmile.validate" -}}
+{{- if eq .Values.gateway.runtime "triton" -}}
+{{- if and (not .Values.triton.enabled) (not .Values.triton.externalUrl) -}}
+{{- fail "gateway.runtime is triton, but triton.enabled is false and triton.externalUrl is empty: enable the chart's Triton (triton.enabled: true), name a Triton's gRPC address (triton.externalUrl: host:8001), or run the detectors in the gateway (gateway.runtime: embedded)" -}}
+{{- end -}}
+{{- if and .Values.triton.enabled .Values.triton.externalUrl -}}
+{{- fail "triton.enabled and triton.externalUrl are both set: set triton.enabled: false to use the external Triton, or empty triton.externalUrl to use the chart's" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The keys of a config override (.over, under .path) that the rendered config (.base) already sets from the
+chart's values, space-separated: those must be set through their values (the probes, ports, volumes, the
+ScaledObject and the other pods read the same values). */}}
+{{- define "lastmile.configClashes" -}}
+{{- $base := .base -}}
+{{- $path := .path -}}
+{{- range $key, $value := .over -}}
+{{- if hasKey $base $key -}}
+{{- $inner := index $base $key -}}
+{{- if and (kindIs "map" $inner) (kindIs "map" $value) -}}
+{{- include "lastmile.configClashes" (dict "base" $inner "over" $value "path" (printf "%s.%s" $path $key)) -}}
+{{- else -}}
+{{- printf "%s.%s " $path $key -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* A rendered config file: the chart's part (.base, YAML) with the free-form override (.over) merged in; a key of
+the override that the chart's part sets fails the rendering. */}}
+{{- define "lastmile.mergedConfig" -}}
+{{- $base := .base | fromYaml -}}
+{{- $clashes := include "lastmile.configClashes" (dict "base" $base "over" .over "path" .path) | trim -}}
+{{- if $clashes -}}
+{{- fail (printf "%s sets %s, which the chart renders from its own values: set those values instead (values.yaml)" .path $clashes) -}}
+{{- end -}}
+{{- mergeOverwrite $base (deepCopy .over) | toYaml -}}
+{{- end -}}
+
+{{/* A pod's /tmp: an emptyDir (every container runs with a read-only root filesystem). */}}
+{{- define "lastmile.tmpVolume" -}}
+- name: tmp
+  emptyDir: {sizeLimit: 2Gi}
+{{- end -}}

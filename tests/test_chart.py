@@ -1,0 +1,539 @@
+"""The Helm chart's behaviours that docs/deployment.md states, each checked on the rendered manifests (and the
+image's Dockerfile): what is deployed, scraped, mounted, authenticated and named, and what fails the rendering."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import re
+import shlex
+import subprocess
+import tomllib
+from pathlib import Path, PurePosixPath
+
+import pytest
+import yaml
+from packaging.requirements import Requirement
+from pydantic import ValidationError
+
+from gateway.core import catalogue as mc
+from gateway.core.config import GatewayConfig
+from gateway.monitor.config import MonitorConfig
+from tests.conftest import require_tool
+from tests.test_deploy import CHART, NAME, ROOT, _helm
+
+VALUES = yaml.safe_load((CHART / "values.yaml").read_text())
+ALL_ON = yaml.safe_load((CHART / "ci" / "all-on-values.yaml").read_text())
+DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")  # DNS-1035: a Service's name
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")  # DNS-1123
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = copy.deepcopy(base)
+    for key, value in over.items():
+        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def _rendered(values: dict, name: str = "lm") -> tuple[list[dict], str]:
+    """The manifests and NOTES.txt of a release, as `helm template` renders them (values checked by the schema)."""
+    helm = _helm()
+    chart = helm.Chart.load(str(CHART))
+    chart.validate_schema(values)
+    out = chart.render(values, name=name, namespace="lastmile")
+    notes = next((text for path, text in out.items() if path.endswith("NOTES.txt")), "")
+    docs = [d for path, text in out.items() if not path.endswith("NOTES.txt") for d in yaml.safe_load_all(text) if d]
+    return docs, notes
+
+
+def _docs(values: dict, name: str = "lm") -> list[dict]:
+    return _rendered(values, name)[0]
+
+
+def _render_error(values: dict) -> str:
+    helm = _helm()
+    chart = helm.Chart.load(str(CHART))
+    with pytest.raises(helm.HelmRenderError) as err:
+        chart.render(values, name="lm", namespace="lastmile")
+    return str(err.value)
+
+
+def _kind(docs: list[dict], kind: str) -> list[dict]:
+    return [d for d in docs if d["kind"] == kind]
+
+
+def _component(doc: dict) -> str | None:
+    return doc["metadata"].get("labels", {}).get("app.kubernetes.io/component")
+
+
+def _deployment(docs: list[dict], component: str) -> dict:
+    (dep,) = [
+        d
+        for d in _kind(docs, "Deployment")
+        if d["spec"]["selector"]["matchLabels"].get("app.kubernetes.io/component") == component
+    ]
+    return dep
+
+
+def _config(docs: list[dict], key: str) -> dict:
+    (cm,) = [d for d in _kind(docs, "ConfigMap") if key in d.get("data", {})]
+    return yaml.safe_load(cm["data"][key])
+
+
+def _contains(actual, expected) -> bool:
+    """Whether every key and item given in ``expected`` is in ``actual`` with that value (defaults may add more)."""
+    if isinstance(expected, dict):
+        return isinstance(actual, dict) and all(k in actual and _contains(actual[k], v) for k, v in expected.items())
+    if isinstance(expected, list):
+        return isinstance(actual, list) and len(actual) == len(expected) and all(map(_contains, actual, expected))
+    return actual == expected
+
+
+@pytest.fixture(autouse=True)
+def _no_lastmile_env(monkeypatch):
+    for name in [n for n in os.environ if n.startswith("LASTMILE_")]:
+        monkeypatch.delenv(name)
+
+
+# -- the image ------------------------------------------------------------------------------------------------
+# what each runtime of the gateway imports beyond the base dependencies: detectors/runtimes/triton.py's
+# require_client imports tritonclient.grpc (tritonclient's grpc extra); embedded runs onnxruntime
+RUNTIME_NEEDS = {"triton": Requirement("tritonclient[grpc]"), "embedded": Requirement("onnxruntime")}
+
+
+def _dockerfile_extras() -> tuple[set[str], set[str]]:
+    """The extras the build stage builds wheels for, and those the runtime stage installs (offline, from them)."""
+    text = (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
+    stages = re.split(r"^FROM ", text, flags=re.MULTILINE)[1:]
+    assert len(stages) == 2, "a build stage and a runtime stage"
+    (built,) = re.findall(r"pip wheel .*?\"?\.\[([\w,-]+)\]\"?", stages[0])
+    (install,) = [line for line in stages[1].splitlines() if "pip install" in line]
+    assert "--no-index" in install and "/wheels" in install  # only what the build stage built
+    (installed,) = re.findall(r"lastmile-gateway\[([\w,-]+)\]", install)
+    return set(built.split(",")), set(installed.split(","))
+
+
+def test_the_image_has_what_every_runtime_of_the_chart_needs():
+    built, installed = _dockerfile_extras()
+    assert installed <= built
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    requirements = [Requirement(r) for r in project["dependencies"]]
+    for extra in installed:
+        requirements += [Requirement(r) for r in project["optional-dependencies"][extra]]
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    runtimes = schema["properties"]["gateway"]["properties"]["runtime"]["enum"]
+    assert VALUES["gateway"]["runtime"] in runtimes and set(runtimes) == set(RUNTIME_NEEDS)
+    for runtime in runtimes:
+        need = RUNTIME_NEEDS[runtime]
+        assert any(r.name == need.name and need.extras <= r.extras for r in requirements), (
+            f"gateway.runtime: {runtime} needs {need}, which the image does not install"
+        )
+
+
+# -- Triton: deployed where the gateway uses it, scraped where deployed -------------------------------------------
+def _triton_objects(docs: list[dict]) -> list[dict]:
+    return [d for d in docs if _component(d) == "triton" or d["metadata"]["name"].endswith("-triton")]
+
+
+@pytest.mark.parametrize(
+    ("runtime", "enabled", "external"),
+    [("triton", True, ""), ("embedded", True, ""), ("triton", False, "triton.gpu.svc:8001")],
+)
+def test_triton_is_deployed_only_where_the_gateway_uses_it(runtime, enabled, external):
+    values = {"gateway": {"runtime": runtime}, "triton": {"enabled": enabled, "externalUrl": external}}
+    docs, notes = _rendered(_merge(ALL_ON, values))
+    cfg = GatewayConfig.model_validate(_config(docs, "gateway.yaml"))
+    assert cfg.runtime == runtime
+    deployed = runtime == "triton" and enabled
+    objects = _triton_objects(docs)
+    assert {d["kind"] for d in objects} == (
+        {"Deployment", "Service", "PodDisruptionBudget", "ServiceMonitor"} if deployed else set()
+    )
+    gpus = [
+        c
+        for d in _kind(docs, "Deployment")
+        for c in d["spec"]["template"]["spec"]["containers"]
+        if "nvidia.com/gpu" in str(c.get("resources"))
+    ]
+    claims = {
+        v["persistentVolumeClaim"]["claimName"]
+        for d in _kind(docs, "Deployment")
+        for v in d["spec"]["template"]["spec"].get("volumes", [])
+        if "persistentVolumeClaim" in v
+    }
+    assert bool(gpus) == deployed
+    assert (VALUES["triton"]["modelRepository"]["persistentVolumeClaim"] in claims) == deployed
+    if deployed:  # the gateway's Triton is the Service's gRPC port
+        (service,) = [d for d in objects if d["kind"] == "Service"]
+        grpc = next(p["port"] for p in service["spec"]["ports"] if p["name"] == "grpc")
+        assert cfg.triton_url == f"{service['metadata']['name']}:{grpc}" and cfg.triton_url in notes
+    elif runtime == "triton":
+        assert cfg.triton_url == external and external in notes
+    else:
+        assert "Triton" not in notes
+
+
+def test_runtime_triton_without_a_triton_fails_the_rendering():
+    message = _render_error({"triton": {"enabled": False}})
+    assert "triton.externalUrl" in message and "gateway.runtime: embedded" in message
+    assert "both set" in _render_error({"triton": {"externalUrl": "triton.gpu.svc:8001"}})
+    _docs({"gateway": {"runtime": "embedded"}, "triton": {"enabled": False}})  # no Triton needed, none asked for
+
+
+@pytest.mark.parametrize("runtime", ["triton", "embedded"])
+def test_every_metrics_port_of_the_release_is_scraped(runtime):
+    """Each Service with a metrics port (gateway, monitor, Triton where deployed) is selected by a ServiceMonitor
+    scraping that port, and Triton's is the port its server exports metrics on."""
+    docs = _docs(_merge(ALL_ON, {"gateway": {"runtime": runtime}}))
+    monitors = _kind(docs, "ServiceMonitor")
+    for service in _kind(docs, "Service"):
+        labels = service["metadata"]["labels"]
+        ports = {p["name"] for p in service["spec"]["ports"]}
+        scraping = [m for m in monitors if m["spec"]["selector"]["matchLabels"].items() <= labels.items()]
+        assert [e["port"] for m in scraping for e in m["spec"]["endpoints"]] == (
+            ["metrics"] if "metrics" in ports else []
+        )
+    components = {m["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"] for m in monitors}
+    assert ("triton" in components) == (runtime == "triton")
+    if runtime == "triton":
+        container = _deployment(docs, "triton")["spec"]["template"]["spec"]["containers"][0]
+        port = next(p["containerPort"] for p in container["ports"] if p["name"] == "metrics")
+        assert "--allow-metrics=true" in container["args"]
+        assert port == int(
+            next((a.split("=")[1] for a in container["args"] if a.startswith("--metrics-port=")), 8002)
+        )  # tritonserver's default metrics port
+
+
+# -- volumes ----------------------------------------------------------------------------------------------------
+def test_file_roots_are_mounted_from_extra_volumes():
+    docs = _docs(ALL_ON)
+    pod = _deployment(docs, "gateway")["spec"]["template"]["spec"]
+    mounts = pod["containers"][0]["volumeMounts"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    cfg = GatewayConfig.model_validate(_config(docs, "gateway.yaml"))
+    assert cfg.sources.file_roots
+    for root in cfg.sources.file_roots:
+        (mount,) = [m for m in mounts if PurePosixPath(root).is_relative_to(m["mountPath"])]
+        assert volumes[mount["name"]] in ALL_ON["gateway"]["extraVolumes"]
+
+
+@pytest.mark.parametrize("part", ["gateway", "monitor", "canary"])
+def test_extra_volumes_reach_each_pod(part):
+    extra = {
+        "extraVolumes": [{"name": "extra", "secret": {"secretName": "s"}}],
+        "extraVolumeMounts": [{"name": "extra", "mountPath": "/etc/extra", "readOnly": True}],
+    }
+    docs = _docs(_merge(ALL_ON, {part: extra}))
+    pod = _deployment(docs, part)["spec"]["template"]["spec"]
+    assert extra["extraVolumes"][0] in pod["volumes"]
+    assert extra["extraVolumeMounts"][0] in pod["containers"][0]["volumeMounts"]
+    import kubernetes_validate as kv
+
+    kv.validate(_deployment(docs, part), "1.30.0", strict=True)
+
+
+@pytest.mark.parametrize("values", [{}, ALL_ON], ids=["default", "all-on"])
+def test_every_pod_has_a_writable_tmp(values):
+    """docs/deployment.md: /tmp is an emptyDir in every pod (every container's root filesystem is read-only)."""
+    for dep in _kind(_docs(values), "Deployment"):
+        pod = dep["spec"]["template"]["spec"]
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        for c in pod["containers"]:
+            assert c["securityContext"]["readOnlyRootFilesystem"] is True
+            (tmp,) = [m for m in c["volumeMounts"] if m["mountPath"] == "/tmp"]
+            assert "emptyDir" in volumes[tmp["name"]] and not tmp.get("readOnly")
+
+
+def test_every_pod_pulls_with_the_image_pull_secrets():
+    deployments = _kind(_docs(ALL_ON), "Deployment")
+    assert {_component(d) for d in deployments} == {"gateway", "monitor", "canary", "triton"}
+    for dep in deployments:
+        assert dep["spec"]["template"]["spec"]["imagePullSecrets"] == ALL_ON["imagePullSecrets"]
+
+
+# -- the config files ---------------------------------------------------------------------------------------------
+def test_config_overrides_reach_the_rendered_configs_and_validate():
+    docs = _docs(ALL_ON)
+    gateway = GatewayConfig.model_validate(_config(docs, "gateway.yaml"))
+    monitor = MonitorConfig.model_validate(_config(docs, "monitor.yaml"))
+    assert {"shadow", "onnxruntime"} <= ALL_ON["gateway"]["config"].keys() and ALL_ON["monitor"]["config"]
+    assert _contains(gateway.model_dump(mode="json"), ALL_ON["gateway"]["config"])
+    assert _contains(monitor.model_dump(mode="json"), ALL_ON["monitor"]["config"])
+    # the chart's own settings are still there beside a key merged into the same section
+    assert gateway.kafka.bootstrap == VALUES["kafka"]["bootstrap"] and gateway.http_port == VALUES["metrics"]["port"]
+    assert monitor.checkpoint.directory is not None and monitor.http_port == VALUES["monitor"]["port"]
+    # a misspelt field renders, and is refused where the pod loads the file (the models forbid unknown fields)
+    misspelt = _config(_docs(_merge(ALL_ON, {"gateway": {"config": {"shadw": {"share": 0.1}}}})), "gateway.yaml")
+    with pytest.raises(ValidationError, match="shadw"):
+        GatewayConfig.model_validate(misspelt)
+
+
+@pytest.mark.parametrize(
+    ("values", "key"),
+    [
+        ({"gateway": {"config": {"http_port": 1}}}, "gateway.config.http_port"),
+        ({"gateway": {"config": {"limits": {"max_bytes": 1}}}}, "gateway.config.limits.max_bytes"),
+        ({"monitor": {"config": {"checkpoint": {"directory": "/x"}}}}, "monitor.config.checkpoint.directory"),
+        ({"monitor": {"config": {"kafka": {"bootstrap": "b:9092"}}}}, "monitor.config.kafka.bootstrap"),
+    ],
+)
+def test_a_config_override_of_a_chart_setting_fails_the_rendering(values, key):
+    assert key in _render_error(values)
+
+
+# -- KEDA ----------------------------------------------------------------------------------------------------------
+KEDA_SASL = {"PLAIN": "plaintext", "SCRAM-SHA-256": "scram_sha256", "SCRAM-SHA-512": "scram_sha512"}  # KEDA's names
+
+
+@pytest.mark.parametrize(
+    "kafka",
+    [
+        {"securityProtocol": "PLAINTEXT"},
+        {"securityProtocol": "SSL"},
+        {"securityProtocol": "SSL", "tls": {"caSecret": "kafka-ca"}},
+        {"securityProtocol": "SASL_PLAINTEXT", "sasl": {"mechanism": "PLAIN", "existingSecret": "creds"}},
+        {
+            "securityProtocol": "SASL_SSL",
+            "sasl": {"mechanism": "SCRAM-SHA-256", "existingSecret": "creds"},
+            "tls": {"caSecret": "kafka-ca"},
+        },
+    ],
+    ids=lambda k: k["securityProtocol"] + ("+ca" if "tls" in k else ""),
+)
+def test_keda_reads_the_lag_with_the_gateways_credentials(kafka):
+    values = {"autoscaling": {"keda": {"enabled": True}}, "kafka": kafka}
+    docs = _docs(values)
+    (scaled,) = _kind(docs, "ScaledObject")
+    (trigger,) = scaled["spec"]["triggers"]
+    protocol = kafka["securityProtocol"]
+    sasl, tls = protocol.startswith("SASL_"), protocol in ("SSL", "SASL_SSL")
+    assert trigger["metadata"].get("sasl") == (KEDA_SASL[kafka["sasl"]["mechanism"]] if sasl else None)
+    assert trigger["metadata"].get("tls") == ("enable" if tls else None)
+    # what the gateway itself authenticates with: its SASL env from a Secret, its CA file from a Secret volume
+    gateway = _deployment(docs, "gateway")["spec"]["template"]["spec"]
+    env = {e["name"]: e.get("valueFrom", {}).get("secretKeyRef") for e in gateway["containers"][0]["env"]}
+    expected = {}
+    if sasl:
+        expected["username"] = env["LASTMILE_KAFKA__SASL_USERNAME"]
+        expected["password"] = env["LASTMILE_KAFKA__SASL_PASSWORD"]
+    cafile = GatewayConfig.model_validate(_config(docs, "gateway.yaml")).kafka.ssl_cafile
+    if tls and cafile:
+        (mount,) = [m for m in gateway["containers"][0]["volumeMounts"] if m["mountPath"] == str(Path(cafile).parent)]
+        (volume,) = [v for v in gateway["volumes"] if v["name"] == mount["name"]]
+        expected["ca"] = {"name": volume["secret"]["secretName"], "key": Path(cafile).name}
+    auths = _kind(docs, "TriggerAuthentication")
+    if not expected:
+        assert not auths and "authenticationRef" not in trigger
+        return
+    (auth,) = auths
+    assert trigger["authenticationRef"]["name"] == auth["metadata"]["name"]
+    refs = {r["parameter"]: {"name": r["name"], "key": r["key"]} for r in auth["spec"]["secretTargetRef"]}
+    assert refs == expected
+
+
+def test_keda_behind_sasl_without_credentials_fails_the_rendering():
+    values = {"autoscaling": {"keda": {"enabled": True}}, "kafka": {"securityProtocol": "SASL_SSL"}}
+    assert "kafka.sasl.existingSecret" in _render_error(values)
+
+
+# -- names ---------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("release", "values"),
+    [("r" * 53, {}), ("lm", {"fullnameOverride": "f" * 63}), ("lm", {"nameOverride": "n" * 63})],
+    ids=["longest-release", "longest-fullname", "longest-name"],
+)
+def test_every_name_fits_and_every_reference_resolves(release, values):
+    docs = _docs(_merge(ALL_ON, values), name=release)
+    names = {}
+    for d in docs:
+        name = d["metadata"]["name"]
+        assert len(name) <= 63 and DNS_SUBDOMAIN.match(name), name
+        assert (d["kind"], name) not in names
+        names[(d["kind"], name)] = d
+    for service in _kind(docs, "Service"):
+        assert DNS_LABEL.match(service["metadata"]["name"])
+    for dep in _kind(docs, "Deployment"):
+        for v in dep["spec"]["template"]["spec"]["volumes"]:
+            if "configMap" in v:
+                assert ("ConfigMap", v["configMap"]["name"]) in names
+    (scaled,) = _kind(docs, "ScaledObject")
+    assert ("Deployment", scaled["spec"]["scaleTargetRef"]["name"]) in names
+    assert ("TriggerAuthentication", scaled["spec"]["triggers"][0]["authenticationRef"]["name"]) in names
+    host = GatewayConfig.model_validate(_config(docs, "gateway.yaml")).triton_url.rsplit(":", 1)[0]
+    assert ("Service", host) in names
+
+
+def test_kafka_topic_objects_have_valid_names_and_the_topics_own():
+    kafka = {
+        "inputTopic": "Lastmile_Videos.v2",
+        "outputTopic": "scores__EU",
+        "labelsTopic": "lastmile.labels",
+        "topics": {"create": True},
+    }
+    topics = _kind(_docs({"kafka": kafka}), "KafkaTopic")
+    wanted = {kafka["inputTopic"], kafka["outputTopic"], kafka["labelsTopic"], kafka["inputTopic"] + ".dlq"}
+    assert {t["spec"]["topicName"] for t in topics} == wanted
+    names = [t["metadata"]["name"] for t in topics]
+    assert {t["spec"]["topicName"]: t["metadata"]["name"] for t in topics}[kafka["inputTopic"]] == (
+        "lastmile-videos-v2"  # docs/deployment.md's example
+    )
+    assert len(set(names)) == len(names) and all(len(n) <= 253 and DNS_SUBDOMAIN.match(n) for n in names)
+    collide = {"kafka": {"inputTopic": "a_b", "outputTopic": "a.b", "topics": {"create": True}}}
+    assert "a_b" in _render_error(collide) and "a.b" in _render_error(collide)
+
+
+# -- disruptions and shutdown -----------------------------------------------------------------------------------
+def _allowed_disruptions(pdb: dict, replicas: int) -> int:
+    def count(value, round_up: bool) -> int:
+        if isinstance(value, str) and value.endswith("%"):
+            share = int(value[:-1]) * replicas / 100
+            return math.ceil(share) if round_up else math.floor(share)
+        return int(value)
+
+    spec = pdb["spec"]
+    if "maxUnavailable" in spec:
+        return count(spec["maxUnavailable"], True)
+    return replicas - count(spec["minAvailable"], True)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [{}, {"gateway": {"replicas": 1}}, {"autoscaling": {"keda": {"enabled": True, "minReplicas": 1}}}],
+    ids=["default", "one-replica", "keda-at-one"],
+)
+def test_a_drain_can_evict_a_gateway_at_its_fewest_replicas(values):
+    merged = _merge(VALUES, values)
+    keda = merged["autoscaling"]["keda"]
+    fewest = max(keda["minReplicas"], 1) if keda["enabled"] else merged["gateway"]["replicas"]
+    (pdb,) = [p for p in _kind(_docs(values), "PodDisruptionBudget") if _component(p) == "gateway"]
+    assert _allowed_disruptions(pdb, fewest) >= 1
+
+
+def test_the_gateway_pdb_takes_min_available_instead():
+    docs = _docs({"gateway": {"replicas": 3, "podDisruptionBudget": {"minAvailable": 2}}})
+    (pdb,) = [p for p in _kind(docs, "PodDisruptionBudget") if _component(p) == "gateway"]
+    assert pdb["spec"]["minAvailable"] == 2 and "maxUnavailable" not in pdb["spec"]
+    assert _allowed_disruptions(pdb, 3) == 1
+
+
+@pytest.mark.parametrize("timeout", [60, 300, 12.5])
+def test_the_grace_period_covers_the_shutdown_timeout(timeout):
+    docs = _docs({"gateway": {"shutdownTimeoutS": timeout}})
+    cfg = GatewayConfig.model_validate(_config(docs, "gateway.yaml"))
+    grace = _deployment(docs, "gateway")["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+    assert cfg.shutdown_timeout_s == timeout
+    assert grace == math.ceil(timeout) + VALUES["gateway"]["terminationGraceMarginS"] and grace > timeout
+
+
+# -- the PrometheusRule ---------------------------------------------------------------------------------------------
+MONITOR_EXPORTERS = {mc.Exporter.MONITOR, mc.Exporter.WINDOWS, mc.Exporter.COMPARISONS}
+MONITOR_ONLY = {s for f in mc.keyed().values() if set(f.exporters) <= MONITOR_EXPORTERS for s in f.series}
+
+
+def _shipped_rules() -> list[dict]:
+    return [
+        r for g in yaml.safe_load((CHART / "files" / "lastmile-rules.yaml").read_text())["groups"] for r in g["rules"]
+    ]
+
+
+def _rule_name(rule: dict) -> str:
+    return rule.get("record") or rule["alert"]
+
+
+def _monitor_rules(rules: list[dict]) -> set[str]:
+    """Rules that read a series only the monitor exports, directly or through recording rules."""
+    monitor, recorded = set(), set()
+    while True:
+        more = {_rule_name(r) for r in rules if set(NAME.findall(r["expr"])) & (MONITOR_ONLY | recorded)} - monitor
+        if not more:
+            return monitor
+        monitor |= more
+        recorded |= {n for n in more if ":" in n}
+
+
+def _rendered_rules(values: dict) -> list[dict]:
+    (rule,) = _kind(_docs(values), "PrometheusRule")
+    return [r for g in rule["spec"]["groups"] for r in g["rules"]]
+
+
+def test_without_a_monitor_no_rule_reads_the_monitors_series(tmp_path):
+    values = {"monitor": {"enabled": False}, "metrics": {"prometheusRule": {"enabled": True}}}
+    shipped = _shipped_rules()
+    dropped = _monitor_rules(shipped)
+    assert {"LastmileMonitorNotReady", "LastmileAucDrift", "LastmileChallengerLessRobust"} <= dropped
+    rendered = _rendered_rules(values)
+    assert rendered == [r for r in shipped if _rule_name(r) not in dropped]
+    assert not _monitor_rules(rendered)
+    assert _rendered_rules({"metrics": {"prometheusRule": {"enabled": True}}}) == shipped  # a monitor: every rule
+    promtool = require_tool("promtool")
+    (rule,) = _kind(_docs(values), "PrometheusRule")
+    path = tmp_path / "rules.yaml"
+    path.write_text(yaml.safe_dump(rule["spec"]))
+    res = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_runbook_urls_are_made_absolute_under_runbook_base_url():
+    base = ALL_ON["metrics"]["prometheusRule"]["runbookBaseUrl"]
+    shipped = {r["alert"]: r["annotations"]["runbook_url"] for r in _shipped_rules() if "alert" in r}
+    rendered = {r["alert"]: r["annotations"]["runbook_url"] for r in _rendered_rules(ALL_ON) if "alert" in r}
+    assert rendered.keys() == shipped.keys()
+    for alert, url in rendered.items():
+        assert url == base.rstrip("/") + "/" + shipped[alert] and re.match(r"^https?://", url)
+
+
+# -- the docs' commands and references ---------------------------------------------------------------------------
+def _commands(doc: Path) -> list[list[str]]:
+    blocks = re.findall(r"```bash\n(.*?)```", doc.read_text(), flags=re.DOTALL)
+    return [shlex.split(line.split(" > ")[0]) for b in blocks for line in b.replace("\\\n", " ").splitlines() if line]
+
+
+def test_the_deployment_docs_build_the_image_the_chart_installs():
+    commands = _commands(ROOT / "docs" / "deployment.md")
+    (build,) = [c for c in commands if c[:2] == ["docker", "build"]]
+    assert build[-1] == "." and (ROOT / "Dockerfile").is_file()  # the checkout's root is the context
+    image = build[build.index("-t") + 1]
+    helm_commands = [c for c in commands if c[0] == "helm" and c[1] in ("install", "template")]
+    assert {c[1] for c in helm_commands} == {"install", "template"}
+    helm = _helm()
+    chart = helm.Chart.load(str(CHART))
+    for cmd in helm_commands:
+        assert (ROOT / cmd[3] / "Chart.yaml").is_file()
+        values: dict = {}
+        for i, arg in enumerate(cmd):
+            if arg == "--set":
+                values = _merge(values, helm.parse_set_string(cmd[i + 1]))
+        assert f"{values['image']['repository']}:{values['image']['tag']}" == image
+        assert values["image"]["tag"] == chart.metadata["appVersion"]
+        docs = _docs(values, name=cmd[2])
+        images = {
+            c["image"]
+            for d in _kind(docs, "Deployment")
+            if _component(d) != "triton"
+            for c in d["spec"]["template"]["spec"]["containers"]
+        }
+        assert images == {image}
+
+
+def test_the_chart_lints_with_every_part_on():
+    report = _helm().lint(str(CHART), ALL_ON, strict=True)
+    assert not report["errors"] and all(m["severity"] < 3 for m in report["messages"])
+
+
+def test_the_image_tag_defaults_to_the_app_version():
+    chart = _helm().Chart.load(str(CHART))
+    docs = _docs({"image": {"repository": "registry.example.com/lastmile"}})
+    assert _deployment(docs, "gateway")["spec"]["template"]["spec"]["containers"][0]["image"] == (
+        f"registry.example.com/lastmile:{chart.metadata['appVersion']}"
+    )
+
+
+def test_the_files_the_docs_and_values_name_exist():
+    texts = {p: p.read_text() for p in [ROOT / "README.md", CHART / "values.yaml", *(ROOT / "docs").glob("*.md")]}
+    for path, text in texts.items():
+        for manifest in re.findall(r"--manifest (\S+\.jsonl)", text):
+            assert (ROOT / manifest).is_file(), f"{path.name}: {manifest}"
+    for doc in re.findall(r"\(?((?:docs/)?[\w-]+\.md)\b", texts[CHART / "values.yaml"]):
+        assert (ROOT / doc).is_file() or (ROOT / "docs" / doc).is_file(), f"values.yaml cites {doc}"
