@@ -18,6 +18,7 @@ from gateway.core.messages import ScoreRow
 from gateway.evaluation.compare import Contender, compare, shared_rows
 from gateway.evaluation.errors import EvaluationError
 from gateway.evaluation.paired import evaluate
+from gateway.evaluation.report import PROXY_WARNING
 
 CONDITIONS = ("original", "spatial", "full")
 
@@ -148,6 +149,8 @@ def test_the_report_compares_two_detectors_of_a_real_replay(real_run):
     section = report_md[report_md.index("## Champion vs challenger") : report_md.index("## Plots")]
     assert "### spectral (challenger) vs d3_px (champion)" in section and "| full | 18 |" in section
     assert "](plots/compare_0.png)" in section
+    # a proxy corpus says so in each file of the comparison too, as in the report (it did only there)
+    assert cmp["corpus_notice"] == PROXY_WARNING and f"> **{PROXY_WARNING}**" in text
     html = (real_run / "report.html").read_text()
     forest = html[html.index("<h3>spectral (challenger) vs d3_px (champion)</h3>") :]
     assert '<img src="data:image/png;base64,' in forest and "<figcaption>spectral minus d3_px per condition" in forest
@@ -259,3 +262,25 @@ def test_a_bad_compare_is_a_usage_error_and_an_absent_contender_names_what_the_r
         assert got.exit_code == 2 and "Invalid value for '--compare'" in got.output, (pairs, got.output)
     got = CliRunner().invoke(cli, ["report", str(run), "--replicates", "50", "--compare", "alpha@2:beta"])
     assert got.exit_code == 1 and "no rows for alpha@2 in this run (it holds alpha@1, beta@1)" in got.output, got.output
+
+
+def test_two_versions_of_a_detector_in_one_run_are_two_cells_each_at_its_own_threshold():
+    """They were one cell: both versions' rows pooled under the first row's threshold (a run may hold a
+    detector's versions side by side, docs/ab.md)."""
+    versions = {"alpha": ("npr", "1.0.0"), "beta": ("npr", "1.1.0")}
+    rows = _rows(30, versions=versions)
+    rows = [r.model_copy(update={"threshold": 5.0}) if r.detector_version == "1.1.0" else r for r in rows]
+    ev = evaluate(rows, replicates=60)
+    assert ev.detectors == ["npr@1.0.0", "npr@1.1.0"]
+    for version in ("1.0.0", "1.1.0"):
+        alone = evaluate([r for r in rows if r.detector_version == version], replicates=60)
+        for c in CONDITIONS:
+            got, want = ev.cell(f"npr@{version}", c), alone.cell("npr", c)
+            assert (got.auc, got.fake_recall, got.real_recall) == (want.auc, want.fake_recall, want.real_recall)
+    assert ev.cell("npr@1.1.0", "original").fake_recall < 0.5 < ev.cell("npr@1.0.0", "original").fake_recall
+
+
+def test_scored_rows_without_a_threshold_are_refused_not_decided_at_zero():
+    rows = [r.model_copy(update={"threshold": None}) for r in _rows(10)]
+    with pytest.raises(EvaluationError, match="alpha: its scored rows state no threshold"):
+        evaluate(rows, replicates=60)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
 TOPS = "examples|docs|tests|gateway|transforms|detectors|dashboards|helm|triton_models|scripts|\\.ci"
@@ -54,3 +56,23 @@ def test_what_the_benchmarks_page_says_of_the_readme_table_holds():
     worst = max(gaps, key=gaps.get)
     assert said and float(said.group(1)) == round(gaps[worst], 1) and worst == (said.group(2), said.group(3))
     assert int(said.group(4)) == sum(g <= float(said.group(6)) for g in gaps.values()) and int(said.group(5)) == 24
+
+
+def _drifts(text: str) -> dict[str, list[float]]:
+    """The first demo table of a page: each detector's AUC drift from original per condition, in points."""
+    block = text[text.index("| detector | original") :].split("\n\n")[0].splitlines()[2:]
+    rows = [line for line in block if not line.startswith("| **")]
+    drift = re.compile(r"\(([+-][\d.]+)\)")
+    return {line.strip("|").split("|")[0].strip(): [float(d) for d in drift.findall(line)] for line in rows}
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/benchmarks.md"])
+def test_the_drifts_each_page_states_are_its_tables(page):
+    """'npr and spectral lose A-B AUC points', 'd3_px gains': held to the page's own table."""
+    text = (ROOT / page).read_text()
+    said = re.search(r"\(`npr`, `spectral`\) lose (\d+)-(\d+) AUC\s+points", text)
+    drifts = _drifts(text)
+    lost = [-d for name in ("npr", "spectral") for d in drifts[name]]
+    assert said and (int(said.group(1)), int(said.group(2))) == (round(min(lost)), round(max(lost)))
+    spatial, temporal, full = (drifts["d3_px"][i] for i in (1, 2, 4))  # drifts: transcode, spatial, ..., full
+    assert min(spatial, temporal, full) > 0  # "the temporal d3_px gains"

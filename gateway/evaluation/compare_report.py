@@ -125,9 +125,12 @@ def clear_comparisons(folder: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-def write_comparisons(comparisons: list[Comparison], folder: Path, figures: list[Figure]) -> dict[str, Path]:
-    """``comparison.md`` and ``comparison.json`` in ``folder`` (the report embeds the same tables and plots)."""
-    parts = ["# Champion vs challenger\n"]
+def write_comparisons(
+    comparisons: list[Comparison], folder: Path, figures: list[Figure], notice: str | None = None
+) -> dict[str, Path]:
+    """``comparison.md`` and ``comparison.json`` in ``folder`` (the report embeds the same tables and plots);
+    ``notice``: the corpus's (a proxy corpus says so), at the top of the one and in each entry of the other."""
+    parts = ["# Champion vs challenger\n", *([f"\n> **{notice}**\n"] if notice else [])]
     out = {}
     for cmp, fig in zip(comparisons, figures, strict=True):
         table = comparison_table(cmp)
@@ -136,10 +139,11 @@ def write_comparisons(comparisons: list[Comparison], folder: Path, figures: list
     out["comparison_md"] = folder / "comparison.md"
     out["comparison_json"] = folder / "comparison.json"
     out["comparison_md"].write_text("".join(parts))
-    out["comparison_json"].write_text(json.dumps(comparisons_json(comparisons), indent=2))
+    out["comparison_json"].write_text(json.dumps(comparisons_json(comparisons, notice), indent=2))
     return out
 
 
-def comparisons_json(comparisons: list[Comparison]) -> list[dict]:
-    """The comparisons' numbers as JSON-ready dicts (``comparison.json`` and report.json's ``comparisons``)."""
-    return [dataclasses.asdict(c) for c in comparisons]
+def comparisons_json(comparisons: list[Comparison], notice: str | None = None) -> list[dict]:
+    """The comparisons' numbers as JSON-ready dicts (``comparison.json`` and report.json's ``comparisons``), each
+    with the corpus's ``notice`` (None where the corpus states none)."""
+    return [dataclasses.asdict(c) | {"corpus_notice": notice} for c in comparisons]

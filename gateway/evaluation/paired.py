@@ -117,7 +117,10 @@ def evaluate(
 
     Thresholds: the rows' own (the model card's) unless ``thresholds`` overrides them, or
     ``calibrate_on_original`` (a target RealR) recalibrates each detector on this run's ``original`` reals.
+    A detector with rows of several versions is evaluated per version, as ``DETECTOR@VERSION``: each version's
+    cells, on its own rows, at its own threshold.
     """
+    rows = by_version(rows)
     scored = [r for r in rows if r.error_kind != "infra"]
     infra = defaultdict(int)
     for r in rows:
@@ -155,6 +158,21 @@ def evaluate(
     )
 
 
+def by_version(rows: list[ScoreRow]) -> list[ScoreRow]:
+    """``rows`` with each detector that has rows of several versions named ``DETECTOR@VERSION`` (a single version
+    keeps its name): one run may hold a detector's versions side by side (docs/ab.md), never one cell of both."""
+    versions = defaultdict(set)
+    for r in rows:
+        versions[r.detector].add(r.detector_version)
+    several = {d for d, v in versions.items() if len(v) > 1}
+    if not several:
+        return rows
+    return [
+        r.model_copy(update={"detector": f"{r.detector}@{r.detector_version}"}) if r.detector in several else r
+        for r in rows
+    ]
+
+
 def _thresholds(
     rows: list[ScoreRow], detectors: list[str], override: dict[str, float] | None, target: float | None
 ) -> dict[str, float]:
@@ -170,7 +188,13 @@ def _thresholds(
             ]
             out[det] = metrics.calibrate_threshold(np.array(reals), target)
         else:
-            out[det] = next((r.threshold for r in rows if r.detector == det and r.threshold is not None), 0.0)
+            stated = {r.threshold for r in rows if r.detector == det and r.threshold is not None}
+            if len(stated) > 1:
+                several = sorted(stated)
+                raise EvaluationError(f"{det}: its rows state several thresholds ({several}): its card changed")
+            if not stated and any(r.detector == det and r.score is not None for r in rows):
+                raise EvaluationError(f"{det}: its scored rows state no threshold (the gateway's carry their card's)")
+            out[det] = stated.pop() if stated else 0.0  # (no score to decide on: no threshold is used)
     return out
 
 

@@ -44,6 +44,11 @@ PROXY_WARNING = (
 )
 
 
+def _notice(ctx: dict) -> str | None:
+    """What every part of a report on the proxy corpus says of it; None for another corpus."""
+    return PROXY_WARNING if ctx["proxy"] else None
+
+
 def read_run(run_dir: Path) -> tuple[list[ScoreRow], dict]:
     """A run's rows and its ``run.json`` (empty where there is none); :class:`ResultsError` where either cannot be
     read."""
@@ -96,7 +101,7 @@ def build_report(
     out["md"].write_text(render("report.md.j2", ev, ctx, figures, sections))
     out["html"].write_text(render("report.html.j2", ev, ctx, figures, sections))
     if contests:
-        out |= write_comparisons(contests, run_dir, forests)
+        out |= write_comparisons(contests, run_dir, forests, _notice(ctx))
     return out
 
 
@@ -119,7 +124,7 @@ def render(
         tables=report_tables(ev) + sweep_tables(ev),
         figures=figures,
         comparisons=comparisons,
-        notice=PROXY_WARNING if ctx["proxy"] else None,
+        notice=_notice(ctx),
         glossary=glossary(ev),
         generators=(ctx["corpus"].get("generators") or {}) if ctx["proxy"] else {},
     )
@@ -175,11 +180,11 @@ def _as_json(ev: Evaluation, ctx: dict, contests: list[Comparison]) -> dict:
         "key_findings": [dataclasses.asdict(f) for f in ctx["findings"]],
         "warnings": ctx["warnings"],
         "context": {**context, "spec_hashes": hashes, "model_hashes": models},
-        "notice": PROXY_WARNING if ctx["proxy"] else None,
+        "notice": _notice(ctx),
         "cells": [dataclasses.asdict(c) for c in ev.cells],
         "rank_correlation": ev.rank_correlation,
         "mean_over_detectors": means(ev),
         "sweeps": sweep_json(ev),
         "glossary": {t.term: t.definition for t in glossary(ev)},
-        "comparisons": comparisons_json(contests),
+        "comparisons": comparisons_json(contests, _notice(ctx)),
     }
