@@ -10,6 +10,7 @@ import pytest
 from scipy.stats import ks_2samp
 from sklearn.metrics import balanced_accuracy_score, recall_score, roc_auc_score
 
+from detectors.intervals import wilson_interval
 from gateway.core.messages import ScoreEvent, idempotency_key
 from gateway.monitor.config import WindowSettings
 from gateway.monitor.signals import compute
@@ -159,6 +160,11 @@ def test_label_free_signals_equal_numpy_and_scipy():
         r2g = values(samples, "lastmile_flip_rate", direction="real_to_generated", **lab)[("npr", "full")]
         g2r = values(samples, "lastmile_flip_rate", direction="generated_to_real", **lab)[("npr", "full")]
         assert r2g == pytest.approx(np.mean(da[~db])) and g2r == pytest.approx(np.mean(~da[db]))
+        for direction, flipped, n in (("real_to_generated", da[~db].sum(), (~db).sum()), ("generated_to_real",
+                                      (~da[db]).sum(), db.sum())):  # fmt: skip
+            bounds = [values(samples, f"lastmile_flip_rate_{b}", direction=direction, **lab)[("npr", "full")]
+                      for b in ("lower", "upper")]  # fmt: skip
+            assert bounds == pytest.approx(list(wilson_interval(int(flipped), int(n))[1:]))  # a proportion's interval
         assert values(samples, "lastmile_paired_videos", **lab)[("npr", "full")] == len(part)
     assert not values(samples, "lastmile_auc")  # no label anywhere: no labelled series at all
 

@@ -193,6 +193,7 @@ FLIP_RATE = _windowed(
     "lastmile_flip_rate",
     "Share of videos whose decision under this condition differs from original's, by original decision",
     (*WINDOW, "direction"),
+    interval=True,
 )
 SCORE_SHIFT_MEAN = _windowed(
     "lastmile_score_shift_mean", "Mean of score under this condition minus score under original"

@@ -188,7 +188,7 @@ def compute(source: list[tuple[str, Video]] | Frame, settings: WindowSettings, n
         if col.t[-1] >= fresh_after:
             out.append(Sample(mc.LAST_SAMPLE_TIME, {**ident, "population": kind}, float(col.t.max())))
             for window, sel in _windows(every(len(col.t)), settings.count):
-                out += _label_free(col, sel, base, {**ident, "window": window, "population": kind})
+                out += _label_free(col, sel, base, {**ident, "window": window, "population": kind}, settings.confidence)
         known = np.flatnonzero(col.label >= 0)
         population = "canary" if kind == "canary" else "labelled"
         if known.size and col.t[known].max() >= fresh_after:
@@ -235,7 +235,7 @@ def _wilson(rate: float, successes: int, n: int, conf: float) -> tuple[float, fl
     return rate, lo, hi
 
 
-def _label_free(col: Column, sel: np.ndarray, base: Column | None, labels: dict) -> list[Sample]:
+def _label_free(col: Column, sel: np.ndarray, base: Column | None, labels: dict, conf: float) -> list[Sample]:
     out = [Sample(mc.WINDOW_VIDEOS, labels, float(sel.size))]
     if base is None:
         return out
@@ -248,10 +248,10 @@ def _label_free(col: Column, sel: np.ndarray, base: Column | None, labels: dict)
     out.append(Sample(mc.SCORE_KS, labels, intervals.ks_of_ascending(col.ascending(a), base.ascending(b))))
     # pairs by (decision here, decision on original): False False, False True, True False, True True
     ff, ft, tf, tt = np.bincount(2 * _at(col.decision, a).astype(np.int8) + _at(base.decision, b), minlength=4).tolist()
-    if ff + tf:
-        out.append(Sample(mc.FLIP_RATE, {**labels, "direction": "real_to_generated"}, tf / (ff + tf)))
-    if ft + tt:
-        out.append(Sample(mc.FLIP_RATE, {**labels, "direction": "generated_to_real"}, ft / (ft + tt)))
+    for direction, flipped, kept in (("real_to_generated", tf, ff), ("generated_to_real", ft, tt)):
+        if flipped + kept:  # a proportion of the videos so decided on original, with its Wilson interval
+            rate = _wilson(flipped / (flipped + kept), flipped, flipped + kept, conf)
+            out += _bounded(mc.FLIP_RATE, {**labels, "direction": direction}, rate)
     return out
 
 
