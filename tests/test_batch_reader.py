@@ -15,6 +15,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from gateway import bus
 from gateway.bus import batch_reader, batches, fetch_link
+from gateway.bus import links as bus_links
 from gateway.bus.bulk import Loader
 from gateway.core.config import KafkaSettings
 from tests.streaming import require_broker
@@ -352,7 +353,7 @@ def test_a_broker_whose_name_lookup_hangs_blocks_no_poll_and_is_dialled_once_it_
         answer.wait(60)
         return real_lookup(*leader, *args, **kwargs)
 
-    monkeypatch.setattr(fetch_link.socket, "getaddrinfo", resolver)
+    monkeypatch.setattr(bus_links.socket, "getaddrinfo", resolver)
     monkeypatch.setattr(batch_reader, "REDIAL_S", 0.05)
     monkeypatch.setattr(batch_reader, "leader_address",
                         lambda c, p: hung if p.partition == 0 else real_leader(c, p))  # fmt: skip
@@ -458,9 +459,9 @@ def test_links_try_each_address_of_a_name_and_carry_tls_through_their_selector(t
             tls.sendall(struct.pack(">i", len(body)) + body)
 
     monkeypatch.setattr(fetch_link.socket, "getaddrinfo", two_addresses)
-    monkeypatch.setattr(fetch_link.selectors, "DefaultSelector", getattr(selectors, selector))
+    monkeypatch.setattr(bus_links.selectors, "DefaultSelector", getattr(selectors, selector))
     threading.Thread(target=serve, daemon=True).start()
-    links, address, deadline = fetch_link.Links(client_tls, 5.0, 0.05), listener.getsockname(), time.monotonic() + 10
+    links, address, deadline = bus_links.Links(client_tls, 5.0, 0.05), listener.getsockname(), time.monotonic() + 10
     with listener:
         while (link := links.idle(address)) is None and time.monotonic() < deadline:
             for ready in links.ready(links.busy(), 0.1):

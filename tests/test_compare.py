@@ -284,3 +284,10 @@ def test_scored_rows_without_a_threshold_are_refused_not_decided_at_zero():
     rows = [r.model_copy(update={"threshold": None}) for r in _rows(10)]
     with pytest.raises(EvaluationError, match="alpha: its scored rows state no threshold"):
         evaluate(rows, replicates=60)
+
+
+def test_a_contender_without_a_version_in_a_run_of_several_is_refused_naming_them():
+    rows = _rows(10, versions={"alpha": ("npr", "1.0.0"), "beta": ("npr", "1.1.0"), "gamma": ("d3", "1")})
+    with pytest.raises(EvaluationError, match=r"npr has rows of several versions in this run \(1.0.0, 1.1.0\)"):
+        shared_rows(rows, Contender.parse("npr"), Contender.parse("d3"))
+    assert shared_rows(rows, Contender.parse("npr@1.1.0"), Contender.parse("d3"))  # pinned: fine

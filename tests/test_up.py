@@ -120,7 +120,9 @@ def test_up_send_scores_then_sigterm_leaves_nothing(tmp_path):
             ),
             what="every rule evaluated",
         )
-        assert {x["name"] for x in groups} == {"lastmile-recording", "lastmile-alerts"}
+        assert {x["name"] for x in groups} == {
+            "lastmile-recording", "lastmile-alerts", "lastmile-monitor-recording", "lastmile-monitor-alerts"
+        }  # fmt: skip
     finally:
         pids = json.loads((tmp_path / "lastmile-up" / "stack.json").read_text())["pids"]
         up.send_signal(signal.SIGTERM)

@@ -27,7 +27,8 @@ from gateway.bus.batches import parse
 from gateway.bus.consumer import Consumer, client_reader
 from gateway.bus.direct import DirectReader, Fetched, leader_address, tls_context
 from gateway.bus.errors import BusError, mapped
-from gateway.bus.fetch_link import FETCH_BYTES, Links, ReplyPartition, ReplyTooLarge, fetch_request, reply_partitions
+from gateway.bus.fetch_link import FETCH_BYTES, ReplyPartition, ReplyTooLarge, fetch_request, reply_partitions
+from gateway.bus.links import Links
 from gateway.bus.records import Partition
 from gateway.core.kafka_settings import KafkaSettings
 

@@ -20,7 +20,8 @@ import numpy as np
 from gateway.core.messages import ScoreRow
 from gateway.evaluation.bootstrap import anchor_resamples, percentile_interval
 from gateway.evaluation.errors import EvaluationError
-from gateway.evaluation.paired import REPLICATES, SEED, _cell, _thresholds
+from gateway.evaluation.paired import REPLICATES, SEED, _cell
+from gateway.evaluation.thresholds import decision_thresholds
 from transforms.spec import LASTMILE
 
 ROLES = ("champion", "challenger")
@@ -91,6 +92,8 @@ def shared_rows(rows: list[ScoreRow], champion: Contender, challenger: Contender
         if not picked[role]:
             held = ", ".join(sorted({f"{r.detector}@{r.detector_version}" for r in rows})) or "no rows at all"
             raise EvaluationError(f"no rows for {who} in this run (it holds {held})")
+        if len(versions := sorted({r.detector_version for r in rows if who.matches(r)})) > 1:
+            raise EvaluationError(f"{who} has rows of several versions in this run ({', '.join(versions)}): pin one")
     both = picked["champion"].keys() & picked["challenger"].keys()
     return [picked[role][k] for role in ROLES for k in sorted(both)]
 
@@ -113,7 +116,7 @@ def compare_shared(
     anchors = sorted({r.anchor_id for r in pair if r.anchor_id})
     if not (sources and anchors):
         raise EvaluationError("the shared videos hold no generated videos paired with real anchors")
-    thr = _thresholds(scored, list(ROLES), None, None)
+    thr = decision_thresholds(scored, list(ROLES), None, None)
     w = anchor_resamples(pair, anchors, replicates, seed)
     weights = dict.fromkeys(sources, w)
     cells, boot = {}, {}

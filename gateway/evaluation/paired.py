@@ -22,6 +22,7 @@ from detectors import metrics
 from gateway.core.messages import ScoreRow
 from gateway.evaluation.bootstrap import anchor_resamples, percentile_interval
 from gateway.evaluation.errors import EvaluationError
+from gateway.evaluation.thresholds import decision_thresholds
 from transforms.spec import LASTMILE
 
 REPLICATES = 2000
@@ -133,7 +134,7 @@ def evaluate(
     anchors = sorted({r.anchor_id for r in rows if r.anchor_id})
     if rows and not (sources and anchors):
         raise EvaluationError("the run has no generated videos paired with real anchors (label, source, anchor_id)")
-    thr = _thresholds(scored, detectors, thresholds, calibrate_on_original)
+    thr = decision_thresholds(scored, detectors, thresholds, calibrate_on_original)
     w = anchor_resamples(rows, anchors, replicates, seed)
     weights = dict.fromkeys(sources, w)
     boot: dict[tuple[str, str], dict[str, np.ndarray]] = {}
@@ -171,31 +172,6 @@ def by_version(rows: list[ScoreRow]) -> list[ScoreRow]:
         r.model_copy(update={"detector": f"{r.detector}@{r.detector_version}"}) if r.detector in several else r
         for r in rows
     ]
-
-
-def _thresholds(
-    rows: list[ScoreRow], detectors: list[str], override: dict[str, float] | None, target: float | None
-) -> dict[str, float]:
-    out = {}
-    for det in detectors:
-        if override and det in override:
-            out[det] = override[det]
-        elif target is not None:
-            reals = [
-                r.score
-                for r in rows
-                if r.detector == det and r.condition == "original" and r.label == "real" and r.score is not None
-            ]
-            out[det] = metrics.calibrate_threshold(np.array(reals), target)
-        else:
-            stated = {r.threshold for r in rows if r.detector == det and r.threshold is not None}
-            if len(stated) > 1:
-                several = sorted(stated)
-                raise EvaluationError(f"{det}: its rows state several thresholds ({several}): its card changed")
-            if not stated and any(r.detector == det and r.score is not None for r in rows):
-                raise EvaluationError(f"{det}: its scored rows state no threshold (the gateway's carry their card's)")
-            out[det] = stated.pop() if stated else 0.0  # (no score to decide on: no threshold is used)
-    return out
 
 
 def _source_cell(sel: list[ScoreRow], source: str, anchors: list[str], threshold: float) -> SourceCell:

@@ -7,9 +7,11 @@ import hashlib
 import time
 from dataclasses import dataclass, field
 
+from gateway.core.config import GatewayConfig
 from gateway.core.messages import ScoreRow, VideoEvent, VideoFacts
 from gateway.core.worker import VideoRequest
-from gateway.stream.records import Refusal
+from gateway.stream.records import Refusal, Video
+from transforms.config_errors import ConfigError
 
 
 @dataclass
@@ -41,6 +43,32 @@ class Job:
         detectors = None if self.detectors is None else tuple(self.detectors)
         return VideoRequest(
             **facts, uri=self.event.uri, inline=self.inline, conditions=tuple(self.conditions), detectors=detectors
+        )
+
+
+def admit(
+    tp: object, offset: int, got: Video, cfg: GatewayConfig, conditions: list[str], detectors: list[str], key: int
+) -> Job:
+    """The job of a video record: which of ``conditions`` it gets (the fan-out) and which of ``detectors`` score
+    it (shadow challengers only on their share of videos)."""
+    video_id, shadow = got.event.video_id, cfg.shadow
+    picked = fanout(video_id, conditions, cfg.fanout.policy, cfg.fanout.sample_rate)
+    job = Job(tp, offset, got.event, got.inline, got.value, got.headers, picked, time.monotonic())
+    job.event_time, job.key = got.event_time, key
+    if shadow.detectors:
+        job.detectors = scorers(video_id, detectors, shadow.detectors, shadow.share)
+    return job
+
+
+def check_shadow(shadow: list[str], share: float, detectors: list[str]) -> None:
+    """Raise :class:`ConfigError` unless the shadow detectors are some, not all, of the gateway's ``detectors``
+    (a video outside the share would have none, which the pipeline reads as every detector)."""
+    if unknown := set(shadow) - set(detectors):
+        raise ConfigError(f"shadow.detectors names detectors the gateway does not run: {sorted(unknown)}")
+    if share < 1 and set(detectors) <= set(shadow):
+        raise ConfigError(
+            "shadow.detectors names every detector the gateway runs: a video outside shadow.share would be scored "
+            "by none (leave the champion out of it)"
         )
 
 

@@ -34,11 +34,10 @@ from gateway.core.worker import ENTRY, Entry, FetchRules
 from gateway.stream import records
 from gateway.stream.health import Health
 from gateway.stream.http import Endpoints
-from gateway.stream.jobs import Job, Refused, Waiting, fanout, scorers
+from gateway.stream.jobs import Job, Refused, Waiting, admit, check_shadow
 from gateway.stream.live import LiveMetrics
 from gateway.stream.offsets import OffsetTracker, rebalance_listener
 from gateway.stream.publisher import Publisher, Source
-from transforms.config_errors import ConfigError
 from transforms.errors import LimitExceeded
 
 log = logging.getLogger("lastmile.gateway")
@@ -80,13 +79,7 @@ class Gateway:
         self.pipeline = build_pipeline(self.cfg, runtimes=False)
         self.condition_names = [c.name for c in self.pipeline.conditions]
         self.detector_names = [d.card.name for d in self.pipeline.detectors]
-        if unknown := set(self.cfg.shadow.detectors) - set(self.detector_names):
-            raise ConfigError(f"shadow.detectors names detectors the gateway does not run: {sorted(unknown)}")
-        if self.cfg.shadow.share < 1 and set(self.detector_names) <= set(self.cfg.shadow.detectors):
-            raise ConfigError(
-                "shadow.detectors names every detector the gateway runs: a video outside shadow.share would be "
-                "scored by none (leave the champion out of it)"
-            )
+        check_shadow(self.cfg.shadow.detectors, self.cfg.shadow.share, self.detector_names)
 
     def _start(self) -> None:
         k, limits = self.cfg.kafka, self.cfg.limits
@@ -123,7 +116,7 @@ class Gateway:
         """Stop admitting, finish what is in flight (bounded by ``shutdown_timeout_s``), publish, commit, close:
         each part that was started."""
         log.info("gateway stopping: %d videos in flight", self.tracker.count)
-        if self.consumer is not None and self.supervisor is not None:
+        if self.supervisor is not None:  # (started after the consumer)
             with contextlib.suppress(bus.BusError):
                 self.consumer.pause(*self.consumer.assignment())
             deadline = time.monotonic() + self.cfg.shutdown_timeout_s
@@ -131,16 +124,14 @@ class Gateway:
                 self._due()
                 self._collect(self.supervisor.poll(0.2))
                 self._commit()
-        if self.supervisor is not None:
             self.supervisor.close()
         if self.consumer is not None:
             self._commit()
+            with contextlib.suppress(bus.BusError):
+                self.consumer.close(autocommit=False)
         if self.publisher is not None:
             with contextlib.suppress(bus.BusError):
                 self.publisher.close()
-        if self.consumer is not None:
-            with contextlib.suppress(bus.BusError):
-                self.consumer.close(autocommit=False)
         if self.http:
             self.http.close()
         log.info("gateway stopped (%d videos left uncommitted, redelivered on restart)", self.tracker.count)
@@ -171,12 +162,7 @@ class Gateway:
         if isinstance(got, records.Refusal):
             self._dead_letter_message(tp, msg.offset, got)
             return
-        names = fanout(got.event.video_id, self.condition_names, self.cfg.fanout.policy, self.cfg.fanout.sample_rate)
-        job = Job(tp, msg.offset, got.event, got.inline, got.value, got.headers, names, time.monotonic())
-        job.event_time, job.key = got.event_time, next(self._ids)
-        if self.cfg.shadow.detectors:  # challengers on a deterministic share of videos only
-            shadow = self.cfg.shadow
-            job.detectors = scorers(got.event.video_id, self.detector_names, shadow.detectors, shadow.share)
+        job = admit(tp, msg.offset, got, self.cfg, self.condition_names, self.detector_names, next(self._ids))
         if got.inline is not None and len(got.inline) > self.cfg.limits.max_bytes:  # before any heavy work
             limit = self.cfg.limits.max_bytes
             too_big = LimitExceeded(f"inline video is {len(got.inline)} bytes; the limit is {limit}")

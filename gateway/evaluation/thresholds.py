@@ -1,0 +1,38 @@
+"""Each detector's decision threshold in an evaluation: fixed once per detector (version), never per condition."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from detectors import metrics
+from gateway.core.messages import ScoreRow
+from gateway.evaluation.errors import EvaluationError
+
+
+def decision_thresholds(
+    rows: list[ScoreRow], detectors: list[str], override: dict[str, float] | None, target: float | None
+) -> dict[str, float]:
+    """Per detector, the threshold its scores are decided at: ``override``'s, else recalibrated to RealR
+    ``target`` on the run's ``original`` reals (:func:`detectors.metrics.calibrate_threshold`), else the one its rows
+    state (its model card's, fixed once, as the protocol asks). Raises :class:`EvaluationError` where its scored
+    rows state none, or several."""
+    out = {}
+    for det in detectors:
+        if override and det in override:
+            out[det] = override[det]
+        elif target is not None:
+            reals = [
+                r.score
+                for r in rows
+                if r.detector == det and r.condition == "original" and r.label == "real" and r.score is not None
+            ]
+            out[det] = metrics.calibrate_threshold(np.array(reals), target)
+        else:
+            stated = {r.threshold for r in rows if r.detector == det and r.threshold is not None}
+            if len(stated) > 1:
+                several = sorted(stated)
+                raise EvaluationError(f"{det}: its rows state several thresholds ({several}): its card changed")
+            if not stated and any(r.detector == det and r.score is not None for r in rows):
+                raise EvaluationError(f"{det}: its scored rows state no threshold (the gateway's carry their card's)")
+            out[det] = stated.pop() if stated else 0.0  # (no score to decide on: no threshold is used)
+    return out
