@@ -283,8 +283,9 @@ def _mean(xs: list[float]) -> float:
 
 
 def _drift(cells: list[CellMetrics], boot: dict, conditions: list[str]) -> None:
-    """Drift = metric(condition) - metric(original) on the same videos, with paired intervals: one anchor draw
-    serves both conditions, so each replicate's difference keeps their covariance."""
+    """Drift = metric(condition) - metric(original), paired: one anchor draw serves both conditions. FakeR and RealR
+    count every video (a failure as a miss); an AUC is on each condition's scored videos, the same videos but where
+    a video failed under one of the two conditions only."""
     if "original" not in conditions:
         return
     base = {c.detector: c for c in cells if c.condition == "original"}
