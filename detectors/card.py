@@ -122,7 +122,9 @@ class SourceContract(BaseModel):
 
 class Threshold(BaseModel):
     model_config = _STRICT
-    value: float = Field(description="decision threshold on the generated-score (after any negation)")
+    value: float = Field(
+        description="decision threshold on the generated-score (after any negation)", allow_inf_nan=False
+    )
     calibration: str = Field(min_length=1, description="how the value was set, on which data")
     target_real_recall: float | None = Field(None, gt=0, lt=1)
 

@@ -568,3 +568,40 @@ def test_old_formats_go_to_kafka_pythons_decoder_and_broken_headers_cost_one_off
     negative = bytearray(good)
     struct.pack_into(">i", negative, 8, -12)  # a negative length: the parse stops, it does not spin
     assert batches.parse("t", 3, bytes(negative), 0).next_offset == 0
+
+
+def test_an_answered_lookup_is_not_busy_and_one_answered_long_ago_is_looked_up_again(monkeypatch):
+    """A lookup that answered for a broker not dialled since kept the reader's selector waiting as if busy, and
+    its addresses were used however old (a name whose addresses had changed)."""
+    import socket
+    import threading
+
+    real, answered, release, asked = socket.getaddrinfo, threading.Event(), threading.Event(), []
+
+    def resolver(host, port, *args, **kwargs):
+        if host != "broker.later.test":
+            return real(host, port, *args, **kwargs)
+        if kwargs.get("flags", 0) & socket.AI_NUMERICHOST:
+            raise socket.gaierror(socket.EAI_NONAME, "not a numeric address")
+        asked.append(host)
+        release.wait(10)
+        return real("127.0.0.1", port, *args, **kwargs)
+
+    monkeypatch.setattr(bus_links.socket, "getaddrinfo", resolver)
+    listener = socket.create_server(("127.0.0.1", 0))
+    links = bus_links.Links(None, 5.0, 0.05)
+    links._wake = answered.set  # (the wake the selector gets, seen here)
+    address = ("broker.later.test", listener.getsockname()[1])
+    assert links.idle(address) is None and links.busy() == [address]  # looked up
+    release.set()
+    assert answered.wait(10)
+    assert links.busy() == []  # answered: nothing to wait for until it is dialled
+    lookup = links._lookups[address]
+    assert not lookup.stale(5.0)
+    lookup.answered_at -= 10  # answered ten seconds ago, past the connect timeout
+    assert lookup.stale(5.0)
+    answered.clear()
+    links.idle(address)  # (None while it is looked up again; the link, if that answered at once)
+    assert answered.wait(10) and asked == ["broker.later.test"] * 2
+    links.close()
+    listener.close()

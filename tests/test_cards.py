@@ -129,3 +129,14 @@ def test_adding_a_detector_writes_its_own_triton_configs_and_leaves_the_others_a
     folder = repo / CARD["name"]
     for rel in ("config.pbtxt", "configs/cpu.pbtxt", "configs/local.pbtxt"):
         assert f'name: "{CARD["name"]}"' in (folder / rel).read_text()
+
+
+@pytest.mark.parametrize("value", [".inf", "-.inf", ".nan"])
+def test_a_card_whose_threshold_is_not_finite_is_refused_at_load(tmp_path, value):
+    """Every score row of it would be refused (a threshold is finite), so each of its videos failed as unexpected."""
+    text = yaml.safe_dump({**CARD, "threshold": {"value": 0.0, "calibration": "none"}}).replace(
+        "value: 0.0", f"value: {value}"
+    )
+    (tmp_path / "card.yaml").write_text(text)
+    with pytest.raises(CardError, match="threshold"):
+        load_card(tmp_path / "card.yaml")

@@ -291,3 +291,28 @@ def test_a_contender_without_a_version_in_a_run_of_several_is_refused_naming_the
     with pytest.raises(EvaluationError, match=r"npr has rows of several versions in this run \(1.0.0, 1.1.0\)"):
         shared_rows(rows, Contender.parse("npr"), Contender.parse("d3"))
     assert shared_rows(rows, Contender.parse("npr@1.1.0"), Contender.parse("d3"))  # pinned: fine
+
+
+def test_a_report_of_two_versions_draws_and_banners_each_version(tmp_path, monkeypatch):
+    """The report's ROC panels and its banner read the rows per version, as its cells do: the panels had no curve
+    (they looked rows up as 'npr@1.0.0') and a version without any score under full was not named."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from gateway.batch.results import schema
+    from gateway.evaluation import plots
+    from gateway.evaluation.report import build_report
+
+    rows = _rows(12, versions={"alpha": ("npr", "1.0.0"), "beta": ("npr", "1.1.0")})
+    failed = {"score": None, "decision": None, "error": "x", "error_kind": "video", "error_class": "InvalidVideo"}
+    rows = [r.model_copy(update=failed) if (r.detector_version, r.condition) == ("1.1.0", "full") else r for r in rows]
+    (tmp_path / "run").mkdir()
+    pq.write_table(pa.Table.from_pylist([r.model_dump() for r in rows], schema=schema()),
+                   tmp_path / "run" / "results.parquet")  # fmt: skip
+    build_report(tmp_path / "run", replicates=60)
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    ev, drawn, roc_points = evaluate(rows, replicates=60), [], plots.metrics.roc_points
+    monkeypatch.setattr(plots.metrics, "roc_points", lambda y, s: drawn.append(len(y)) or roc_points(y, s))
+    plots.make_plots(ev, rows, tmp_path / "plots")
+    assert drawn == [24, 24, 24]  # original and full of 1.0.0, original of 1.1.0 (its full has no score)
+    assert ["npr@1.1.0", "full"] in report["failures"]["empty_cells"], report["failures"]

@@ -21,12 +21,13 @@ class Lookup:
     when its answer is in."""
 
     def __init__(self, address: tuple[str, int], woken: object = None) -> None:
-        self.address, self.started = address, time.monotonic()
+        self.address, self.started, self.answered_at = address, time.monotonic(), 0.0
         self.addresses: Addresses | None = None
         self.error: OSError | None = None
         self._done = threading.Event()
         try:
             self.addresses = socket.getaddrinfo(*address, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICHOST)
+            self.answered_at = self.started
             self._done.set()
         except socket.gaierror:  # a name, not a numeric address
             self._woken = woken
@@ -37,6 +38,7 @@ class Lookup:
             self.addresses = socket.getaddrinfo(*self.address, type=socket.SOCK_STREAM)
         except OSError as exc:
             self.error = OSError(f"no address for {self.address[0]}: {exc}")
+        self.answered_at = time.monotonic()
         self._done.set()
         if callable(self._woken):
             self._woken()
@@ -44,6 +46,10 @@ class Lookup:
     @property
     def done(self) -> bool:
         return self._done.is_set()
+
+    def stale(self, max_age_s: float) -> bool:
+        """Answered more than ``max_age_s`` ago (a hung lookup that answered long after it was given up on)."""
+        return self.done and time.monotonic() - self.answered_at > max_age_s
 
     def answer(self, timeout_s: float) -> Addresses | None:
         """The addresses once looked up, None while the lookup runs. Raises ``OSError`` where the name has no
@@ -72,6 +78,7 @@ class Links:
         for end in (self._wake_in, self._wake_out):
             end.setblocking(False)
         self._selector.register(self._wake_in, selectors.EVENT_READ, None)
+        self._wake_lock = threading.Lock()  # a lookup thread's wake against close()
 
     def asked(self) -> set[Partition]:
         """The partitions with a fetch in flight."""
@@ -96,12 +103,13 @@ class Links:
         """The broker's addresses, None while its name is looked up. A lookup that has not answered in time is
         kept (no second thread for one name) and fails again at the next dial."""
         lookup = self._lookups.get(address)
-        if lookup is None:
+        if lookup is None or lookup.stale(self.connect_timeout_s):
             lookup = self._lookups[address] = Lookup(address, self._wake)
+        done = lookup.done  # read first: a lookup that answers while answer() times out is kept, for the next dial
         try:
             addresses = lookup.answer(self.connect_timeout_s)
         except OSError:
-            if lookup.done:
+            if done:
                 del self._lookups[address]
             raise
         if addresses is not None:
@@ -109,8 +117,9 @@ class Links:
         return addresses
 
     def _wake(self) -> None:
-        with contextlib.suppress(OSError):  # a wake already waits (the pair is full), or the links are closed
-            self._wake_out.send(b"\0")
+        with self._wake_lock, contextlib.suppress(OSError):  # (a full pair: a wake already waits)
+            if self._wake_out.fileno() >= 0:  # -1 once the links are closed (its number may be another's by then)
+                self._wake_out.send(b"\0")
 
     def advance(self, address: tuple[str, int]) -> None:
         """Carry a connecting link on (:meth:`Link.advance`); raises ``OSError`` where it failed. A link whose
@@ -127,7 +136,8 @@ class Links:
 
     def busy(self) -> list[tuple[str, int]]:
         """The brokers whose name is being looked up, or whose link connects or has a fetch in flight."""
-        return [*self._lookups, *(a for a, link in self.by_address.items() if link.asked or link.wants)]
+        looking = [a for a, lookup in self._lookups.items() if not lookup.done]
+        return [*looking, *(a for a, link in self.by_address.items() if link.asked or link.wants)]
 
     def ready(self, busy: list[tuple[str, int]], timeout_s: float) -> list[tuple[str, int]]:
         """Of ``busy``, those whose socket can go on (TLS data already decrypted first), waiting up to ``timeout_s``
@@ -153,5 +163,6 @@ class Links:
             self.hang_up(address)
         self._lookups.clear()  # (their threads end with their lookups)
         self._selector.close()
-        self._wake_in.close()
-        self._wake_out.close()
+        with self._wake_lock:
+            self._wake_in.close()
+            self._wake_out.close()

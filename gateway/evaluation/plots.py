@@ -13,7 +13,7 @@ import numpy as np
 
 from detectors import metrics
 from gateway.core.messages import ScoreRow
-from gateway.evaluation.paired import Evaluation
+from gateway.evaluation.paired import Evaluation, by_version
 
 HEATMAP_WIDTH_IN = 12.0  # heat-map panels per row: as many as fit this width (HTML shows ~11 in at 110 dpi)
 
@@ -28,8 +28,10 @@ class Figure:
 
 
 def make_plots(ev: Evaluation, rows: list[ScoreRow], folder: Path) -> list[Figure]:
-    """Every plot of the report, written as PNG files into ``folder``."""
+    """Every plot of the report, written as PNG files into ``folder`` (``rows`` named per version where a detector
+    has several, as ``ev``'s detectors are)."""
     folder.mkdir(parents=True, exist_ok=True)
+    rows = by_version(rows)
     return [
         Figure(
             "auc",

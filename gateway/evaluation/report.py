@@ -32,7 +32,7 @@ from gateway.evaluation.compare_report import (
 )
 from gateway.evaluation.findings import key_findings
 from gateway.evaluation.glossary import glossary
-from gateway.evaluation.paired import Evaluation, evaluate
+from gateway.evaluation.paired import Evaluation, by_version, evaluate
 from gateway.evaluation.plots import Figure, make_plots
 from gateway.evaluation.sweeps import sweep_figures, sweep_json, sweep_tables
 from gateway.evaluation.tables import Table, md_alt, means, report_tables
@@ -144,7 +144,7 @@ def _json_default(o: object) -> object:
 
 def _context(ev: Evaluation, rows: list[ScoreRow], info: dict) -> dict:
     corpus = info.get("corpus") or {}
-    failures = failure_banner(rows, info.get("conditions") or ev.conditions)
+    failures = failure_banner(by_version(rows), info.get("conditions") or ev.conditions)  # per cell, as ev's
     is_proxy = bool(corpus.get("notice", "")) and "PROXY" in corpus.get("notice", "")
     versions = sorted({f"{r.detector} {r.detector_version} ({r.runtime})" for r in rows})
     models = sorted({(f"{r.detector}@{r.detector_version}", r.model_sha256) for r in rows if r.model_sha256})
@@ -160,7 +160,7 @@ def _context(ev: Evaluation, rows: list[ScoreRow], info: dict) -> dict:
         "rows": len(rows),
         "failures": failures,
         "findings": key_findings(ev),
-        "warnings": sample_warnings(ev, rows),
+        "warnings": sample_warnings(ev, by_version(rows)),
         "bootstrap": {"replicates": ev.replicates, "seed": ev.seed, "interval": "95% percentile, anchor-clustered"},
         "detectors": versions,
         "profiles": profiles,

@@ -233,14 +233,14 @@ class Gateway:
         self.metrics.in_flight.set(self.tracker.count)
 
     def _dead_letter_message(self, tp: bus.Partition, offset: int, refusal: records.Refusal) -> None:
-        """A record that is not a video at all: its dead letter, acknowledged, then its offset is done (one the
-        broker did not acknowledge waits, as a video's rows do, and is published again)."""
+        """A record that is no video: its dead letter (unacknowledged, it waits as rows do), then its offset done."""
         r, source = refusal, Source(tp.topic, tp.partition, offset)
         try:
             self.publisher.dead_letter(r.value, r.headers, r.error_class, r.reason, None, key=r.key, source=source)
         except bus.BusError as exc:  # not acknowledged: keep it, publish it again later, commit nothing past it
             self.waiting.add(Refused(tp, offset, refusal), self.health.down("broker", str(exc) or type(exc).__name__))
             return
+        self.health.up("broker")
         self.metrics.videos.labels("dead_lettered").inc()
         self.metrics.dead_letters.labels(r.error_class).inc()
         self.tracker.done(tp, offset)
