@@ -328,32 +328,40 @@ def test_a_broker_that_never_accepts_the_connection_blocks_no_poll_and_is_dialle
     assert slowest < 1.5  # a poll of 100 ms never waited out a 3 s connect
 
 
+def _held_name(name: str, to: str, release, asked: list[str]):
+    """getaddrinfo, but ``name`` (not a numeric address) answers as ``to`` only once ``release`` is set (a resolver
+    that does not answer meanwhile); each lookup of it is appended to ``asked``."""
+    import socket
+
+    real = socket.getaddrinfo
+
+    def resolver(host, port, *args, **kwargs):
+        if host != name:
+            return real(host, port, *args, **kwargs)
+        if kwargs.get("flags", 0) & socket.AI_NUMERICHOST:
+            raise socket.gaierror(socket.EAI_NONAME, "not a numeric address")
+        asked.append(host)
+        release.wait(60)
+        return real(to, port, *args, **kwargs)
+
+    return resolver
+
+
 def test_a_broker_whose_name_lookup_hangs_blocks_no_poll_and_is_dialled_once_it_answers(broker, monkeypatch, caplog):
     """Partition 0's leader has a name whose lookup hangs (a resolver that does not answer): the reader reads every
     record of partition 1 meanwhile, each poll within its own timeout (getaddrinfo used to run inside the poll),
     says the name had no answer in time, looks it up on one thread however often it redials, and once the
     lookup answers reads partition 0 too."""
-    import socket
     import threading
 
     k = _topic(broker, "hung-name", probe_timeout_ms=2000)
     with Loader(k.bootstrap) as loader:
         loader.load(k.input_topic, ((p, b"k", b"%d" % i) for p in (0, 1) for i in range(300)), T0)
-    real_lookup, real_leader, answer = socket.getaddrinfo, batch_reader.leader_address, threading.Event()
+    real_leader, answer = batch_reader.leader_address, threading.Event()
     host, port = k.bootstrap.rsplit(":", 1)
     leader, hung = (host, int(port)), ("broker.hung.test", int(port))  # one broker: every partition's leader
     lookups: list[str] = []
-
-    def resolver(host, port, *args, **kwargs):
-        if host != "broker.hung.test":
-            return real_lookup(host, port, *args, **kwargs)
-        if kwargs.get("flags", 0) & socket.AI_NUMERICHOST:
-            raise socket.gaierror(socket.EAI_NONAME, "not a numeric address")
-        lookups.append(host)
-        answer.wait(60)
-        return real_lookup(*leader, *args, **kwargs)
-
-    monkeypatch.setattr(bus_links.socket, "getaddrinfo", resolver)
+    monkeypatch.setattr(bus_links.socket, "getaddrinfo", _held_name("broker.hung.test", leader[0], answer, lookups))
     monkeypatch.setattr(batch_reader, "REDIAL_S", 0.05)
     monkeypatch.setattr(batch_reader, "leader_address",
                         lambda c, p: hung if p.partition == 0 else real_leader(c, p))  # fmt: skip
@@ -576,18 +584,8 @@ def test_an_answered_lookup_is_not_busy_and_one_answered_long_ago_is_looked_up_a
     import socket
     import threading
 
-    real, answered, release, asked = socket.getaddrinfo, threading.Event(), threading.Event(), []
-
-    def resolver(host, port, *args, **kwargs):
-        if host != "broker.later.test":
-            return real(host, port, *args, **kwargs)
-        if kwargs.get("flags", 0) & socket.AI_NUMERICHOST:
-            raise socket.gaierror(socket.EAI_NONAME, "not a numeric address")
-        asked.append(host)
-        release.wait(10)
-        return real("127.0.0.1", port, *args, **kwargs)
-
-    monkeypatch.setattr(bus_links.socket, "getaddrinfo", resolver)
+    answered, release, asked = threading.Event(), threading.Event(), []
+    monkeypatch.setattr(bus_links.socket, "getaddrinfo", _held_name("broker.later.test", "127.0.0.1", release, asked))
     listener = socket.create_server(("127.0.0.1", 0))
     links = bus_links.Links(None, 5.0, 0.05)
     links._wake = answered.set  # (the wake the selector gets, seen here)
