@@ -70,8 +70,7 @@ def score_in_batches(
         stats.latencies.append(dt)
         out.append(card.generated_score(native))
     scores = np.concatenate(out) if out else np.zeros(0)
-    if not np.isfinite(scores).all():
-        bad = np.flatnonzero(~np.isfinite(scores))
+    if (bad := np.flatnonzero(~np.isfinite(scores))).size:
         raise NonFiniteScore(f"{card.name}: the model scored {scores[bad[0]]} (NaN or an infinity is no score)")
     return scores
 

@@ -80,7 +80,7 @@ def fetch(
             name = unquote(urlparse(uri).path) if scheme == "file" else uri
         except ValueError as exc:
             raise SourceError(f"unparseable URI {show(uri)}: {exc}") from exc
-        if _CONTROL.search(name):  # %00 and the like, once percent-decoded (no path holds a NUL)
+        if scheme == "file" and _CONTROL.search(name):  # %00 and the like, once percent-decoded (the URI was checked)
             raise SourceError(f"control character in the path of {show(uri)}")
         path = Path(name)
         return _read_file(path if path.is_absolute() else (base or Path.cwd()) / path, roots, max_bytes)

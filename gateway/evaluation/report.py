@@ -144,7 +144,8 @@ def _json_default(o: object) -> object:
 
 def _context(ev: Evaluation, rows: list[ScoreRow], info: dict) -> dict:
     corpus = info.get("corpus") or {}
-    failures = failure_banner(by_version(rows), info.get("conditions") or ev.conditions)  # per cell, as ev's
+    per_cell = by_version(rows)  # named as ev's cells are (the provenance below keeps the rows' own names)
+    failures = failure_banner(per_cell, info.get("conditions") or ev.conditions)
     is_proxy = bool(corpus.get("notice", "")) and "PROXY" in corpus.get("notice", "")
     versions = sorted({f"{r.detector} {r.detector_version} ({r.runtime})" for r in rows})
     models = sorted({(f"{r.detector}@{r.detector_version}", r.model_sha256) for r in rows if r.model_sha256})
@@ -160,7 +161,7 @@ def _context(ev: Evaluation, rows: list[ScoreRow], info: dict) -> dict:
         "rows": len(rows),
         "failures": failures,
         "findings": key_findings(ev),
-        "warnings": sample_warnings(ev, by_version(rows)),
+        "warnings": sample_warnings(ev, per_cell),
         "bootstrap": {"replicates": ev.replicates, "seed": ev.seed, "interval": "95% percentile, anchor-clustered"},
         "detectors": versions,
         "profiles": profiles,
