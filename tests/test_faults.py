@@ -420,6 +420,7 @@ def test_6_hostile_messages_are_each_dead_lettered_once_with_their_reason(broker
     for vid, (value, _, _) in inline.items():
         producer.send(topic, key=vid.encode(), value=value, headers=inline_headers(VideoEvent(video_id=vid)))
     producer.flush()
+    producer.close()
     _send(cfg, good := {"h-good": clips["basic"]})  # after all of them: the service still scores
     n = len(by_ref) + len(raw) + len(inline)
     dlq = read_topics(cfg.kafka.bootstrap, [cfg.kafka.dlq], lambda g: len(g[cfg.kafka.dlq]) >= n)[cfg.kafka.dlq]
@@ -464,6 +465,7 @@ def test_7_dead_letters_the_broker_did_not_acknowledge_are_published_again(broke
     for i in range(6):
         producer.send(cfg.kafka.input_topic, value=b"{not json %d" % i)
     producer.flush()
+    producer.close()  # (left open, its client kept dialling the stopped broker in later tests)
     _send(cfg, good := {"f7-good": clips["basic"]})
     dlq = cfg.kafka.dlq
     letters = read_topics(cfg.kafka.bootstrap, [dlq], lambda g: len(g[dlq]) >= 6, 90)[dlq]
