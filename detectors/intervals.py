@@ -39,7 +39,7 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> Interva
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z / denom * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return p, float(max(0.0, centre - half)), float(min(1.0, centre + half))
+    return p, float(max(0.0, min(p, centre - half))), float(min(1.0, max(p, centre + half)))  # p inside: rounding
 
 
 def delong_covariance(y_true: Sequence | np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

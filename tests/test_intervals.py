@@ -21,6 +21,15 @@ def test_wilson_matches_published_values_and_stays_in_range():
         intervals.wilson_interval(3, 0)
 
 
+def test_a_wilson_interval_holds_its_own_proportion_on_every_count():
+    """At 0/n and n/n the bound and the proportion are the same number computed two ways: rounding put the lower
+    bound above 0 (0/7: about 1e-17) and the upper below 1, and a plot of the interval refused its negative arm."""
+    for n in range(1, 300):
+        for k in range(n + 1):
+            p, lo, hi = intervals.wilson_interval(k, n)
+            assert 0.0 <= lo <= p <= hi <= 1.0, (k, n, lo, p, hi)
+
+
 @pytest.mark.parametrize("n", [20, 50, 200])
 def test_wilson_exact_coverage_is_within_2_points_of_95(n):
     """Coverage computed exactly from the binomial distribution, averaged over p in [0.05, 0.95]."""
