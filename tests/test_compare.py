@@ -316,3 +316,78 @@ def test_a_report_of_two_versions_draws_and_banners_each_version(tmp_path, monke
     plots.make_plots(ev, rows, tmp_path / "plots")
     assert drawn == [24, 24, 24]  # original and full of 1.0.0, original of 1.1.0 (its full has no score)
     assert ["npr@1.1.0", "full"] in report["failures"]["empty_cells"], report["failures"]
+
+
+def _decided(rows: list[ScoreRow], det: str, cond: str) -> dict[str, tuple[str, bool | None]]:
+    """video -> (label, decided generated at threshold 1.0; None where the row failed), by hand."""
+    return {
+        r.video_id: (r.label, None if r.score is None else r.score >= 1.0)
+        for r in rows
+        if r.detector == det and r.condition == cond
+    }
+
+
+def _correct(d: tuple[str, bool | None]) -> bool:
+    return d[1] is not None and d[1] == (d[0] == "generated")
+
+
+def test_recall_and_flip_rate_differences_have_newcombes_paired_interval_and_never_collapse():
+    """PROTOCOL.md: differences of paired proportions use Newcombe's score interval (method 10). The percentile
+    bootstrap gave ΔFakeR 0 [0, 0] where both decide every video alike and ΔRealR -100 [-100, -100] where the
+    challenger misses every real the champion keeps. A failed video is its detector's miss; disagreement is a
+    Wilson share of the videos both scored."""
+    from detectors.intervals import paired_proportion_difference, wilson_interval
+
+    rows = _rows(12, collapse=None)
+    alpha = {(r.video_id, r.condition): r.score for r in rows if r.detector == "alpha"}
+    fixed = []
+    for r in rows:
+        if r.detector == "beta" and r.condition == "original":
+            r = r.model_copy(update={"score": alpha[r.video_id, "original"]})  # same decisions as alpha
+        if r.condition == "full" and r.label == "real":
+            r = r.model_copy(update={"score": 5.0 if r.detector == "beta" else -5.0})
+        if r.detector == "beta" and r.condition == "spatial" and r.video_id in {"a003_g", "a004"}:
+            r = r.model_copy(update={"score": None, "error": "bad", "error_kind": "video", "error_class": "X"})
+        fixed.append(r)
+    cmp = compare(fixed, Contender("alpha"), Contender("beta"), replicates=100)
+    orig, full, spatial = cmp.condition("original"), cmp.condition("full"), cmp.condition("spatial")
+    assert (
+        orig.fake_recall_difference[0] == 0
+        and orig.fake_recall_difference[1][0] < 0 < orig.fake_recall_difference[1][1]
+    )
+    assert full.real_recall_difference[0] == -1 and full.real_recall_difference[1][0] == -1
+    assert -1 < full.real_recall_difference[1][1] < -0.5
+    champ, chall = _decided(fixed, "alpha", "spatial"), _decided(fixed, "beta", "spatial")
+    for label, got in (("generated", spatial.fake_recall_difference), ("real", spatial.real_recall_difference)):
+        videos = sorted(v for v in champ if champ[v][0] == label)
+        d, lo, hi = paired_proportion_difference(
+            [_correct(chall[v]) for v in videos], [_correct(champ[v]) for v in videos]
+        )
+        assert got == (pytest.approx(d, abs=1e-12), (pytest.approx(lo, abs=1e-12), pytest.approx(hi, abs=1e-12)))
+    both = [v for v in champ if None not in (champ[v][1], chall[v][1])]
+    p, lo, hi = wilson_interval(sum(champ[v][1] != chall[v][1] for v in both), len(both))
+    assert len(both) == 22 and spatial.disagreement == (pytest.approx(p), (pytest.approx(lo), pytest.approx(hi)))
+    champ0, chall0 = _decided(fixed, "alpha", "original"), _decided(fixed, "beta", "original")
+    flips = [[now[v][1] != then[v][1] for v in both] for now, then in ((chall, chall0), (champ, champ0))]
+    d, lo, hi = paired_proportion_difference(*flips)
+    assert spatial.flip_rate_difference == (pytest.approx(d), (pytest.approx(lo), pytest.approx(hi)))
+    assert cmp.pooled_apart == []  # one source, every anchor linked: pooled = source average
+
+
+def test_a_comparison_says_where_pooled_recall_differences_leave_the_source_averages():
+    """Two sources of different sizes: the pooled ΔFakeR is not the difference of the source-averaged FakeRs,
+    and the table's notes name the conditions where it is not."""
+    from gateway.evaluation.compare_report import comparison_table
+
+    rows = _rows(20, collapse="beta")
+    extra = [r.model_copy(update={"video_id": r.video_id + "b", "source": "genB", "score": r.score - 1.5})
+             for r in rows if r.label == "generated" and r.anchor_id < "a005"]  # fmt: skip
+    cmp = compare(rows + extra, Contender("alpha"), Contender("beta"), replicates=100)
+    ev = evaluate(rows + extra, replicates=50)
+    full = cmp.condition("full")
+    averaged = ev.cell("beta", "full").fake_recall - ev.cell("alpha", "full").fake_recall
+    assert abs(full.fake_recall_difference[0] - averaged) > 0.01
+    assert "full" in cmp.pooled_apart
+    notes = comparison_table(cmp).notes
+    assert any("pool the videos; under" in n and "full" in n for n in notes)
+    assert any(n.startswith("Thresholds: alpha (champion) 1, beta (challenger) 1;") for n in notes)

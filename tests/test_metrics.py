@@ -209,6 +209,42 @@ def test_paired_fake_recall_drift_intervals_cover_the_truth_at_about_the_nominal
     assert 0.90 <= covered / trials <= 0.98, covered / trials
 
 
+def test_recall_drifts_have_newcombes_interval_on_the_videos_decided_under_both_conditions():
+    """PROTOCOL.md: a detector's FakeR/RealR under a condition minus under original is a difference of paired
+    proportions, with Newcombe's score interval (method 10); the bootstrap's was 0 [0, 0] where no video changed
+    its decision. A video failed under the condition is a miss; one with no row there is no pair, and the report
+    warns that this drift is then not the difference of the source-averaged FakeRs beside it."""
+    from detectors.intervals import paired_proportion_difference
+    from gateway.evaluation.caveats import sample_warnings
+
+    rows = _paired_population(np.random.default_rng(3), 30, {"s1": 0.8, "s2": 1.5}, 0.6)
+    original = {r.video_id: r.score for r in rows if r.condition == "original"}
+    same = [r.model_copy(update={"score": original[r.video_id]}) for r in rows]  # cond decides as original does
+    cell = evaluate(same, replicates=100).cell("sim", "cond")
+    for drift, ci in (
+        (cell.fake_recall_drift, cell.fake_recall_drift_ci),
+        (cell.real_recall_drift, cell.real_recall_drift_ci),
+    ):
+        assert drift == 0 and ci[0] < 0 < ci[1]
+    failed = {"a1_s1", "a2"}
+    rows = [r for r in rows if not (r.condition == "cond" and r.video_id == "a5_s2")]  # no row under cond
+    rows = [r.model_copy(update={"score": None, "error": "bad", "error_kind": "video", "error_class": "X"})
+            if r.condition == "cond" and r.video_id in failed else r for r in rows]  # fmt: skip
+    ev = evaluate(rows, replicates=100)
+    cell = ev.cell("sim", "cond")
+    by = {(r.video_id, r.condition): r for r in rows}
+    for label, got in (("generated", (cell.fake_recall_drift, cell.fake_recall_drift_ci)),
+                       ("real", (cell.real_recall_drift, cell.real_recall_drift_ci))):  # fmt: skip
+        videos = sorted(v for (v, c), r in by.items() if c == "cond" and r.label == label)
+        hit = [[by[v, c].score is not None and (by[v, c].score >= 0.5) == (label == "generated") for v in videos]
+               for c in ("cond", "original")]  # fmt: skip
+        d, lo, hi = paired_proportion_difference(*hit)
+        assert got[0] == pytest.approx(d, abs=1e-12) and got[1] == pytest.approx((lo, hi), abs=1e-12)
+    assert ev.cell("sim", "original").fake_recall_drift_ci == (0.0, 0.0)
+    (warning,) = [w for w in sample_warnings(ev, rows) if "pools the videos" in w]
+    assert "sim under cond" in warning
+
+
 def test_undefined_metrics_warn_as_scikit_learn_does():
     with pytest.warns(metrics.UndefinedMetricWarning, match="AUC with only one class"):
         assert np.isnan(metrics.auc([1, 1, 1], [0.1, 0.2, 0.3]))

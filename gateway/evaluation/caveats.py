@@ -11,6 +11,7 @@ from collections import defaultdict
 from gateway.batch.failures import RunFailures, summarize
 from gateway.core.messages import ScoreRow
 from gateway.evaluation.paired import Evaluation
+from gateway.evaluation.proportions import pooling_differs
 from gateway.evaluation.tables import interval, pct, zero_width
 
 # Anchors per generation source under which the anchor-clustered bootstrap is too rough to lean on: its unit
@@ -25,8 +26,7 @@ _INTERVALS = {  # interval field -> (its label, the value it brackets); drifts o
     "fake_recall_ci": ("FakeR", "fake_recall"),
     "real_recall_ci": ("RealR", "real_recall"),
     "auc_drift_ci": ("AUC drift", "auc_drift"),
-    "fake_recall_drift_ci": ("FakeR drift", "fake_recall_drift"),
-}
+}  # the FakeR drift's is Newcombe's, never of zero width
 
 
 def failure_banner(rows: list[ScoreRow], conditions: list[str]) -> dict:
@@ -107,7 +107,32 @@ def sample_warnings(ev: Evaluation, rows: list[ScoreRow]) -> list[str]:
             "the same value, typically because a class was separated perfectly, or missed entirely, on few "
             "anchors: it shows no variation in this sample, not certainty."
         )
+    out += pooling_warnings(ev)
     return out
+
+
+def pooling_warnings(ev: Evaluation) -> list[str]:
+    """Where a FakeR/RealR drift, pooled over the videos decided under both conditions, differs from the difference
+    of the source-averaged FakeR/RealR shown beside it (:mod:`gateway.evaluation.proportions`)."""
+    base = {c.detector: c for c in ev.cells if c.condition == "original"}
+    apart = [
+        f"{c.detector} under {c.condition}"
+        for c in ev.cells
+        if c.condition != "original" and c.detector in base
+        and any(
+            pooling_differs(getattr(c, f"{key}_drift"), getattr(c, key) - getattr(base[c.detector], key))
+            for key in ("fake_recall", "real_recall")
+        )
+    ]  # fmt: skip
+    if not apart:
+        return []
+    return [
+        f"FakeR/RealR drift pools the videos decided under both conditions (Newcombe's paired interval counts each "
+        f"video once), while FakeR and RealR average the sources: the drift is not their difference in "
+        f"{len(apart)} cells (e.g. {'; '.join(apart[:ZERO_WIDTH_EXAMPLES])}), "
+        "because sources differ in size, a real anchor is linked to only some sources, or a video has a row under "
+        "one of the two conditions only."
+    ]
 
 
 def _signed(z: dict) -> str:

@@ -1,14 +1,15 @@
-"""Champion against challenger on the same videos (issue 25): per condition, paired differences with the
-anchor-clustered bootstrap of :mod:`gateway.evaluation.paired`.
+"""Champion against challenger on the same videos (issue 25): per condition, paired differences.
 
 Only (video, condition) pairs both detectors have a row for count; of those, a pair one detector scored and the
 other failed on stays (the failure is that detector's miss in FakeR/RealR and is left out of its AUC, as in
 :mod:`gateway.evaluation.paired`), and infrastructure failures are left out of every quantity. Per condition: the
-AUC difference (challenger minus champion), the *robustness difference* (challenger's AUC drift from ``original``
-minus the champion's), the FakeR and RealR differences at each card's threshold, and two label-free quantities: the
-share of videos on which the two decide differently and the difference of their flip rates (the share of videos
-whose decision under the condition differs from the decision on ``original``). One anchor draw serves every
-quantity, so each replicate's difference keeps the covariance of the two detectors on the same videos.
+AUC difference (challenger minus champion) and the *robustness difference* (challenger's AUC drift from
+``original`` minus the champion's), with the anchor-clustered bootstrap of :mod:`gateway.evaluation.paired` (one
+anchor draw serves both detectors and every condition, so each replicate keeps their covariance); the FakeR and
+RealR differences at each card's threshold and the difference of their flip rates (the share of videos whose
+decision under the condition differs from the decision on ``original``), with Newcombe's paired score interval;
+the share of videos on which the two decide differently, with Wilson's (:mod:`gateway.evaluation.proportions`,
+as PROTOCOL.md asks for differences of paired proportions).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gateway.core.messages import ScoreRow
+from gateway.evaluation import proportions
 from gateway.evaluation.bootstrap import anchor_resamples, percentile_interval
 from gateway.evaluation.errors import EvaluationError
 from gateway.evaluation.paired import REPLICATES, SEED, _cell
@@ -25,7 +27,7 @@ from gateway.evaluation.thresholds import decision_thresholds
 from transforms.spec import LASTMILE
 
 ROLES = ("champion", "challenger")
-Estimate = tuple[float, tuple[float, float]]  # point estimate, 95% percentile interval
+Estimate = proportions.Estimate  # point estimate, 95% interval
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,7 @@ class Comparison:
     anchors: int
     replicates: int
     seed: int
+    pooled_apart: list[str]  # conditions where a pooled ΔFakeR/ΔRealR differs from the source averages' difference
 
     def condition(self, name: str) -> ConditionContrast:
         return next(c for c in self.conditions if c.condition == name)
@@ -101,7 +104,7 @@ def shared_rows(rows: list[ScoreRow], champion: Contender, challenger: Contender
 def compare(
     rows: list[ScoreRow], champion: Contender, challenger: Contender, replicates: int = REPLICATES, seed: int = SEED
 ) -> Comparison:
-    """Every quantity of the comparison per condition, with anchor-clustered bootstrap 95% intervals."""
+    """Every quantity of the comparison per condition, with 95% intervals."""
     return compare_shared(shared_rows(rows, champion, challenger), champion, challenger, replicates, seed)
 
 
@@ -124,13 +127,23 @@ def compare_shared(
         for cond in conditions:
             sel = [r for r in scored if r.detector == role and r.condition == cond]
             cells[role, cond], boot[role, cond] = _cell(role, cond, sel, sources, anchors, weights, thr[role])
-    decisions = _decisions(scored, thr)
-    index = {a: i for i, a in enumerate(anchors)}
-    out = [_contrast(cond, cells, boot, conditions, _label_free(decisions, cond, index, w)) for cond in conditions]
-    return Comparison(str(champion), str(challenger), thr, out, len(anchors), replicates, seed)
+    decided = proportions.decisions(scored, thr)
+    out = [_contrast(cond, cells, boot, conditions, decided) for cond in conditions]
+    apart = [c.condition for c in out if _pooled_apart(c, cells)]
+    return Comparison(str(champion), str(challenger), thr, out, len(anchors), replicates, seed, apart)
 
 
-def _contrast(cond: str, cells: dict, boot: dict, conditions: list[str], label_free: tuple) -> ConditionContrast:
+def _pooled_apart(c: ConditionContrast, cells: dict) -> bool:
+    return any(
+        proportions.pooling_differs(
+            getattr(c, f"{key}_difference")[0],
+            getattr(cells["challenger", c.condition], key) - getattr(cells["champion", c.condition], key),
+        )
+        for key in ("fake_recall", "real_recall")
+    )
+
+
+def _contrast(cond: str, cells: dict, boot: dict, conditions: list[str], decided: proportions.Decisions):
     def diff(key: str, c: str = cond) -> Estimate:
         point = getattr(cells["challenger", c], key) - getattr(cells["champion", c], key)
         return float(point), percentile_interval(boot["challenger", c][key] - boot["champion", c][key])
@@ -141,50 +154,36 @@ def _contrast(cond: str, cells: dict, boot: dict, conditions: list[str], label_f
     rob = None
     if "original" in conditions and cond != "original":
         rob = (diff("auc")[0] - diff("auc", "original")[0], percentile_interval(auc_gap(cond) - auc_gap("original")))
+    champion, challenger = (decided.get((role, cond), {}) for role in ROLES)
+    fake, real = proportions.recall_differences(challenger, champion)
     n_gen, n_real = cells["champion", cond].n_generated, cells["champion", cond].n_real
     return ConditionContrast(
         condition=cond,
         auc_difference=diff("auc"),
         robustness_difference=rob,
-        fake_recall_difference=diff("fake_recall"),
-        real_recall_difference=diff("real_recall"),
-        disagreement=label_free[0],
-        flip_rate_difference=label_free[1],
+        fake_recall_difference=fake,
+        real_recall_difference=real,
+        disagreement=_disagreement(champion, challenger),
+        flip_rate_difference=_flip_rate_difference(decided, cond) if cond != "original" else None,
         videos=n_gen + n_real,
         generated=n_gen,
         real=n_real,
     )
 
 
-def _decisions(rows: list[ScoreRow], thr: dict[str, float]) -> dict[tuple[str, str, str], tuple[str, bool]]:
-    """(role, condition, video) -> (anchor, flagged generated at the role's threshold), scored rows only."""
-    return {
-        (r.detector, r.condition, r.video_id): (r.anchor_id, r.score >= thr[r.detector])
-        for r in rows
-        if r.score is not None and r.anchor_id
-    }
+def _disagreement(champion: dict, challenger: dict) -> Estimate:
+    """The share of the videos both scored that the two decide differently, with Wilson's interval."""
+    both = [v for v in champion.keys() & challenger.keys() if None not in (champion[v].flagged, challenger[v].flagged)]
+    return proportions.share(sum(champion[v].flagged != challenger[v].flagged for v in both), len(both))
 
 
-def _label_free(decisions: dict, cond: str, index: dict[str, int], w: np.ndarray) -> tuple[Estimate, Estimate | None]:
-    """Disagreement share under ``cond`` and the flip-rate difference against original, per anchor counted."""
-    k = len(index)
-    n, differ, both, flip_c, flip_h = (np.zeros(k) for _ in range(5))
-    videos = {v for (role, c, v) in decisions if c == cond and role == "champion"}
-    for v in videos:
-        champ, chall = decisions.get(("champion", cond, v)), decisions.get(("challenger", cond, v))
-        if chall is None:
-            continue
-        i = index[champ[0]]
-        n[i] += 1
-        differ[i] += champ[1] != chall[1]
-        champ0, chall0 = decisions.get(("champion", "original", v)), decisions.get(("challenger", "original", v))
-        if cond != "original" and champ0 is not None and chall0 is not None:
-            both[i] += 1
-            flip_h[i] += champ[1] != champ0[1]
-            flip_c[i] += chall[1] != chall0[1]
-    ones = np.ones(k)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        disagree = (float((ones @ differ) / (ones @ n)), percentile_interval((w @ differ) / (w @ n)))
-        delta = flip_c - flip_h
-        flips = (float((ones @ delta) / (ones @ both)), percentile_interval((w @ delta) / (w @ both)))
-    return disagree, flips if both.any() else None
+def _flip_rate_difference(decided: proportions.Decisions, cond: str) -> Estimate | None:
+    """The challenger's flip rate minus the champion's on the videos both scored under ``cond`` and ``original``
+    (a flip: a decision under ``cond`` other than on ``original``), with Newcombe's paired interval."""
+    champ, champ0, chall, chall0 = (decided.get((role, c), {}) for role in ROLES for c in (cond, "original"))
+    scored = [{v for v, d in side.items() if d.flagged is not None} for side in (champ, champ0, chall, chall0)]
+    videos = sorted(set.intersection(*scored))
+    if not videos:
+        return None
+    flips = [[now[v].flagged != then[v].flagged for v in videos] for now, then in ((chall, chall0), (champ, champ0))]
+    return proportions.paired_difference(flips[0], flips[1])

@@ -28,10 +28,16 @@ QUANTITIES = (  # (attribute, heading): every one challenger minus champion, in 
     ("flip_rate_difference", "Δflip rate"),
 )
 NOTE = (
-    "Challenger minus champion on the videos both scored, in percentage points, with 95% anchor-clustered paired "
-    "bootstrap intervals. Δrobustness: the challenger's AUC drift from original minus the champion's (below 0: the "
-    "challenger loses more). FakeR/RealR at each card's threshold. disagree: share of videos decided differently; "
-    "Δflip rate: difference of the shares of videos whose decision differs from their decision on original."
+    "Challenger minus champion on the videos both scored, in percentage points, with 95% intervals: ΔAUC and "
+    "Δrobustness anchor-clustered paired bootstrap; ΔFakeR, ΔRealR and Δflip rate Newcombe's paired score interval "
+    "(method 10, pooled over the videos); disagree Wilson's. Δrobustness: the challenger's AUC drift from original "
+    "minus the champion's (below 0: the challenger loses more). FakeR/RealR at each card's threshold. disagree: "
+    "share of videos decided differently; Δflip rate: difference of the shares of videos whose decision differs "
+    "from their decision on original."
+)
+POOLED_APART = (
+    "ΔFakeR/ΔRealR pool the videos; under {conditions} they differ from the difference of the report's "
+    "source-averaged FakeR/RealR (sources of different sizes, or real anchors linked to only some sources)."
 )
 
 
@@ -47,13 +53,13 @@ def comparison_table(cmp: Comparison) -> Table:
         Row((c.condition, str(c.videos), *(_cell(getattr(c, key), key != "disagreement") for key, _ in QUANTITIES)))
         for c in cmp.conditions
     )
-    thresholds = ", ".join(f"{role} {t:.3g}" for role, t in cmp.thresholds.items())
-    return Table(
-        f"{cmp.challenger} (challenger) vs {cmp.champion} (champion)",
-        ("condition", "videos", *(h for _, h in QUANTITIES)),
-        rows,
-        (NOTE, f"Thresholds: {thresholds}; {cmp.anchors} anchors, {cmp.replicates} replicates, seed {cmp.seed}."),
-    )
+    names = {"champion": cmp.champion, "challenger": cmp.challenger}
+    thresholds = ", ".join(f"{names[role]} ({role}) {t:.3g}" for role, t in cmp.thresholds.items())
+    notes = (NOTE, f"Thresholds: {thresholds}; {cmp.anchors} anchors, {cmp.replicates} replicates, seed {cmp.seed}.")
+    if cmp.pooled_apart:
+        notes += (POOLED_APART.format(conditions=", ".join(cmp.pooled_apart)),)
+    title = f"{cmp.challenger} (challenger) vs {cmp.champion} (champion)"
+    return Table(title, ("condition", "videos", *(h for _, h in QUANTITIES)), rows, notes)
 
 
 def forest_plot(cmp: Comparison, path: Path) -> Path:
@@ -112,8 +118,8 @@ def comparison_figures(comparisons: list[Comparison], folder: Path) -> list[Figu
         Figure(
             f"compare_{i}",
             forest_plot(cmp, folder / f"compare_{i}.png"),
-            f"{cmp.challenger} minus {cmp.champion} per condition, in points, with 95% anchor-clustered paired "
-            "bootstrap intervals; the dashed line is no difference.",
+            f"{cmp.challenger} minus {cmp.champion} per condition, in points, with the 95% intervals of the table "
+            "above; the dashed line is no difference.",
         )
         for i, cmp in enumerate(comparisons)
     ]

@@ -8,6 +8,7 @@ resampled independently per source covered the true AUC only 83 % of the time wh
 Failures: a row with a *video* error stays in the denominators of FakeR/RealR (it counts as a miss for its
 class) and is reported per cell; it cannot enter AUC, which is computed on the scored rows, with the count of
 failures beside it. *Infra* errors (the scorer was unavailable) are counted apart and never enter a metric.
+The FakeR and RealR drifts have Newcombe's paired score interval instead (:mod:`gateway.evaluation.proportions`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import numpy as np
 
 from detectors import metrics
 from gateway.core.messages import ScoreRow
+from gateway.evaluation import proportions
 from gateway.evaluation.bootstrap import anchor_resamples, percentile_interval
 from gateway.evaluation.errors import EvaluationError
 from gateway.evaluation.thresholds import decision_thresholds
@@ -146,14 +148,9 @@ def evaluate(
             cell.infra_errors = infra[(det, cond)]
             boot[(det, cond)] = samples
             cells.append(cell)
-    _drift(cells, boot, conditions)
-    ranks = {}
-    by = {(c.detector, c.condition): c.auc for c in cells}
-    if "original" in conditions:
-        for cond in conditions:
-            ranks[cond] = metrics.rank_correlation(
-                {d: by[(d, "original")] for d in detectors}, {d: by[(d, cond)] for d in detectors}
-            )
+    _drift(cells, boot, conditions, proportions.decisions(scored, thr))
+    auc = {cond: {c.detector: c.auc for c in cells if c.condition == cond} for cond in conditions}
+    ranks = {cond: metrics.rank_correlation(auc["original"], auc[cond]) for cond in conditions if "original" in auc}
     return Evaluation(
         cells, ranks, detectors, conditions, sources, replicates, seed, len(anchors), len({r.video_id for r in rows})
     )
@@ -282,19 +279,21 @@ def _mean(xs: list[float]) -> float:
     return float(np.mean(xs)) if xs else float("nan")
 
 
-def _drift(cells: list[CellMetrics], boot: dict, conditions: list[str]) -> None:
-    """Drift = metric(condition) - metric(original), paired: one anchor draw serves both conditions. FakeR and RealR
-    count every video (a failure as a miss); an AUC is on each condition's scored videos, the same videos but where
-    a video failed under one of the two conditions only."""
+def _drift(cells: list[CellMetrics], boot: dict, conditions: list[str], decided: proportions.Decisions) -> None:
+    """Drift = metric(condition) - metric(original). AUC: paired bootstrap (one anchor draw serves both
+    conditions), each condition's scored videos, the same videos but where a video failed under one of the two
+    only. FakeR and RealR: :mod:`gateway.evaluation.proportions` (the videos decided under both, a failure as a
+    miss, Newcombe's paired interval); original's own drift is 0 [0, 0]."""
     if "original" not in conditions:
         return
     base = {c.detector: c for c in cells if c.condition == "original"}
-
-    def paired(c: CellMetrics, key: str) -> tuple[float, float]:
-        return percentile_interval(boot[(c.detector, c.condition)][key] - boot[(c.detector, "original")][key])
-
     for c in cells:
         b = base[c.detector]
-        c.auc_drift, c.auc_drift_ci = c.auc - b.auc, paired(c, "auc")
-        c.fake_recall_drift, c.fake_recall_drift_ci = c.fake_recall - b.fake_recall, paired(c, "fake_recall")
-        c.real_recall_drift, c.real_recall_drift_ci = c.real_recall - b.real_recall, paired(c, "real_recall")
+        auc = boot[(c.detector, c.condition)]["auc"] - boot[(c.detector, "original")]["auc"]
+        c.auc_drift, c.auc_drift_ci = c.auc - b.auc, percentile_interval(auc)
+        if c.condition == "original":
+            fake = real = (0.0, (0.0, 0.0))
+        else:
+            here, there = (decided.get((c.detector, cond), {}) for cond in (c.condition, "original"))
+            fake, real = proportions.recall_differences(here, there)
+        (c.fake_recall_drift, c.fake_recall_drift_ci), (c.real_recall_drift, c.real_recall_drift_ci) = fake, real
