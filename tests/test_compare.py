@@ -220,7 +220,7 @@ def test_pairs_are_refused_before_the_bootstrap_and_stale_comparisons_removed(tm
 def test_the_anchor_comparison_matrix_equals_its_definition_with_ties_and_empty_anchors():
     """C[i, j] = sum over (p of anchor i, n of anchor j) of 1[p > n] + 1/2 1[p = n], computed pair by pair (two
     infinities tie: their difference, NaN, counted neither)."""
-    from gateway.evaluation.paired import SourceCell
+    from gateway.evaluation.cells import SourceCell
 
     rng = np.random.default_rng(5)
     for _ in range(100):

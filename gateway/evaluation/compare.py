@@ -21,8 +21,9 @@ import numpy as np
 from gateway.core.messages import ScoreRow
 from gateway.evaluation import proportions
 from gateway.evaluation.bootstrap import anchor_resamples, percentile_interval
+from gateway.evaluation.cells import cell_metrics
 from gateway.evaluation.errors import EvaluationError
-from gateway.evaluation.paired import REPLICATES, SEED, _cell
+from gateway.evaluation.paired import REPLICATES, SEED
 from gateway.evaluation.thresholds import decision_thresholds
 from transforms.spec import LASTMILE
 
@@ -126,7 +127,7 @@ def compare_shared(
     for role in ROLES:
         for cond in conditions:
             sel = [r for r in scored if r.detector == role and r.condition == cond]
-            cells[role, cond], boot[role, cond] = _cell(role, cond, sel, sources, anchors, weights, thr[role])
+            cells[role, cond], boot[role, cond] = cell_metrics(role, cond, sel, sources, anchors, weights, thr[role])
     decided = proportions.decisions(scored, thr)
     out = [_contrast(cond, cells, boot, conditions, decided) for cond in conditions]
     apart = [c.condition for c in out if _pooled_apart(c, cells)]

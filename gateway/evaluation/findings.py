@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gateway.evaluation.paired import CellMetrics, Evaluation
+from gateway.evaluation.cells import CellMetrics
+from gateway.evaluation.paired import Evaluation
 from gateway.evaluation.sweeps import breaking_points, sweeps_of
 from gateway.evaluation.tables import defined, means, pct
 

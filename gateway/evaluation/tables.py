@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gateway.evaluation.paired import CellMetrics, Evaluation
+from gateway.evaluation.cells import CellMetrics
+from gateway.evaluation.paired import Evaluation
 
 MEAN_KEYS = ("auc", "fake_recall", "real_recall", "bacc", "tpr_at_5")
 RESOLVES = {0.01: 100, 0.05: 20}  # real videos per source needed to resolve T@x% (one false positive = x)

@@ -1,0 +1,189 @@
+"""One cell of the paired evaluation: a (detector, condition)'s rows laid out per source and anchor, its metrics,
+and their anchor-clustered bootstrap replicates (:mod:`gateway.evaluation.paired` assembles the cells).
+
+Failures: a row with a *video* error stays in the denominators of FakeR/RealR (it counts as a miss for its
+class) and is reported per cell; it cannot enter AUC, which is computed on the scored rows, with the count of
+failures beside it.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from detectors import metrics
+from gateway.core.messages import ScoreRow
+from gateway.evaluation.bootstrap import percentile_interval
+
+
+@dataclass
+class SourceCell:
+    """One (detector, condition, generated source) pairing, laid out per anchor for the bootstrap."""
+
+    anchors: list[str]
+    pos: list[np.ndarray]  # per anchor: scores of its generated counterparts from this source
+    neg: list[np.ndarray]  # per anchor: scores of its real video(s)
+    pos_hit: np.ndarray  # per anchor: counterparts flagged generated (failures count as misses)
+    pos_n: np.ndarray  # per anchor: counterparts, failures included
+    neg_ok: np.ndarray  # per anchor: reals kept as real (failures count as misses)
+    neg_n: np.ndarray
+    failures: int = 0
+
+    def confusion(self, weights: np.ndarray) -> metrics.Confusion:
+        """Confusion counts with each anchor weighted (``[n_anchors]`` for the point estimate, all ones, or
+        ``[B, n_anchors]`` bootstrap counts for one count per replicate); failures count as misses."""
+        tp, n_pos, tn, n_neg = (weights @ v for v in (self.pos_hit, self.pos_n, self.neg_ok, self.neg_n))
+        return metrics.Confusion(tp=tp, fn=n_pos - tp, tn=tn, fp=n_neg - tn)
+
+    def comparison(self) -> np.ndarray:
+        """C[i, j] = sum over (p of anchor i, n of anchor j) of 1[p > n] + 1/2 1[p = n]."""
+        c, sizes = np.zeros((len(self.anchors), len(self.anchors))), np.array([len(n) for n in self.neg], dtype=int)
+        neg, has, starts = np.concatenate([*self.neg, []]), sizes > 0, np.cumsum(sizes) - sizes  # by anchor
+        for i, p in enumerate(self.pos):  # one anchor's positives against every negative at once
+            if len(p) and has.any():
+                above, tied = p[:, None] > neg[None, :], p[:, None] == neg[None, :]  # (no difference: inf = inf)
+                c[i, has] = np.add.reduceat((above + 0.5 * tied).sum(axis=0), starts[has])
+        return c
+
+
+@dataclass
+class CellMetrics:
+    detector: str
+    condition: str
+    auc: float
+    auc_ci: tuple[float, float]
+    fake_recall: float
+    fake_recall_ci: tuple[float, float]
+    real_recall: float
+    real_recall_ci: tuple[float, float]
+    bacc: float
+    bacc_ci: tuple[float, float]
+    macro_f1: float
+    tpr_at_1: float
+    tpr_at_5: float
+    fpr_at_95: float
+    threshold: float
+    n_generated: int
+    n_real: int
+    failures: int
+    infra_errors: int
+    per_source_auc: dict[str, float] = field(default_factory=dict)
+    auc_drift: float | None = None
+    auc_drift_ci: tuple[float, float] | None = None
+    fake_recall_drift: float | None = None
+    fake_recall_drift_ci: tuple[float, float] | None = None
+    real_recall_drift: float | None = None
+    real_recall_drift_ci: tuple[float, float] | None = None
+    undefined_replicates: dict[str, int] = field(default_factory=dict)  # bootstrap replicates where undefined
+    min_real_per_source: int = 0  # T@x% resolves FPR = x only with at least 1/x real videos per source
+
+
+def source_cell(sel: list[ScoreRow], source: str, anchors: list[str], threshold: float) -> SourceCell:
+    idx = {a: i for i, a in enumerate(anchors)}
+    k = len(anchors)
+    pos: list[list[float]] = [[] for _ in range(k)]
+    neg: list[list[float]] = [[] for _ in range(k)]
+    pos_hit, pos_n, neg_ok, neg_n = (np.zeros(k) for _ in range(4))
+    failures = 0
+    linked = {r.anchor_id for r in sel if r.label == "generated" and r.source == source}
+    for r in sel:
+        if r.anchor_id not in idx or r.anchor_id not in linked:
+            continue
+        i = idx[r.anchor_id]
+        is_pos = r.label == "generated" and r.source == source
+        is_neg = r.label == "real"
+        if not (is_pos or is_neg):
+            continue
+        failed = r.score is None
+        failures += failed
+        if is_pos:
+            pos_n[i] += 1
+            if not failed:
+                pos[i].append(r.score)
+                pos_hit[i] += r.score >= threshold
+        else:
+            neg_n[i] += 1
+            if not failed:
+                neg[i].append(r.score)
+                neg_ok[i] += r.score < threshold
+    return SourceCell(
+        anchors, [np.array(p) for p in pos], [np.array(n) for n in neg], pos_hit, pos_n, neg_ok, neg_n, failures
+    )
+
+
+def cell_metrics(
+    det: str,
+    cond: str,
+    sel: list[ScoreRow],
+    sources: list[str],
+    anchors: list[str],
+    weights: dict[str, np.ndarray],
+    threshold: float,
+) -> tuple[CellMetrics, dict[str, np.ndarray]]:
+    per_auc, per_t1, per_t5, per_f95, reals_per_source = {}, [], [], [], []
+    points: list[metrics.Confusion] = []
+    samples = defaultdict(list)
+    failures = 0
+    n_gen = sum(r.label == "generated" for r in sel)
+    n_real = sum(r.label == "real" for r in sel)
+    for src in sources:
+        sc = source_cell(sel, src, anchors, threshold)
+        failures += sc.failures
+        y = np.r_[np.ones(sum(len(p) for p in sc.pos)), np.zeros(sum(len(n) for n in sc.neg))].astype(bool)
+        s = np.r_[np.concatenate(sc.pos) if sc.pos else [], np.concatenate(sc.neg) if sc.neg else []]
+        if y.any() and (~y).any():
+            per_auc[src] = metrics.auc(y, s)
+            per_t1.append(metrics.tpr_at_fpr(y, s, 0.01))
+            per_t5.append(metrics.tpr_at_fpr(y, s, 0.05))
+            per_f95.append(metrics.fpr_at_tpr(y, s, 0.95))
+        points.append(sc.confusion(np.ones(len(anchors))))
+        reals_per_source.append(int(sc.neg_n.sum()))
+        w = weights[src]
+        c = sc.comparison()
+        npos, nneg = np.array([len(p) for p in sc.pos]), np.array([len(n) for n in sc.neg])
+        replicated = sc.confusion(w)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            samples["auc"].append(np.einsum("bi,ij,bj->b", w, c, w) / ((w @ npos) * (w @ nneg)))
+        samples["fake_recall"].append(replicated.fake_recall)
+        samples["real_recall"].append(replicated.real_recall)
+        samples["bacc"].append(replicated.balanced_accuracy)
+    with warnings.catch_warnings():  # a replicate where every source is undefined stays nan, and is counted
+        warnings.simplefilter("ignore", RuntimeWarning)
+        boot = {k: np.nanmean(np.stack(v), axis=0) for k, v in samples.items()}
+    undefined = {k: int(np.isnan(v).sum()) for k, v in boot.items()}
+    fr, rr, bacc, f1 = (
+        float(np.mean([getattr(p, k) for p in points]))
+        for k in ("fake_recall", "real_recall", "balanced_accuracy", "macro_f1")
+    )
+    cell = CellMetrics(
+        detector=det,
+        condition=cond,
+        auc=float(np.mean(list(per_auc.values()))) if per_auc else float("nan"),
+        auc_ci=percentile_interval(boot["auc"]),
+        fake_recall=fr,
+        fake_recall_ci=percentile_interval(boot["fake_recall"]),
+        real_recall=rr,
+        real_recall_ci=percentile_interval(boot["real_recall"]),
+        bacc=bacc,
+        bacc_ci=percentile_interval(boot["bacc"]),
+        macro_f1=f1,
+        tpr_at_1=_mean(per_t1),
+        tpr_at_5=_mean(per_t5),
+        fpr_at_95=_mean(per_f95),
+        threshold=threshold,
+        n_generated=n_gen,
+        n_real=n_real,
+        failures=failures,
+        infra_errors=0,
+        per_source_auc=per_auc,
+        undefined_replicates=undefined,
+        min_real_per_source=min(reals_per_source, default=0),
+    )
+    return cell, boot
+
+
+def _mean(xs: list[float]) -> float:
+    return float(np.mean(xs)) if xs else float("nan")
