@@ -391,3 +391,24 @@ def test_a_comparison_says_where_pooled_recall_differences_leave_the_source_aver
     notes = comparison_table(cmp).notes
     assert any("pool the videos; under" in n and "full" in n for n in notes)
     assert any(n.startswith("Thresholds: alpha (champion) 1, beta (challenger) 1;") for n in notes)
+
+
+def test_auc_and_robustness_differences_are_on_the_videos_every_auc_compared_scored():
+    """PROTOCOL.md: champion vs challenger on the labelled videos both scored under the conditions compared. A
+    video one contender failed on leaves the other's AUC there too: the differences equal those of a run where
+    both failed on it, and the robustness difference also drops the videos failed under original."""
+    from tests.test_metrics import _failed
+
+    rows = _rows(30)
+    alpha = [r for r in rows if r.detector == "alpha"]
+    beta = [r for r in rows if r.detector == "beta"]
+    one = _failed(alpha, {("a001", "full"), ("a002_g", "full")}) + _failed(beta, {("a003_g", "original")})
+    where = {("a001", "full"), ("a002_g", "full"), ("a003_g", "original")}
+    both = _failed(alpha, where) + _failed(beta, where)
+    got = compare(one, Contender("alpha"), Contender("beta"), replicates=200).condition("full")
+    want = compare(both, Contender("alpha"), Contender("beta"), replicates=200).condition("full")
+    for key in ("auc_difference", "robustness_difference"):
+        assert getattr(got, key)[0] == pytest.approx(getattr(want, key)[0], abs=1e-12)
+        assert getattr(got, key)[1] == pytest.approx(getattr(want, key)[1], abs=1e-12)
+    ev = evaluate(one, replicates=50)
+    assert abs(got.auc_difference[0] - (ev.cell("beta", "full").auc - ev.cell("alpha", "full").auc)) > 1e-4

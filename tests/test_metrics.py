@@ -245,6 +245,27 @@ def test_recall_drifts_have_newcombes_interval_on_the_videos_decided_under_both_
     assert "sim under cond" in warning
 
 
+def _failed(rows: list[ScoreRow], where: set[tuple[str, str]]) -> list[ScoreRow]:
+    """``rows`` with the (video, condition) pairs of ``where`` failed (a video error)."""
+    bad = {"score": None, "error": "bad", "error_kind": "video", "error_class": "X"}
+    return [r.model_copy(update=bad) if (r.video_id, r.condition) in where else r for r in rows]
+
+
+def test_auc_drift_is_on_the_videos_scored_under_both_conditions():
+    """PROTOCOL.md: drift on the same videos. A video that failed under one of the two conditions leaves both
+    AUCs of its drift (each cell's own AUC keeps it where it was scored): the drift equals the one of a run where
+    those videos failed under both, interval included, and is not the difference of the two cells' AUCs."""
+    rows = _paired_population(np.random.default_rng(5), 30, {"s1": 0.8, "s2": 1.5}, 0.6)
+    once = {("a2", "cond"), ("a3_s1", "original"), ("a4_s2", "cond")}
+    twice = {(v, c) for v, _ in once for c in ("cond", "original")}
+    ev, want = evaluate(_failed(rows, once), replicates=200), evaluate(_failed(rows, twice), replicates=200)
+    got, same = ev.cell("sim", "cond"), want.cell("sim", "cond")
+    assert got.auc_drift == pytest.approx(same.auc - want.cell("sim", "original").auc, abs=1e-12)
+    assert got.auc_drift_ci == pytest.approx(same.auc_drift_ci, abs=1e-12)
+    assert abs(got.auc_drift - (got.auc - ev.cell("sim", "original").auc)) > 1e-4
+    assert abs(got.auc - same.auc) > 1e-4  # the cell's AUC keeps a3_s1, scored under cond
+
+
 def test_undefined_metrics_warn_as_scikit_learn_does():
     with pytest.warns(metrics.UndefinedMetricWarning, match="AUC with only one class"):
         assert np.isnan(metrics.auc([1, 1, 1], [0.1, 0.2, 0.3]))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import warnings
 from collections import defaultdict
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -187,3 +188,43 @@ def cell_metrics(
 
 def _mean(xs: list[float]) -> float:
     return float(np.mean(xs)) if xs else float("nan")
+
+
+Computed = tuple[CellMetrics, dict[str, np.ndarray]]  # a cell and its bootstrap replicates per metric
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What every cell of one evaluation shares: its sources, its anchors and the bootstrap's anchor counts."""
+
+    sources: list[str]
+    anchors: list[str]
+    weights: np.ndarray  # [replicates, anchors]: one anchor draw serves every cell (bootstrap.anchor_resamples)
+
+    def cell(self, det: str, cond: str, sel: list[ScoreRow], threshold: float) -> Computed:
+        """:func:`cell_metrics` of ``sel``."""
+        weights = dict.fromkeys(self.sources, self.weights)
+        return cell_metrics(det, cond, sel, self.sources, self.anchors, weights, threshold)
+
+    def aucs_on_same_videos(
+        self, keys: list[Hashable], selections: dict[Hashable, list[ScoreRow]], computed: dict[Hashable, Computed]
+    ) -> list[tuple[float, np.ndarray]]:
+        """The AUC and its bootstrap replicates of each of ``keys``'s selections, in their order, on the videos that
+        every one of them scored, so that their differences are on the same videos (PROTOCOL.md: drift, and
+        champion vs challenger). A selection that scored just those videos keeps its ``computed`` cell; the others
+        are computed again with the videos another one failed on as failed there too (out of the AUC, still
+        linking their anchors, as a failure does)."""
+        shared = set.intersection(*(scored_videos(selections[k]) for k in keys))
+        out = []
+        for key in keys:
+            cell, boot = computed[key]
+            if scored_videos(selections[key]) != shared:
+                kept = [r if r.video_id in shared else r.model_copy(update={"score": None}) for r in selections[key]]
+                cell, boot = self.cell(cell.detector, cell.condition, kept, cell.threshold)
+            out.append((cell.auc, boot["auc"]))
+        return out
+
+
+def scored_videos(sel: list[ScoreRow]) -> set[str]:
+    """The videos of ``sel`` with a score."""
+    return {r.video_id for r in sel if r.score is not None}

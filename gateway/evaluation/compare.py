@@ -1,10 +1,10 @@
 """Champion against challenger on the same videos (issue 25): per condition, paired differences.
 
 Only (video, condition) pairs both detectors have a row for count; of those, a pair one detector scored and the
-other failed on stays (the failure is that detector's miss in FakeR/RealR and is left out of its AUC, as in
-:mod:`gateway.evaluation.paired`), and infrastructure failures are left out of every quantity. Per condition: the
-AUC difference (challenger minus champion) and the *robustness difference* (challenger's AUC drift from
-``original`` minus the champion's), with the anchor-clustered bootstrap of :mod:`gateway.evaluation.paired` (one
+other failed on stays (the failure is that detector's miss in FakeR/RealR), and infrastructure failures are left
+out of every quantity. Per condition: the AUC difference (challenger minus champion, on the videos both scored
+there) and the *robustness difference* (challenger's AUC drift from ``original`` minus the champion's, on the
+videos all four AUCs scored), with the anchor-clustered bootstrap of :mod:`gateway.evaluation.paired` (one
 anchor draw serves both detectors and every condition, so each replicate keeps their covariance); the FakeR and
 RealR differences at each card's threshold and the difference of their flip rates (the share of videos whose
 decision under the condition differs from the decision on ``original``), with Newcombe's paired score interval;
@@ -16,12 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from gateway.core.messages import ScoreRow
 from gateway.evaluation import proportions
 from gateway.evaluation.bootstrap import anchor_resamples, percentile_interval
-from gateway.evaluation.cells import cell_metrics
+from gateway.evaluation.cells import Layout
 from gateway.evaluation.errors import EvaluationError
 from gateway.evaluation.paired import REPLICATES, SEED
 from gateway.evaluation.thresholds import decision_thresholds
@@ -121,16 +119,14 @@ def compare_shared(
     if not (sources and anchors):
         raise EvaluationError("the shared videos hold no generated videos paired with real anchors")
     thr = decision_thresholds(scored, list(ROLES), None, None)
-    w = anchor_resamples(pair, anchors, replicates, seed)
-    weights = dict.fromkeys(sources, w)
-    cells, boot = {}, {}
-    for role in ROLES:
-        for cond in conditions:
-            sel = [r for r in scored if r.detector == role and r.condition == cond]
-            cells[role, cond], boot[role, cond] = cell_metrics(role, cond, sel, sources, anchors, weights, thr[role])
+    layout = Layout(sources, anchors, anchor_resamples(pair, anchors, replicates, seed))
+    keys = [(role, c) for role in ROLES for c in conditions]
+    selections = {(role, c): [r for r in scored if r.detector == role and r.condition == c] for role, c in keys}
+    computed = {key: layout.cell(*key, sel, thr[key[0]]) for key, sel in selections.items()}
+    aucs = _AUCs(layout, selections, computed)
     decided = proportions.decisions(scored, thr)
-    out = [_contrast(cond, cells, boot, conditions, decided) for cond in conditions]
-    apart = [c.condition for c in out if _pooled_apart(c, cells)]
+    out = [_contrast(cond, computed, aucs, conditions, decided) for cond in conditions]
+    apart = [c.condition for c in out if _pooled_apart(c, {key: cell for key, (cell, _) in computed.items()})]
     return Comparison(str(champion), str(challenger), thr, out, len(anchors), replicates, seed, apart)
 
 
@@ -144,23 +140,35 @@ def _pooled_apart(c: ConditionContrast, cells: dict) -> bool:
     )
 
 
-def _contrast(cond: str, cells: dict, boot: dict, conditions: list[str], decided: proportions.Decisions):
-    def diff(key: str, c: str = cond) -> Estimate:
-        point = getattr(cells["challenger", c], key) - getattr(cells["champion", c], key)
-        return float(point), percentile_interval(boot["challenger", c][key] - boot["champion", c][key])
+@dataclass(frozen=True)
+class _AUCs:
+    """The contenders' AUC differences on the videos that all the AUCs compared scored."""
 
-    def auc_gap(c: str) -> np.ndarray:
-        return boot["challenger", c]["auc"] - boot["champion", c]["auc"]
+    layout: Layout
+    selections: dict
+    computed: dict
 
-    rob = None
-    if "original" in conditions and cond != "original":
-        rob = (diff("auc")[0] - diff("auc", "original")[0], percentile_interval(auc_gap(cond) - auc_gap("original")))
+    def difference(self, cond: str) -> Estimate:
+        """Challenger minus champion under ``cond``, on the videos both scored there."""
+        keys = [(role, cond) for role in ROLES]
+        (champ, b_champ), (chall, b_chall) = self.layout.aucs_on_same_videos(keys, self.selections, self.computed)
+        return float(chall - champ), percentile_interval(b_chall - b_champ)
+
+    def robustness(self, cond: str) -> Estimate:
+        """(challenger's AUC under ``cond`` minus on original) minus the champion's, on the videos all four scored."""
+        keys = [(role, c) for role in ROLES for c in (cond, "original")]
+        (h, bh), (h0, bh0), (c, bc), (c0, bc0) = self.layout.aucs_on_same_videos(keys, self.selections, self.computed)
+        return float((c - c0) - (h - h0)), percentile_interval((bc - bc0) - (bh - bh0))
+
+
+def _contrast(cond: str, computed: dict, aucs: _AUCs, conditions: list[str], decided: proportions.Decisions):
+    rob = aucs.robustness(cond) if "original" in conditions and cond != "original" else None
     champion, challenger = (decided.get((role, cond), {}) for role in ROLES)
     fake, real = proportions.recall_differences(challenger, champion)
-    n_gen, n_real = cells["champion", cond].n_generated, cells["champion", cond].n_real
+    n_gen, n_real = computed["champion", cond][0].n_generated, computed["champion", cond][0].n_real
     return ConditionContrast(
         condition=cond,
-        auc_difference=diff("auc"),
+        auc_difference=aucs.difference(cond),
         robustness_difference=rob,
         fake_recall_difference=fake,
         real_recall_difference=real,

@@ -44,9 +44,11 @@ def glossary(ev: Evaluation) -> list[Term]:
         Term(
             "drift",
             "metric(condition) - metric(original) on the same videos, in percentage points, with a paired "
-            "interval. AUC drift: one anchor draw serves both conditions in each bootstrap replicate, so the "
-            "difference keeps their covariance. FakeR and RealR drift: the videos decided under both conditions "
-            "(a failure a miss), each counted once, with Newcombe's (1998) paired score interval, method 10, as "
+            "interval. AUC drift: on the videos scored under both conditions (a video that failed under one leaves "
+            "both AUCs of the drift, not the cells' own), and one anchor draw serves both conditions in each "
+            "bootstrap replicate, so the difference keeps their covariance. FakeR and RealR drift: the videos "
+            "decided under both conditions (a failure a miss), each counted once, with Newcombe's (1998) paired "
+            "score interval, method 10, as "
             "the protocol asks for differences of paired proportions; unlike a bootstrap it does not collapse to "
             "zero width when no video changed its decision. An interval that excludes 0 is a change beyond "
             "sampling noise at the 95% level.",

@@ -15,13 +15,11 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-import numpy as np
-
 from detectors import metrics
 from gateway.core.messages import ScoreRow
 from gateway.evaluation import proportions
 from gateway.evaluation.bootstrap import anchor_resamples, percentile_interval
-from gateway.evaluation.cells import CellMetrics, cell_metrics
+from gateway.evaluation.cells import CellMetrics, Layout
 from gateway.evaluation.errors import EvaluationError
 from gateway.evaluation.thresholds import decision_thresholds
 from transforms.spec import LASTMILE
@@ -74,18 +72,15 @@ def evaluate(
     if rows and not (sources and anchors):
         raise EvaluationError("the run has no generated videos paired with real anchors (label, source, anchor_id)")
     thr = decision_thresholds(scored, detectors, thresholds, calibrate_on_original)
-    w = anchor_resamples(rows, anchors, replicates, seed)
-    weights = dict.fromkeys(sources, w)
-    boot: dict[tuple[str, str], dict[str, np.ndarray]] = {}
-    cells = []
+    layout = Layout(sources, anchors, anchor_resamples(rows, anchors, replicates, seed))
+    computed, selections = {}, {}
     for det in detectors:
         for cond in conditions:
-            sel = [r for r in scored if r.detector == det and r.condition == cond]
-            cell, samples = cell_metrics(det, cond, sel, sources, anchors, weights, thr[det])
-            cell.infra_errors = infra[(det, cond)]
-            boot[(det, cond)] = samples
-            cells.append(cell)
-    _drift(cells, boot, conditions, proportions.decisions(scored, thr))
+            selections[det, cond] = [r for r in scored if r.detector == det and r.condition == cond]
+            computed[det, cond] = layout.cell(det, cond, selections[det, cond], thr[det])
+            computed[det, cond][0].infra_errors = infra[(det, cond)]
+    cells = [cell for cell, _ in computed.values()]
+    _drift(layout, selections, computed, conditions, proportions.decisions(scored, thr))
     auc = {cond: {c.detector: c.auc for c in cells if c.condition == cond} for cond in conditions}
     ranks = {cond: metrics.rank_correlation(auc["original"], auc[cond]) for cond in conditions if "original" in auc}
     return Evaluation(
@@ -108,21 +103,22 @@ def by_version(rows: list[ScoreRow]) -> list[ScoreRow]:
     ]
 
 
-def _drift(cells: list[CellMetrics], boot: dict, conditions: list[str], decided: proportions.Decisions) -> None:
-    """Drift = metric(condition) - metric(original). AUC: paired bootstrap (one anchor draw serves both
-    conditions), each condition's scored videos, the same videos but where a video failed under one of the two
-    only. FakeR and RealR: :mod:`gateway.evaluation.proportions` (the videos decided under both, a failure as a
-    miss, Newcombe's paired interval); original's own drift is 0 [0, 0]."""
+def _drift(layout: Layout, selections: dict, computed: dict, conditions: list[str], decided: dict) -> None:
+    """Drift = metric(condition) - metric(original), on the same videos. AUC: on the videos scored under both
+    (:meth:`~gateway.evaluation.cells.Layout.aucs_on_same_videos`; a video failed under one of the two leaves
+    both), with the paired bootstrap (one anchor draw serves both conditions). FakeR and RealR: the videos decided
+    under both, a failure a miss, with Newcombe's paired interval (:mod:`gateway.evaluation.proportions`).
+    Original's own drift is 0 [0, 0]."""
     if "original" not in conditions:
         return
-    base = {c.detector: c for c in cells if c.condition == "original"}
-    for c in cells:
-        b = base[c.detector]
-        auc = boot[(c.detector, c.condition)]["auc"] - boot[(c.detector, "original")]["auc"]
-        c.auc_drift, c.auc_drift_ci = c.auc - b.auc, percentile_interval(auc)
-        if c.condition == "original":
-            fake = real = (0.0, (0.0, 0.0))
-        else:
-            here, there = (decided.get((c.detector, cond), {}) for cond in (c.condition, "original"))
-            fake, real = proportions.recall_differences(here, there)
+    for (det, cond), (c, boot) in computed.items():
+        if cond == "original":  # nan where its AUC is
+            c.auc_drift, c.auc_drift_ci = c.auc - c.auc, percentile_interval(boot["auc"] - boot["auc"])
+            c.fake_recall_drift, c.fake_recall_drift_ci = 0.0, (0.0, 0.0)
+            c.real_recall_drift, c.real_recall_drift_ci = 0.0, (0.0, 0.0)
+            continue
+        keys = [(det, cond), (det, "original")]
+        (here, boot_here), (there, boot_there) = layout.aucs_on_same_videos(keys, selections, computed)
+        c.auc_drift, c.auc_drift_ci = here - there, percentile_interval(boot_here - boot_there)
+        fake, real = proportions.recall_differences(decided.get(keys[0], {}), decided.get(keys[1], {}))
         (c.fake_recall_drift, c.fake_recall_drift_ci), (c.real_recall_drift, c.real_recall_drift_ci) = fake, real
