@@ -36,6 +36,7 @@ PROXY_NOTICE = (
     "PROXY CORPUS: synthetic camera-like scenes and pseudo-generators made by lastmile-gateway; "
     "a proxy for AI-generated video, not AI-generated video."
 )
+PROXY_MARK = "lastmile-proxy"  # every manifest row of the corpus carries it as ``corpus``: the rows say so themselves
 
 
 @dataclass(frozen=True)
@@ -214,6 +215,7 @@ def _write(
         anchor_id=anchor,
         category=category,
         sha256=hashlib.sha256(data).hexdigest(),
+        corpus=PROXY_MARK,
     )
 
 
@@ -226,6 +228,12 @@ def _user_video(path: Path, spec: SceneSpec) -> tuple[np.ndarray, Iterator[np.nd
     )
     frames = sample_frames(path.read_bytes(), policy)
     return frames[0], iter(frames)
+
+
+def marked_proxy(rows: list[ManifestRow]) -> bool:
+    """Whether any row of a manifest comes from this corpus (its ``corpus`` is :data:`PROXY_MARK`): a manifest
+    mixing the proxy's videos with others is reported as a proxy too."""
+    return any(getattr(r, "corpus", None) == PROXY_MARK for r in rows)
 
 
 def describe(cfg: CorpusConfig, videos: int, user_reals: bool) -> dict:

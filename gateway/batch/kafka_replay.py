@@ -65,7 +65,7 @@ def replay_via_kafka(
     """Produce every manifest row to a fresh input topic, run a gateway (in this process) on it, and write the
     collected score events as ``run_dir/results.parquet``. Starts a local broker unless ``bootstrap`` is given."""
     rows = read_manifest(cfg.manifest)
-    prepare_run(cfg, run_dir, resume=False, n_videos=len(rows))
+    prepare_run(cfg, run_dir, resume=False, rows=rows)
     broker = None if bootstrap else bus.start_broker()
     run_id = uuid.uuid4().hex[:10]
     gw_cfg = gateway_config(cfg, bootstrap or broker.bootstrap, run_id, workers)

@@ -19,6 +19,7 @@ from pydantic import ConfigDict, Field
 from tqdm import tqdm
 
 from detectors.manifest import ManifestRow, read_manifest
+from detectors.proxy.corpus import PROXY_NOTICE, marked_proxy
 from gateway import __version__
 from gateway.batch.results import done_videos, drop_infra_videos, merge, write_part
 from gateway.core.assembly import build_pipeline
@@ -85,7 +86,7 @@ def replay(
     rows = read_manifest(cfg.manifest)
     rows_for = build_pipeline(cfg, runtimes=False)  # fails at once, before the run folder, if it cannot start
     parts = run_dir / "parts"
-    prepare_run(cfg, run_dir, resume, len(rows))
+    prepare_run(cfg, run_dir, resume, rows)
     if resume:
         drop_infra_videos(parts)
     done = done_videos(parts)
@@ -126,7 +127,7 @@ def _run_chunks(
         supervisor.close()
 
 
-def prepare_run(cfg: ReplayConfig, run_dir: Path, resume: bool, n_videos: int) -> None:
+def prepare_run(cfg: ReplayConfig, run_dir: Path, resume: bool, rows: list[ManifestRow]) -> None:
     meta = run_dir / "run.json"
     if meta.exists():
         old = json.loads(meta.read_text())
@@ -138,14 +139,24 @@ def prepare_run(cfg: ReplayConfig, run_dir: Path, resume: bool, n_videos: int) -
             raise ValueError(f"{run_dir} was started with another configuration; it cannot be resumed with this one")
         return
     (run_dir / "parts").mkdir(parents=True, exist_ok=True)
-    corpus_json = cfg.manifest.resolve().parent / "corpus.json"
     info = {
         "identity": cfg.identity(),
         "config": json.loads(cfg.model_dump_json()),
         "conditions": [c.name for c in cfg.resolve_conditions()[0]],  # resolved, in order (sweeps as listed)
-        "videos": n_videos,
+        "videos": len(rows),
         "manifest_sha256": hashlib.sha256(cfg.manifest.read_bytes()).hexdigest(),
         "gateway_version": __version__,
-        "corpus": json.loads(corpus_json.read_text()) if corpus_json.exists() else None,
+        "corpus": corpus_of(cfg.manifest, rows),
     }
     meta.write_text(json.dumps(info, indent=2))
+
+
+def corpus_of(manifest: Path, rows: list[ManifestRow]) -> dict | None:
+    """What the run records of its corpus: the ``corpus.json`` beside the manifest; else, where the manifest's
+    rows are marked as the proxy corpus's (a manifest moved, or mixed with other videos), its notice; else None."""
+    described = manifest.resolve().parent / "corpus.json"
+    if described.exists():
+        return json.loads(described.read_text())
+    if marked_proxy(rows):
+        return {"notice": PROXY_NOTICE, "described": f"no corpus.json beside {manifest.name}: its rows are marked"}
+    return None
