@@ -603,3 +603,29 @@ def test_an_answered_lookup_is_not_busy_and_one_answered_long_ago_is_looked_up_a
     assert answered.wait(10) and asked == ["broker.later.test"] * 2
     links.close()
     listener.close()
+
+
+def test_a_lookup_answering_after_its_links_closed_ends_quietly(monkeypatch):
+    """A lookup thread wakes the selector of links that may be closed by then (a reader stopped while a name was
+    looked up): its wake must neither raise in that thread nor reach a socket that took the closed one's number."""
+    import socket
+    import threading
+
+    release, asked, raised = threading.Event(), [], []
+    monkeypatch.setattr(bus_links.socket, "getaddrinfo", _held_name("broker.late.test", "127.0.0.1", release, asked))
+    monkeypatch.setattr(threading, "excepthook", raised.append)
+    links = bus_links.Links(None, 5.0, 0.05)
+    assert links.idle(("broker.late.test", 9)) is None and asked == ["broker.late.test"]
+    (thread,) = [t for t in threading.enumerate() if t.name == "lookup broker.late.test"]
+    links.close()
+    taken = socket.socketpair()  # may reuse the closed pair's numbers
+    for end in taken:
+        end.setblocking(False)
+    release.set()
+    thread.join(10)
+    assert not thread.is_alive() and raised == []
+    for end in taken:
+        with pytest.raises(BlockingIOError):  # nothing sent to either end
+            end.recv(1)
+    for end in taken:
+        end.close()
