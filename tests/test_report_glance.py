@@ -281,3 +281,9 @@ def test_a_drift_of_exactly_zero_is_shown_not_hidden(tmp_path):
     main, operating = report_tables(ev)[:2]
     assert all(row.cells[2].endswith("(+0.0)") for row in main.rows if not row.emphasis)
     assert all(row.cells[-2].startswith("+0.0") for row in operating.rows if row.cells[1] == "spatial")
+
+
+def test_a_difference_that_rounds_to_zero_reads_plus_zero():
+    from gateway.evaluation.tables import points
+
+    assert [points(x) for x in (-0.0004, 0.0, 0.0004, -0.0123, 0.5)] == ["+0.0", "+0.0", "+0.0", "-1.2", "+50.0"]

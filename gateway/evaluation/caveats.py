@@ -8,17 +8,19 @@ import dataclasses
 import itertools
 from collections import defaultdict
 
+import numpy as np
+
 from gateway.batch.failures import RunFailures, summarize
 from gateway.core.messages import ScoreRow
 from gateway.evaluation.paired import Evaluation
-from gateway.evaluation.proportions import pooling_differs
-from gateway.evaluation.tables import interval, pct, zero_width
+from gateway.evaluation.tables import interval, pct, points, zero_width
 
 # Anchors per generation source under which the anchor-clustered bootstrap is too rough to lean on: its unit
 # is the anchor, and percentile intervals on few clusters run narrow (tests/test_metrics.py already allows
 # for slight under-coverage at 40 clusters); 30 is the usual rule of thumb for a bootstrap to settle.
 SMALL_SAMPLE_ANCHORS = 30
 ZERO_WIDTH_EXAMPLES = 3  # zero-width intervals named in the warning (the tables mark them all)
+SAME_VIDEOS_TOLERANCE = 1e-9  # an AUC drift further than this from the difference of the AUCs shown is named
 UNRECORDED_CORPUS_SEED = "not recorded (not a synthesised corpus)"
 
 _INTERVALS = {  # interval field -> (its label, the value it brackets); drifts only off original
@@ -26,7 +28,7 @@ _INTERVALS = {  # interval field -> (its label, the value it brackets); drifts o
     "fake_recall_ci": ("FakeR", "fake_recall"),
     "real_recall_ci": ("RealR", "real_recall"),
     "auc_drift_ci": ("AUC drift", "auc_drift"),
-}  # the FakeR drift's is Newcombe's, never of zero width
+}  # (the FakeR drift's holds Newcombe's interval: never of zero width)
 
 
 def failure_banner(rows: list[ScoreRow], conditions: list[str]) -> dict:
@@ -107,36 +109,32 @@ def sample_warnings(ev: Evaluation, rows: list[ScoreRow]) -> list[str]:
             "the same value, typically because a class was separated perfectly, or missed entirely, on few "
             "anchors: it shows no variation in this sample, not certainty."
         )
-    out += pooling_warnings(ev)
+    out += same_video_warnings(ev)
     return out
 
 
-def pooling_warnings(ev: Evaluation) -> list[str]:
-    """Where a FakeR/RealR drift, pooled over the videos decided under both conditions, differs from the difference
-    of the source-averaged FakeR/RealR shown beside it (:mod:`gateway.evaluation.proportions`)."""
+def same_video_warnings(ev: Evaluation) -> list[str]:
+    """Where an AUC drift, on the videos scored under both conditions, is not the difference of the two AUCs shown
+    (each keeps the videos scored under it): a video failed under one of the two."""
     base = {c.detector: c for c in ev.cells if c.condition == "original"}
     apart = [
         f"{c.detector} under {c.condition}"
         for c in ev.cells
-        if c.condition != "original" and c.detector in base
-        and any(
-            pooling_differs(getattr(c, f"{key}_drift"), getattr(c, key) - getattr(base[c.detector], key))
-            for key in ("fake_recall", "real_recall")
-        )
+        if c.condition != "original" and c.detector in base and c.auc_drift is not None
+        and np.isfinite(c.auc_drift) and np.isfinite(c.auc - base[c.detector].auc)
+        and abs(c.auc_drift - (c.auc - base[c.detector].auc)) > SAME_VIDEOS_TOLERANCE
     ]  # fmt: skip
     if not apart:
         return []
     return [
-        f"FakeR/RealR drift pools the videos decided under both conditions (Newcombe's paired interval counts each "
-        f"video once), while FakeR and RealR average the sources: the drift is not their difference in "
-        f"{len(apart)} cells (e.g. {'; '.join(apart[:ZERO_WIDTH_EXAMPLES])}), "
-        "because sources differ in size, a real anchor is linked to only some sources, or a video has a row under "
-        "one of the two conditions only."
+        f"AUC drift is on the videos scored under both conditions: in {len(apart)} cells (e.g. "
+        f"{'; '.join(apart[:ZERO_WIDTH_EXAMPLES])}) a video failed under one of them, so the drift is not the "
+        "difference of the two AUCs shown, each of which keeps the videos scored under it."
     ]
 
 
 def _signed(z: dict) -> str:
-    return f"{100 * z['value']:+.1f}" if "drift" in z["metric"] else pct(z["value"])
+    return points(z["value"]) if "drift" in z["metric"] else pct(z["value"])
 
 
 def seeds(ev: Evaluation, corpus: dict) -> dict:

@@ -6,15 +6,17 @@ out of every quantity. Per condition: the AUC difference (challenger minus champ
 there) and the *robustness difference* (challenger's AUC drift from ``original`` minus the champion's, on the
 videos all four AUCs scored), with the anchor-clustered bootstrap of :mod:`gateway.evaluation.paired` (one
 anchor draw serves both detectors and every condition, so each replicate keeps their covariance); the FakeR and
-RealR differences at each card's threshold and the difference of their flip rates (the share of videos whose
-decision under the condition differs from the decision on ``original``), with Newcombe's paired score interval;
-the share of videos on which the two decide differently, with Wilson's (:mod:`gateway.evaluation.proportions`,
-as PROTOCOL.md asks for differences of paired proportions).
+RealR differences at each card's threshold (sources weighted equally, as the report's cells are), the difference
+of their flip rates (the share of videos whose decision under the condition differs from the decision on
+``original``) and the share of videos on which the two decide differently, each interval the hull of the same
+bootstrap's and a score interval's, Newcombe's or Wilson's (:mod:`gateway.evaluation.proportions` says why).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import numpy as np
 
 from gateway.core.messages import ScoreRow
 from gateway.evaluation import proportions
@@ -75,7 +77,6 @@ class Comparison:
     anchors: int
     replicates: int
     seed: int
-    pooled_apart: list[str]  # conditions where a pooled ΔFakeR/ΔRealR differs from the source averages' difference
 
     def condition(self, name: str) -> ConditionContrast:
         return next(c for c in self.conditions if c.condition == name)
@@ -124,20 +125,9 @@ def compare_shared(
     selections = {(role, c): [r for r in scored if r.detector == role and r.condition == c] for role, c in keys}
     computed = {key: layout.cell(*key, sel, thr[key[0]]) for key, sel in selections.items()}
     aucs = _AUCs(layout, selections, computed)
-    decided = proportions.decisions(scored, thr)
-    out = [_contrast(cond, computed, aucs, conditions, decided) for cond in conditions]
-    apart = [c.condition for c in out if _pooled_apart(c, {key: cell for key, (cell, _) in computed.items()})]
-    return Comparison(str(champion), str(challenger), thr, out, len(anchors), replicates, seed, apart)
-
-
-def _pooled_apart(c: ConditionContrast, cells: dict) -> bool:
-    return any(
-        proportions.pooling_differs(
-            getattr(c, f"{key}_difference")[0],
-            getattr(cells["challenger", c.condition], key) - getattr(cells["champion", c.condition], key),
-        )
-        for key in ("fake_recall", "real_recall")
-    )
+    decided = proportions.decisions(scored, thr), proportions.decisions(scored, thr, paired=False)
+    out = [_contrast(cond, computed, aucs, conditions, *decided) for cond in conditions]
+    return Comparison(str(champion), str(challenger), thr, out, len(anchors), replicates, seed)
 
 
 @dataclass(frozen=True)
@@ -161,38 +151,57 @@ class _AUCs:
         return float((c - c0) - (h - h0)), percentile_interval((bc - bc0) - (bh - bh0))
 
 
-def _contrast(cond: str, computed: dict, aucs: _AUCs, conditions: list[str], decided: proportions.Decisions):
+def _contrast(cond: str, computed: dict, aucs: _AUCs, conditions: list[str], decided: dict, everyone: dict):
+    def diff(key: str, score: Estimate) -> Estimate:
+        (champ, b_champ), (chall, b_chall) = computed["champion", cond], computed["challenger", cond]
+        point = getattr(chall, key) - getattr(champ, key)
+        return proportions.widened((float(point), percentile_interval(b_chall[key] - b_champ[key])), score)
+
     rob = aucs.robustness(cond) if "original" in conditions and cond != "original" else None
-    champion, challenger = (decided.get((role, cond), {}) for role in ROLES)
-    fake, real = proportions.recall_differences(challenger, champion)
+    fake, real = proportions.recall_differences(*(decided.get((role, cond), {}) for role in ("challenger", "champion")))
+    disagreement, flips = _label_free(everyone, cond, aucs.layout)
     n_gen, n_real = computed["champion", cond][0].n_generated, computed["champion", cond][0].n_real
     return ConditionContrast(
         condition=cond,
         auc_difference=aucs.difference(cond),
         robustness_difference=rob,
-        fake_recall_difference=fake,
-        real_recall_difference=real,
-        disagreement=_disagreement(champion, challenger),
-        flip_rate_difference=_flip_rate_difference(decided, cond) if cond != "original" else None,
+        fake_recall_difference=diff("fake_recall", fake),
+        real_recall_difference=diff("real_recall", real),
+        disagreement=disagreement,
+        flip_rate_difference=flips,
         videos=n_gen + n_real,
         generated=n_gen,
         real=n_real,
     )
 
 
-def _disagreement(champion: dict, challenger: dict) -> Estimate:
-    """The share of the videos both scored that the two decide differently, with Wilson's interval."""
-    both = [v for v in champion.keys() & challenger.keys() if None not in (champion[v].flagged, challenger[v].flagged)]
-    return proportions.share(sum(champion[v].flagged != challenger[v].flagged for v in both), len(both))
-
-
-def _flip_rate_difference(decided: proportions.Decisions, cond: str) -> Estimate | None:
-    """The challenger's flip rate minus the champion's on the videos both scored under ``cond`` and ``original``
-    (a flip: a decision under ``cond`` other than on ``original``), with Newcombe's paired interval."""
+def _label_free(decided: proportions.Decisions, cond: str, layout: Layout) -> tuple[Estimate, Estimate | None]:
+    """The share of the videos both scored under ``cond`` that the two decide differently, and the challenger's
+    flip rate minus the champion's on the videos both scored under ``cond`` and ``original`` (a flip: a decision
+    under ``cond`` other than on ``original``): over the videos, each interval the hull of the anchor-clustered
+    bootstrap's and the score interval's (Wilson's, Newcombe's)."""
+    index = {a: i for i, a in enumerate(layout.anchors)}
+    n, differ, both, delta = (np.zeros(len(index)) for _ in range(4))
     champ, champ0, chall, chall0 = (decided.get((role, c), {}) for role in ROLES for c in (cond, "original"))
-    scored = [{v for v, d in side.items() if d.flagged is not None} for side in (champ, champ0, chall, chall0)]
-    videos = sorted(set.intersection(*scored))
-    if not videos:
-        return None
-    flips = [[now[v].flagged != then[v].flagged for v in videos] for now, then in ((chall, chall0), (champ, champ0))]
-    return proportions.paired_difference(flips[0], flips[1])
+    differs, flipped = [], ([], [])  # per video: decided apart; flipped (challenger, champion)
+    for v, h in champ.items():
+        c = chall.get(v)
+        if c is None or None in (h.flagged, c.flagged):
+            continue
+        i = index[h.anchor]
+        n[i] += 1
+        differ[i] += h.flagged != c.flagged
+        differs.append(h.flagged != c.flagged)
+        h0, c0 = champ0.get(v), chall0.get(v)
+        if cond != "original" and h0 is not None and c0 is not None and None not in (h0.flagged, c0.flagged):
+            both[i] += 1
+            flipped[0].append(c.flagged != c0.flagged)
+            flipped[1].append(h.flagged != h0.flagged)
+            delta[i] += flipped[0][-1] - flipped[1][-1]
+    w = layout.weights
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = (float(np.mean(differs)) if differs else float("nan"), percentile_interval((w @ differ) / (w @ n)))
+        flips = (float(np.mean(flipped[0]) - np.mean(flipped[1])) if both.any() else float("nan"),
+                 percentile_interval((w @ delta) / (w @ both)))  # fmt: skip
+    disagreement = proportions.widened(share, proportions.share(sum(differs), len(differs)))
+    return disagreement, proportions.widened(flips, proportions.paired_difference(*flipped)) if both.any() else None

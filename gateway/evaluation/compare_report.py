@@ -4,7 +4,7 @@ a forest plot with one row per condition and one panel per quantity, and the num
 from __future__ import annotations
 
 import dataclasses
-import json
+import math
 from pathlib import Path
 
 import matplotlib
@@ -14,10 +14,11 @@ import matplotlib.pyplot as plt
 
 from gateway.core.contenders import PairError, distinct_pairs, split_pair
 from gateway.core.messages import ScoreRow
+from gateway.evaluation import jsonout
 from gateway.evaluation.compare import Comparison, Contender, Estimate, compare_shared, shared_rows
 from gateway.evaluation.errors import EvaluationError
 from gateway.evaluation.plots import Figure
-from gateway.evaluation.tables import Row, Table, pct
+from gateway.evaluation.tables import Row, Table, pct, points
 
 QUANTITIES = (  # (attribute, heading): every one challenger minus champion, in percentage points
     ("auc_difference", "ΔAUC"),
@@ -29,23 +30,20 @@ QUANTITIES = (  # (attribute, heading): every one challenger minus champion, in 
 )
 NOTE = (
     "Challenger minus champion on the videos both scored, in percentage points, with 95% intervals: ΔAUC and "
-    "Δrobustness anchor-clustered paired bootstrap; ΔFakeR, ΔRealR and Δflip rate Newcombe's paired score interval "
-    "(method 10, pooled over the videos); disagree Wilson's. Δrobustness: the challenger's AUC drift from original "
-    "minus the champion's (below 0: the challenger loses more). FakeR/RealR at each card's threshold. disagree: "
-    "share of videos decided differently; Δflip rate: difference of the shares of videos whose decision differs "
-    "from their decision on original."
-)
-POOLED_APART = (
-    "ΔFakeR/ΔRealR pool the videos; under {conditions} they differ from the difference of the report's "
-    "source-averaged FakeR/RealR (sources of different sizes, or real anchors linked to only some sources)."
+    "Δrobustness anchor-clustered paired bootstrap, on the videos every AUC compared scored; ΔFakeR, ΔRealR, "
+    "disagree and Δflip rate the hull of that bootstrap's interval and a score interval (Newcombe's paired, "
+    "method 10; Wilson's for disagree), which keeps an anchor's videos together and never collapses. Δrobustness: "
+    "the challenger's AUC drift from original minus the champion's (below 0: the challenger loses more). "
+    "FakeR/RealR at each card's threshold. disagree: share of videos decided differently; Δflip rate: difference "
+    "of the shares of videos whose decision differs from their decision on original."
 )
 
 
 def _cell(e: Estimate | None, signed: bool = True) -> str:
-    if e is None:
+    if e is None or not math.isfinite(e[0]):
         return "-"
     point, (lo, hi) = e
-    return f"{100 * point:{'+' if signed else ''}.1f} [{pct(lo)}, {pct(hi)}]"
+    return f"{points(point) if signed else pct(point)} [{pct(lo)}, {pct(hi)}]"
 
 
 def comparison_table(cmp: Comparison) -> Table:
@@ -56,8 +54,6 @@ def comparison_table(cmp: Comparison) -> Table:
     names = {"champion": cmp.champion, "challenger": cmp.challenger}
     thresholds = ", ".join(f"{names[role]} ({role}) {t:.3g}" for role, t in cmp.thresholds.items())
     notes = (NOTE, f"Thresholds: {thresholds}; {cmp.anchors} anchors, {cmp.replicates} replicates, seed {cmp.seed}.")
-    if cmp.pooled_apart:
-        notes += (POOLED_APART.format(conditions=", ".join(cmp.pooled_apart)),)
     title = f"{cmp.challenger} (challenger) vs {cmp.champion} (champion)"
     return Table(title, ("condition", "videos", *(h for _, h in QUANTITIES)), rows, notes)
 
@@ -145,7 +141,7 @@ def write_comparisons(
     out["comparison_md"] = folder / "comparison.md"
     out["comparison_json"] = folder / "comparison.json"
     out["comparison_md"].write_text("".join(parts))
-    out["comparison_json"].write_text(json.dumps(comparisons_json(comparisons, notice), indent=2))
+    out["comparison_json"].write_text(jsonout.dumps(comparisons_json(comparisons, notice)))
     return out
 
 

@@ -13,7 +13,7 @@ import numpy as np
 from gateway.evaluation.cells import CellMetrics
 from gateway.evaluation.paired import Evaluation
 from gateway.evaluation.sweeps import breaking_points, sweeps_of
-from gateway.evaluation.tables import defined, means, pct
+from gateway.evaluation.tables import defined, means, pct, points
 
 TOP_DROPS = 3  # detectors named in the AUC-drop finding (each with its worst condition)
 LIST_RANKS = 6  # conditions listed in the ranking finding (the lowest correlations first)
@@ -35,11 +35,11 @@ def _ci_ok(ci: tuple[float, float] | None) -> bool:
 
 
 def _points(x: float) -> str:
-    return f"{100 * x:+.1f}"
+    return points(x)
 
 
 def _ci(ci: tuple[float, float]) -> str:
-    return f"[{100 * ci[0]:+.1f}, {100 * ci[1]:+.1f}]"
+    return f"[{points(ci[0])}, {points(ci[1])}]"
 
 
 def excludes_zero(ci: tuple[float, float]) -> bool:

@@ -46,11 +46,12 @@ def glossary(ev: Evaluation) -> list[Term]:
             "metric(condition) - metric(original) on the same videos, in percentage points, with a paired "
             "interval. AUC drift: on the videos scored under both conditions (a video that failed under one leaves "
             "both AUCs of the drift, not the cells' own), and one anchor draw serves both conditions in each "
-            "bootstrap replicate, so the difference keeps their covariance. FakeR and RealR drift: the videos "
-            "decided under both conditions (a failure a miss), each counted once, with Newcombe's (1998) paired "
-            "score interval, method 10, as "
-            "the protocol asks for differences of paired proportions; unlike a bootstrap it does not collapse to "
-            "zero width when no video changed its decision. An interval that excludes 0 is a change beyond "
+            "bootstrap replicate, so the difference keeps their covariance. FakeR and RealR drift: the interval "
+            "is the hull of that paired bootstrap's and Newcombe's (1998) paired score interval, method 10, on the "
+            "videos "
+            "decided under both conditions (a failure a miss), as the protocol asks of differences of paired "
+            "proportions: the bootstrap keeps an anchor's videos together, Newcombe's does not collapse to zero "
+            "width when no video changed its decision. An interval that excludes 0 is a change beyond "
             "sampling noise at the 95% level.",
         ),
         Term(

@@ -4,7 +4,7 @@ sources weighted equally, anchor-clustered bootstrap intervals stratified by sou
 Bootstrap: 2,000 replicates by default, fixed seed; 95 % percentile intervals. Measured here (tests): anchors
 resampled independently per source covered the true AUC only 83 % of the time when sources share anchors
 (their covariance was lost); the joint anchor resampling below covers it at about the nominal rate. The FakeR
-and RealR drifts have Newcombe's paired score interval instead (:mod:`gateway.evaluation.proportions`).
+and RealR drifts' intervals also hold Newcombe's paired score interval (:mod:`gateway.evaluation.proportions`).
 
 Each (detector, condition) is a cell (:mod:`gateway.evaluation.cells`: how failures count). *Infra* errors (the
 scorer was unavailable) are counted apart and never enter a metric.
@@ -104,21 +104,21 @@ def by_version(rows: list[ScoreRow]) -> list[ScoreRow]:
 
 
 def _drift(layout: Layout, selections: dict, computed: dict, conditions: list[str], decided: dict) -> None:
-    """Drift = metric(condition) - metric(original), on the same videos. AUC: on the videos scored under both
-    (:meth:`~gateway.evaluation.cells.Layout.aucs_on_same_videos`; a video failed under one of the two leaves
-    both), with the paired bootstrap (one anchor draw serves both conditions). FakeR and RealR: the videos decided
-    under both, a failure a miss, with Newcombe's paired interval (:mod:`gateway.evaluation.proportions`).
-    Original's own drift is 0 [0, 0]."""
+    """Drift = metric(condition) - metric(original), on the same videos, with paired intervals (one anchor draw
+    serves both conditions). AUC: on the videos scored under both (a video failed under one of the two leaves
+    both, :meth:`~gateway.evaluation.cells.Layout.aucs_on_same_videos`). FakeR and RealR: every video, a failure a
+    miss, the interval widened to hold Newcombe's too (:mod:`gateway.evaluation.proportions`)."""
     if "original" not in conditions:
         return
     for (det, cond), (c, boot) in computed.items():
-        if cond == "original":  # nan where its AUC is
-            c.auc_drift, c.auc_drift_ci = c.auc - c.auc, percentile_interval(boot["auc"] - boot["auc"])
-            c.fake_recall_drift, c.fake_recall_drift_ci = 0.0, (0.0, 0.0)
-            c.real_recall_drift, c.real_recall_drift_ci = 0.0, (0.0, 0.0)
-            continue
         keys = [(det, cond), (det, "original")]
-        (here, boot_here), (there, boot_there) = layout.aucs_on_same_videos(keys, selections, computed)
-        c.auc_drift, c.auc_drift_ci = here - there, percentile_interval(boot_here - boot_there)
-        fake, real = proportions.recall_differences(decided.get(keys[0], {}), decided.get(keys[1], {}))
-        (c.fake_recall_drift, c.fake_recall_drift_ci), (c.real_recall_drift, c.real_recall_drift_ci) = fake, real
+        b, boot0 = computed[keys[1]]
+        (here, auc), (there, auc0) = layout.aucs_on_same_videos(keys, selections, computed)
+        c.auc_drift, c.auc_drift_ci = here - there, percentile_interval(auc - auc0)
+        scores = proportions.recall_differences(decided.get(keys[0], {}), decided.get(keys[1], {}))
+        for key, score in zip(("fake_recall", "real_recall"), scores, strict=True):
+            drift = (getattr(c, key) - getattr(b, key), percentile_interval(boot[key] - boot0[key]))
+            if cond != "original":  # (original's own: 0 [0, 0], or undefined)
+                drift = proportions.widened(drift, score)
+            setattr(c, f"{key}_drift", drift[0])
+            setattr(c, f"{key}_drift_ci", drift[1])

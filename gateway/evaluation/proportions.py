@@ -1,17 +1,18 @@
-"""Differences of paired proportions offline, with the score intervals PROTOCOL.md names: FakeR and RealR of one
-detector under a condition against ``original`` (the report's drift), of a challenger against its champion, and of
-their flip rates with Newcombe's (1998) paired score interval, method 10
-(:func:`detectors.intervals.paired_proportion_difference`); a share (the disagreement) with Wilson's. Unlike the
-percentile bootstrap, which gives [0, 0] when no pair is discordant (and [-100, -100] when every pair is), these
-never collapse.
+"""Differences of paired proportions offline: FakeR and RealR of one detector under a condition against
+``original`` (the report's drift), of a challenger against its champion, their flip rates, and the share of videos
+two detectors decide differently.
 
-The pairs are videos: each video decided on both sides counts once (a real anchor linked to several sources is one
-pair), so a difference pools the videos, where the report's FakeR and RealR average the sources with equal weight.
-The two agree wherever every source has the same number of videos and each real anchor is linked to every source,
-as in the self-made corpus; :func:`pooling_differs` lists the cells where they do not. A video-error row is a
-decision that misses its class (as in the denominators of FakeR and RealR); an infrastructure error is no decision.
-The pairs are counted as independent: unlike the AUCs' anchor-clustered bootstrap, these intervals do not cluster
-an anchor's counterparts.
+PROTOCOL.md asks two things of their intervals: the anchor-clustered bootstrap of the offline report, and, for a
+difference of paired proportions, a score interval that never collapses (Newcombe 1998, method 10; Wilson's for a
+share). Neither alone is enough here. The percentile bootstrap collapses to [0, 0] when no video changed its
+decision (and to [-100, -100] when a challenger missed every real video). Newcombe's interval counts each video as
+an independent pair, and an anchor's counterparts are not: when a condition moves some anchors' videos more than
+others', it covered a simulated truth 83 % of the time where the hull below covers it 96 %
+(tests/test_metrics.py). So each interval here is the hull of the two (:func:`widened`): never narrower than
+either, it keeps the clustering and never collapses. The point estimate is the protocol's (sources weighted
+equally, as the cells are); the score interval pools the videos decided on both sides, each counted once. A
+video-error row is a decision that misses its class (as in the denominators of FakeR and RealR); an
+infrastructure error is no decision.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from gateway.core.messages import ScoreRow
 
 Estimate = tuple[float, tuple[float, float]]  # point estimate, 95% interval
 NO_PAIRS: Estimate = (math.nan, (math.nan, math.nan))
-POOLING_TOLERANCE = 1e-9  # pooled and source-averaged differences further apart than this are named
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,7 @@ class Decision:
     """One video's decision by one detector under one condition."""
 
     label: str  # real | generated
+    anchor: str
     flagged: bool | None  # decided generated at the threshold; None: the video failed (a video error)
 
     @property
@@ -46,24 +47,32 @@ class Decision:
 Decisions = dict[tuple[str, str], dict[str, Decision]]  # (detector, condition) -> video -> decision
 
 
-def decisions(rows: Iterable[ScoreRow], thresholds: dict[str, float]) -> Decisions:
-    """Every video's decision per (detector, condition) at its detector's threshold: the generated videos paired
-    with a real anchor, and the real videos of anchors that have a generated counterpart (the videos FakeR and
-    RealR count); rows with an infrastructure error are left out."""
-    rows = [r for r in rows if r.error_kind != "infra" and r.anchor_id]
-    linked = {r.anchor_id for r in rows if r.label == "generated" and r.source}
-    out: Decisions = {}
+def decisions(rows: Iterable[ScoreRow], thresholds: dict[str, float], paired: bool = True) -> Decisions:
+    """Every video's decision per (detector, condition) at its detector's threshold; rows with an infrastructure
+    error are left out. ``paired``: only the videos FakeR and RealR count, as a cell does (the generated videos
+    paired with a real anchor, and the real videos of anchors with a generated counterpart in the same detector and
+    condition); else every video with an anchor (for the label-free quantities)."""
+    by_cell: dict[tuple[str, str], list[ScoreRow]] = {}
     for r in rows:
-        if (r.label == "generated" and r.source) or (r.label == "real" and r.anchor_id in linked):
-            flagged = None if r.score is None else bool(r.score >= thresholds[r.detector])
-            out.setdefault((r.detector, r.condition), {})[r.video_id] = Decision(r.label, flagged)
+        if r.error_kind != "infra" and r.anchor_id:
+            by_cell.setdefault((r.detector, r.condition), []).append(r)
+    out: Decisions = {}
+    for key, sel in by_cell.items():
+        linked = {r.anchor_id for r in sel if r.label == "generated" and r.source}
+        out[key] = {
+            r.video_id: Decision(
+                r.label, r.anchor_id, None if r.score is None else bool(r.score >= thresholds[r.detector])
+            )
+            for r in sel
+            if not paired or (r.label == "generated" and r.source) or (r.label == "real" and r.anchor_id in linked)
+        }
     return out
 
 
 def recall_differences(
     a: dict[str, Decision], b: dict[str, Decision], confidence: float = 0.95
 ) -> tuple[Estimate, Estimate]:
-    """(FakeR(a) - FakeR(b), RealR(a) - RealR(b)) on the videos both ``a`` and ``b`` decided, each with
+    """(FakeR(a) - FakeR(b), RealR(a) - RealR(b)) pooled over the videos both ``a`` and ``b`` decided, each with
     Newcombe's paired interval; :data:`NO_PAIRS` for a class without a shared video."""
     shared = sorted(a.keys() & b.keys())
     out = []
@@ -89,11 +98,8 @@ def share(successes: int, n: int, confidence: float = 0.95) -> Estimate:
     return p, (lo, hi)
 
 
-def pooling_differs(pooled: float | None, averaged: float) -> bool:
-    """Whether a pooled difference and the difference of source averages are both defined and apart."""
-    return (
-        pooled is not None
-        and math.isfinite(pooled)
-        and math.isfinite(averaged)
-        and (abs(pooled - averaged) > POOLING_TOLERANCE)
-    )
+def widened(estimate: Estimate, score: Estimate) -> Estimate:
+    """``estimate``'s point with the hull of its interval and ``score``'s (an undefined end takes the other's)."""
+    point, (lo, hi) = estimate
+    _, (s_lo, s_hi) = score
+    return point, (float(np.fmin(lo, s_lo)), float(np.fmax(hi, s_hi)))

@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import jinja2
-import numpy as np
 
 from gateway import __version__
 from gateway.batch.results import RESULTS, ResultsError, read_results
 from gateway.core.messages import ScoreRow
+from gateway.evaluation import jsonout
 from gateway.evaluation.caveats import failure_banner, sample_warnings, seeds
 from gateway.evaluation.compare import Comparison
 from gateway.evaluation.compare_report import (
@@ -97,7 +97,7 @@ def build_report(
     forests = comparison_figures(contests, run_dir / "plots")  # a contrast without a score draws no marker
     sections = [(comparison_table(c), f) for c, f in zip(contests, forests, strict=True)]
     out = {"json": run_dir / "report.json", "md": run_dir / "report.md", "html": run_dir / "report.html"}
-    out["json"].write_text(json.dumps(_as_json(ev, ctx, contests), indent=2, default=_json_default))
+    out["json"].write_text(jsonout.dumps(_as_json(ev, ctx, contests)))
     out["md"].write_text(render("report.md.j2", ev, ctx, figures, sections))
     out["html"].write_text(render("report.html.j2", ev, ctx, figures, sections))
     if contests:
@@ -132,14 +132,6 @@ def render(
 
 def _data_uri(path: Path) -> str:
     return "data:image/png;base64," + base64.b64encode(Path(path).read_bytes()).decode()
-
-
-def _json_default(o: object) -> object:
-    if isinstance(o, float | np.floating) and not np.isfinite(o):
-        return None
-    if isinstance(o, np.generic):
-        return o.item()
-    raise TypeError(type(o))
 
 
 def _context(ev: Evaluation, rows: list[ScoreRow], info: dict) -> dict:

@@ -70,6 +70,11 @@ def pct(x: float | None) -> str:
     return "-" if x is None or not np.isfinite(x) else f"{100 * x:.1f}"
 
 
+def points(x: float) -> str:
+    """A difference in signed percentage points, one decimal; one that rounds to zero is +0.0, never -0.0."""
+    return f"{round(100 * x, 1) + 0.0:+.1f}"
+
+
 def defined(x: float | None) -> bool:
     """A value to show: neither missing nor nan (a drift of exactly 0 is a value)."""
     return x is not None and bool(np.isfinite(x))
@@ -93,7 +98,7 @@ def main_table(ev: Evaluation) -> Table:
         cells = []
         for cond in ev.conditions:
             c = ev.cell(det, cond)
-            drift = "" if cond == "original" or not defined(c.auc_drift) else f" ({100 * c.auc_drift:+.1f})"
+            drift = "" if cond == "original" or not defined(c.auc_drift) else f" ({points(c.auc_drift)})"
             cells.append(f"{pct(c.auc)}{interval(c.auc_ci)}{drift}")
         rows.append(Row((det, *cells)))
     m = means(ev)
@@ -114,7 +119,7 @@ def operating_table(ev: Evaluation) -> Table:
     def drift(c: CellMetrics) -> str:
         if c.condition == "original" or not defined(c.fake_recall_drift):
             return "-"
-        return f"{100 * c.fake_recall_drift:+.1f}{interval(c.fake_recall_drift_ci)}"
+        return f"{points(c.fake_recall_drift)}{interval(c.fake_recall_drift_ci)}"
 
     rows = tuple(
         Row(
