@@ -260,7 +260,7 @@ def test_a_reply_arriving_in_pieces_is_read_whole_and_one_over_its_bound_is_refu
     body = struct.pack(">iii", 7, 0, 0) + bytes(range(256)) * 40
     framed = struct.pack(">i", len(body)) + body
     with server:
-        link = fetch_link.Link(server.getsockname(), None, 5.0)
+        link = fetch_link.Link(server.getsockname(), None, 5.0, _looked_up(server.getsockname()))
         peer, _ = server.accept()
         with peer:
             for piece in (framed[:2], framed[2:5], framed[5:4000]):
@@ -274,7 +274,7 @@ def test_a_reply_arriving_in_pieces_is_read_whole_and_one_over_its_bound_is_refu
                 _read_until(link, len(framed) - 1)
             link.close()
         for length, error in ((8, fetch_link.MalformedReply), (None, ConnectionError)):
-            link = fetch_link.Link(server.getsockname(), None, 5.0)
+            link = fetch_link.Link(server.getsockname(), None, 5.0, _looked_up(server.getsockname()))
             peer, _ = server.accept()
             with peer:
                 peer.sendall(struct.pack(">i", length) if length is not None else framed[:100])
@@ -326,6 +326,11 @@ def test_a_broker_that_never_accepts_the_connection_blocks_no_poll_and_is_dialle
     assert sorted(_key(r) for r in got) == [(1, o) for o in range(500)]
     assert f"broker 127.0.0.1:{port}: no connection in 3 s" in caplog.text
     assert slowest < 1.5  # a poll of 100 ms never waited out a 3 s connect
+
+
+def _looked_up(address: tuple[str, int]):
+    """The addresses a reader's :class:`~gateway.bus.links.Lookup` gives a link, for a numeric ``address``."""
+    return bus_links.Lookup(address).answer(5.0)
 
 
 def _held_name(name: str, to: str, release, asked: list[str]):
@@ -430,7 +435,7 @@ def test_a_tls_link_connects_and_handshakes_without_blocking_and_reads_a_reply(t
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     with listener:
-        link = fetch_link.Link(listener.getsockname(), client_tls, 5.0)
+        link = fetch_link.Link(listener.getsockname(), client_tls, 5.0, _looked_up(listener.getsockname()))
         assert link.wants  # a connect in progress, not a blocking one
         _connect(link)
         request = fetch_link.fetch_request(9, {bus.Partition("t", 0): 0})
@@ -492,7 +497,7 @@ def test_a_tls_handshake_that_never_answers_blocks_nothing_and_is_overdue(tmp_pa
 
     _, client_tls = _tls_server(tmp_path)
     with socket.create_server(("127.0.0.1", 0)) as silent:
-        link = fetch_link.Link(silent.getsockname(), client_tls, 2.0)
+        link = fetch_link.Link(silent.getsockname(), client_tls, 2.0, _looked_up(silent.getsockname()))
         deadline = time.monotonic() + 10
         while link.overdue(30.0) is None and time.monotonic() < deadline:
             began = time.monotonic()

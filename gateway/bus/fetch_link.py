@@ -41,12 +41,10 @@ class Link:
     blocking: :meth:`advance` carries the TCP connect and the TLS handshake on whenever the socket is ready."""
 
     def __init__(
-        self, address: tuple[str, int], tls: ssl.SSLContext | None, timeout_s: float, addresses: Addresses | None = None
+        self, address: tuple[str, int], tls: ssl.SSLContext | None, timeout_s: float, addresses: Addresses
     ) -> None:
         self.address, self.tls, self.timeout_s = address, tls, timeout_s
-        if addresses is None:  # looked up here, blocking (a reader's links are given theirs by a Lookup)
-            addresses = socket.getaddrinfo(*address, type=socket.SOCK_STREAM)
-        self._addresses = list(addresses)  # each tried in turn, as socket.create_connection does
+        self._addresses = list(addresses)  # looked up already (links.Lookup); each tried in turn, as create_connection
         self.sock: socket.socket = self._connect_next()
         self.dialled_at = time.monotonic()
         self.wants = selectors.EVENT_WRITE  # what the connection waits for next (the connect: writable); 0: ready
