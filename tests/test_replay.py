@@ -142,22 +142,32 @@ def test_resume_refuses_another_configuration(small_corpus, tmp_path):
 
 
 def test_a_replay_reads_under_its_manifests_folder_unless_given_more_roots(tmp_path, media):
-    """Videos named by absolute path outside the manifest's folder are refused (error rows), unless --file-root."""
+    """Videos named by absolute path outside the manifest's folder are refused (error rows, naming --file-root),
+    unless --file-root adds their folder; the manifest's own folder stays readable (--file-root replaced it, and
+    the manifest's own videos were refused, though the docs said it adds)."""
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (elsewhere / "v.mp4").write_bytes(media["basic"])
     run = tmp_path / "manifests"
     run.mkdir()
+    (run / "w.mp4").write_bytes(media["basic"])
     manifest = run / "m.jsonl"
-    row = {"video_id": "v", "uri": str(elsewhere / "v.mp4"), "label": "real", "source": "real", "anchor_id": "v"}
-    manifest.write_text(json.dumps(row) + "\n")
+    rows = [{"video_id": "v", "uri": str(elsewhere / "v.mp4"), "label": "real", "source": "real", "anchor_id": "v"},
+            {"video_id": "w", "uri": "w.mp4", "label": "real", "source": "real", "anchor_id": "w"}]  # fmt: skip
+    manifest.write_text("".join(json.dumps(row) + "\n" for row in rows))
     cfg = ReplayConfig(manifest=manifest, conditions="original", detectors="d3_px", profile="throughput")
-    (refused,) = read_results(replay(cfg, tmp_path / "r1", workers=1, progress=False))
+    by_video = {r.video_id: r for r in read_results(replay(cfg, tmp_path / "r1", workers=1, progress=False))}
+    refused = by_video["v"]
     assert refused.error_class == "SourceError" and "outside the allowed roots" in refused.error
+    assert by_video["w"].score is not None
+    from gateway.batch.failures import summarize
+
+    (line,) = summarize(list(by_video.values())).lines()
+    assert "outside the allowed roots" in line and "--file-root" in line
     wider = cfg.model_copy(update={"file_roots": [elsewhere]})
     assert wider.identity() == cfg.identity()  # where files may be read does not change what a run yields
-    (scored,) = read_results(replay(wider, tmp_path / "r2", workers=1, progress=False))
-    assert scored.error is None and scored.score is not None
+    scored = read_results(replay(wider, tmp_path / "r2", workers=1, progress=False))
+    assert len(scored) == 2 and all(r.error is None and r.score is not None for r in scored)
 
 
 def test_a_video_that_always_overruns_is_retried_up_to_the_cap_then_gets_rows(tmp_path, media, bikes):

@@ -24,10 +24,16 @@ class ErrorGroup:
     first_message: str
 
     def line(self) -> str:
+        hint = next((h for cue, h in HINTS.items() if cue in self.first_message), "")
         return (
             f"{self.kind} error {self.error_class}: {self.rows} rows ({self.videos} videos); "
-            f"first: {self.first_message}"
+            f"first: {self.first_message}{hint}"
         )
+
+
+HINTS = {  # a first message's cue -> what to do about it, added to its line
+    "outside the allowed roots": " (a replay reads under its manifest's folder and the folders given by --file-root)",
+}
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ class ReplayConfig(PipelineSettings):
     model_config = ConfigDict(extra="forbid")
     manifest: Path
     file_roots: list[Path] = Field(
-        default_factory=list, description="where the manifest's videos may be read; none: the manifest's folder"
+        default_factory=list, description="folders the manifest's videos may be read from, besides its own folder"
     )
 
     def identity(self) -> str:
@@ -50,9 +50,9 @@ class ReplayConfig(PipelineSettings):
         return hashlib.sha256(self.model_dump_json(exclude=exclude).encode()).hexdigest()
 
     def fetch_rules(self) -> FetchRules:
-        """The replay reads the files its manifest names, under ``file_roots`` (default: the manifest's folder)."""
+        """The replay reads the files its manifest names, under the manifest's folder and ``file_roots``."""
         base = self.manifest.resolve().parent
-        roots = self.file_roots or [base]
+        roots = [base, *self.file_roots]
         return FetchRules(sources=SourceSettings(file_roots=roots), base=base, max_bytes=self.limits.max_bytes)
 
 

@@ -47,7 +47,7 @@ def _fail_loudly(failures: RunFailures, what: str, kept: str) -> None:
     "file_roots",
     multiple=True,
     type=click.Path(exists=True, file_okay=False, path_type=Path),
-    help="a folder the manifest's videos may be read from (repeatable; default: the manifest's folder)",
+    help="a folder the manifest's videos may be read from, besides the manifest's own (repeatable)",
 )
 @MAX_INFRA_ERRORS
 @click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path))
