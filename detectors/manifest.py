@@ -76,4 +76,9 @@ def _row(path: Path, number: int, line: str) -> ManifestRow:
             f"{path}:{number}: {key}: a real video has source 'real' and anchor_id equal to its video_id "
             f"(got source {row.source!r}, anchor_id {row.anchor_id!r})"
         )
+    if row.label == "generated" and row.source in ("real", ""):
+        raise ManifestError(
+            f"{path}:{number}: source: a generated video names the generator it comes from, not {row.source!r} "
+            "(metrics are paired per source)"
+        )
     return row

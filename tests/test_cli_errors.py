@@ -57,6 +57,11 @@ def test_a_misspelt_key_is_one_line_with_file_line_path_and_allowed_keys(tmp_pat
 MANIFEST_CASES = [
     ('{"video_id": "a", "uri": "a.mp4", "label": "real", "anchor_id": "a"}', ":1: source: Field required"),
     ('{"video_id": "a", "uri": "a.mp4", "label": "fake", "source": "real", "anchor_id": "a"}', ":1: label: "),
+    ('{"video_id": "a", "uri": "a.mp4", "label": "fakee", "source": "real", "anchor_id": "a"}',
+     ":1: label: .*got 'fakee'"),
+    ('{"video_id": "a", "uri": "a.mp4", "label": "real", "source": "real", "anchor_id": "a"}\n'
+     '{"video_id": "g", "uri": "g.mp4", "label": "generated", "source": "real", "anchor_id": "a"}',
+     ":2: source: a generated video names the generator"),
     ('{"video_id": "a", "uri": "a.mp4", "label": "real", "source": "cam", "anchor_id": "a"}', ":1: source: a real"),
     ('{"video_id": "a", "uri": "a.mp4", "label": "real", "source": "real", "anchor_id": "a"}\n'
      '{"video_id": "g", "uri": "g.mp4", "label": "generated", "source": "x", "anchor_id": "b"}', ":2: anchor_id: "),

@@ -65,8 +65,8 @@ def _allowed(err: dict, model: type[BaseModel] | None, loc: tuple) -> str:
     ctx = err.get("ctx") or {}
     if "expected" in ctx:  # pydantic's message already names them for a literal or an enum
         return "" if err["type"] in ("literal_error", "enum") else f"allowed: {ctx['expected']}"
-    if "pattern" in ctx:
-        return f"allowed: text matching {ctx['pattern']}"
+    if "pattern" in ctx:  # (pydantic's message already names the pattern: the value is what a reader needs)
+        return f"got {str(err.get('input'))[:80]!r}"
     owner = _model_at(model, loc[:-1]) if model is not None else None
     if owner is None:
         return ""
