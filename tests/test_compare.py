@@ -405,7 +405,7 @@ def test_a_comparisons_recall_differences_weight_sources_equally_as_the_report_d
     assert full.fake_recall_difference[0] == pytest.approx(averaged) and abs(averaged - pooled) > 0.01
     assert full.fake_recall_difference[1][0] <= averaged <= full.fake_recall_difference[1][1]
     notes = comparison_table(cmp).notes
-    assert any(n.startswith("Thresholds: alpha (champion) 1, beta (challenger) 1;") for n in notes)
+    assert any(n.startswith("Thresholds: alpha (champion) 1, beta (challenger) 1 (their cards');") for n in notes)
 
 
 def test_auc_and_robustness_differences_are_on_the_videos_every_auc_compared_scored():

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+
 from detectors.manifest import read_manifest
 from detectors.proxy.corpus import GENERATORS, PROXY_NOTICE, CorpusConfig, synthesize
 
@@ -61,3 +63,50 @@ def test_a_moved_or_mixed_manifest_of_the_corpus_still_reports_as_a_proxy(tmp_pa
     assert corpus_of(moved.parent / "plain.jsonl", read_manifest(moved.parent / "plain.jsonl")) is None
     paths = build_report(_run(tmp_path / "run", _rows(6), corpus=corpus), replicates=50)
     assert PROXY_WARNING in paths["md"].read_text()
+
+
+def test_user_anchors_keep_real_time_are_named_as_yours_and_recorded_by_file(tmp_path):
+    """A user's 30 fps video becomes a 24 fps anchor in real time: the anchor's frame k is the source's frame at
+    k/24 s (its first frames were written at 24 fps, slowing the footage by a fifth). The corpus's notice and the
+    report say the anchors are the user's videos (they said synthetic scenes), and corpus.json maps each anchor to
+    its file."""
+    from detectors.proxy.scenes import encode_h264
+    from gateway.evaluation.report import USER_ANCHORS_WARNING, _notice
+    from transforms.sampling import SamplingPolicy, sample_frames
+
+    reals = tmp_path / "reals"
+    reals.mkdir()
+    ramp = [np.full((96, 128, 3), 4 * i, np.uint8) for i in range(60)]  # 2 s at 30 fps, brightness 4 per frame
+    (reals / "ramp.mp4").write_bytes(encode_h264(ramp, 30, crf=10))
+    cfg = CorpusConfig(anchors=1, seed=3, width=96, height=64, fps=24, min_seconds=2.0, max_seconds=2.0)
+    manifest = synthesize(cfg, tmp_path / "c", real_videos=[reals / "ramp.mp4"])
+    real = next(r for r in read_manifest(manifest) if r.label == "real")
+    policy = SamplingPolicy(mode="first_k", frames=48, height=64, width=96)
+    frames = sample_frames((tmp_path / "c" / real.uri).read_bytes(), policy)
+    brightness = frames.reshape(48, -1).mean(axis=1)
+    slope = np.polyfit(np.arange(48), brightness, 1)[0]  # brightness per anchor frame: 4 * 30 / 24 in real time
+    assert 4.7 < slope < 5.3, (slope, brightness)  # (first frames at 24 fps: 4)
+    info = json.loads((tmp_path / "c" / "corpus.json").read_text())
+    assert info["anchor_files"] == {real.anchor_id: "ramp.mp4"} and "user's own videos" in info["notice"]
+    assert _notice({"proxy": True, "corpus": info}) == USER_ANCHORS_WARNING
+
+
+def test_corpus_synth_takes_at_most_anchors_of_a_real_dir_and_refuses_one_without_videos(tmp_path, media):
+    from click.testing import CliRunner
+
+    from gateway.cli import main as cli
+
+    reals = tmp_path / "reals"
+    reals.mkdir()
+    for name in ("a.mp4", "b.mp4", "c.mp4"):
+        (reals / name).write_bytes(media["basic"])
+    args = ["corpus", "synth", "--real-dir", str(reals), "--size", "96x64", "--seconds", "2"]
+    result = CliRunner().invoke(cli, [*args, "--anchors", "2", "--out", str(tmp_path / "two")])
+    assert result.exit_code == 0, result.output
+    assert "user's own videos" in result.output
+    files = json.loads((tmp_path / "two" / "corpus.json").read_text())["anchor_files"]
+    assert sorted(files.values()) == ["a.mp4", "b.mp4"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = CliRunner().invoke(cli, ["corpus", "synth", "--real-dir", str(empty), "--out", str(tmp_path / "none")])
+    assert result.exit_code == 2 and "no video files" in result.output

@@ -287,3 +287,42 @@ def test_a_difference_that_rounds_to_zero_reads_plus_zero():
     from gateway.evaluation.tables import points
 
     assert [points(x) for x in (-0.0004, 0.0, 0.0004, -0.0123, 0.5)] == ["+0.0", "+0.0", "+0.0", "-1.2", "+50.0"]
+
+
+def test_a_detector_that_does_not_fit_the_corpus_is_named_and_calibrate_refits_its_threshold(tmp_path):
+    """On a corpus unlike its training one (a new user's own videos as anchors), a reference detector scored below
+    chance and its card's threshold called every real video generated, and the report said nothing. Now it warns of
+    both, names every threshold and its origin, and ``lastmile report --calibrate REALR`` refits them on the run's
+    original reals."""
+    from click.testing import CliRunner
+
+    from gateway.cli import main as cli
+    from tests.test_compare import _rows
+
+    rows = []
+    for r in _rows(40, collapse=None):
+        if r.detector == "alpha":  # scores pointing the other way
+            rows.append(r.model_copy(update={"score": -r.score}))
+        else:  # a threshold far below every score
+            rows.append(r.model_copy(update={"threshold": -10.0}))
+    run = _run(tmp_path / "run", rows)
+    result = CliRunner().invoke(cli, ["report", str(run), "--replicates", "100"])
+    assert result.exit_code == 0, result.output
+    warnings = json.loads((run / "report.json").read_text())["warnings"]
+    assert any(w.startswith("alpha ranks real videos above generated ones on original") for w in warnings)
+    assert any(w.startswith("beta's threshold (-10) keeps only 0.0 % of the real videos real") for w in warnings)
+    assert (
+        "Thresholds, fixed once per detector and held for every condition: alpha 1, beta -10 (each its model "
+        "card's)." in (run / "report.md").read_text()
+    )
+    result = CliRunner().invoke(cli, ["report", str(run), "--replicates", "100", "--calibrate", "0.95",
+                                      "--compare", "alpha:beta"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    report = json.loads((run / "report.json").read_text())
+    assert not any("threshold" in w for w in report["warnings"])
+    beta = next(c for c in report["cells"] if c["detector"] == "beta" and c["condition"] == "original")
+    assert beta["real_recall"] >= 0.95 and beta["threshold"] > -10
+    assert "recalibrated on this run's original reals to RealR 95.0 %" in (run / "report.md").read_text()
+    assert "recalibrated to RealR 95.0 % on original" in (run / "comparison.md").read_text()
+    bad = CliRunner().invoke(cli, ["report", str(run), "--calibrate", "1.5"])
+    assert bad.exit_code == 2 and "--calibrate" in bad.output

@@ -36,7 +36,13 @@ PROXY_NOTICE = (
     "PROXY CORPUS: synthetic camera-like scenes and pseudo-generators made by lastmile-gateway; "
     "a proxy for AI-generated video, not AI-generated video."
 )
+USER_ANCHORS_NOTICE = (
+    "PROXY CORPUS: real anchors from the user's own videos, each with pseudo-generated counterparts that "
+    "lastmile-gateway renders from its first frame; a proxy for AI-generated video, not AI-generated video."
+)
 PROXY_MARK = "lastmile-proxy"  # every manifest row of the corpus carries it as ``corpus``: the rows say so themselves
+USER_ANCHORS = "user videos (--real-dir)"  # corpus.json's real_anchors
+SYNTHETIC_ANCHORS = "synthetic camera-like scenes (detectors/scenes.py)"
 
 
 @dataclass(frozen=True)
@@ -193,7 +199,8 @@ def synthesize(
             progress(1)
     manifest = out / "manifest.jsonl"
     manifest.write_text("".join(r.model_dump_json(exclude_none=True) + "\n" for r in rows))
-    (out / "corpus.json").write_text(json.dumps(describe(cfg, len(rows), bool(real_videos)), indent=2))
+    files = {f"a{cfg.seed}_{i:04d}": p.name for i, p in enumerate(real_videos)} if real_videos else None
+    (out / "corpus.json").write_text(json.dumps(describe(cfg, len(rows), files), indent=2))
     return manifest
 
 
@@ -220,30 +227,45 @@ def _write(
 
 
 def _user_video(path: Path, spec: SceneSpec) -> tuple[np.ndarray, Iterator[np.ndarray]]:
-    """A user's real video, scaled to the corpus size and trimmed to the anchor's duration."""
+    """A user's real video, scaled and centre-cropped to the corpus size, sampled at the corpus's frame rate in real
+    time (a frame repeated or dropped where the rates differ) and trimmed to the anchor's duration."""
     from transforms.sampling import SamplingPolicy, sample_frames
 
     policy = SamplingPolicy(
-        mode="first_k", frames=spec.frames, height=spec.height, width=spec.width, resize="short_side_center_crop"
+        mode="fps_window",
+        fps=spec.fps,
+        frames=spec.frames,
+        height=spec.height,
+        width=spec.width,
+        resize="short_side_center_crop",
     )
     frames = sample_frames(path.read_bytes(), policy)
     return frames[0], iter(frames)
 
 
-def marked_proxy(rows: list[ManifestRow]) -> bool:
-    """Whether any row of a manifest comes from this corpus (its ``corpus`` is :data:`PROXY_MARK`): a manifest
-    mixing the proxy's videos with others is reported as a proxy too."""
-    return any(getattr(r, "corpus", None) == PROXY_MARK for r in rows)
-
-
-def describe(cfg: CorpusConfig, videos: int, user_reals: bool) -> dict:
+def marked_description(rows: list[ManifestRow], where: str) -> dict | None:
+    """What a manifest's rows marked as this corpus's (``corpus`` is :data:`PROXY_MARK`) say of it where no
+    corpus.json does (``where``: why not): its notice and whether its real anchors are the user's videos (category
+    ``user``); None without a marked row. A manifest mixing the proxy's videos with others is a proxy too."""
+    marked = [r for r in rows if getattr(r, "corpus", None) == PROXY_MARK]
+    if not marked:
+        return None
+    user = any(r.label == "real" and r.category == "user" for r in marked)
     return {
-        "notice": PROXY_NOTICE,
+        "notice": USER_ANCHORS_NOTICE if user else PROXY_NOTICE,
+        "real_anchors": USER_ANCHORS if user else SYNTHETIC_ANCHORS,
+        "described": where,
+    }
+
+
+def describe(cfg: CorpusConfig, videos: int, user_reals: dict[str, str] | None) -> dict:
+    """corpus.json: its notice, configuration and generators; ``user_reals``: anchor id -> the user's file."""
+    return {
+        "notice": USER_ANCHORS_NOTICE if user_reals else PROXY_NOTICE,
         "config": cfg.model_dump(),
         "videos": videos,
-        "real_anchors": "user videos (--real-dir)"
-        if user_reals
-        else "synthetic camera-like scenes (detectors/scenes.py)",
+        "real_anchors": USER_ANCHORS if user_reals else SYNTHETIC_ANCHORS,
+        **({"anchor_files": user_reals} if user_reals else {}),
         "generators": {
             g.name: {"cue": g.cue, "scale": g.scale} for g in GENERATORS.values() if g.name in cfg.generators
         },

@@ -19,7 +19,7 @@ from pydantic import ConfigDict, Field
 from tqdm import tqdm
 
 from detectors.manifest import ManifestRow, read_manifest
-from detectors.proxy.corpus import PROXY_NOTICE, marked_proxy
+from detectors.proxy.corpus import marked_description
 from gateway import __version__
 from gateway.batch.results import done_videos, drop_infra_videos, merge, write_part
 from gateway.core.assembly import build_pipeline
@@ -157,6 +157,4 @@ def corpus_of(manifest: Path, rows: list[ManifestRow]) -> dict | None:
     described = manifest.resolve().parent / "corpus.json"
     if described.exists():
         return json.loads(described.read_text())
-    if marked_proxy(rows):
-        return {"notice": PROXY_NOTICE, "described": f"no corpus.json beside {manifest.name}: its rows are marked"}
-    return None
+    return marked_description(rows, f"no corpus.json beside {manifest.name}: its rows are marked")

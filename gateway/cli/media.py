@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 from tqdm import tqdm
 
 from gateway.cli.options import profile_option
@@ -62,23 +63,29 @@ def corpus() -> None:
     default=12,
     show_default=True,
     type=click.IntRange(1, 10_000),
-    help="real anchors (each with 5 counterparts)",
+    help="real anchors (each with 5 counterparts); with --real-dir, at most this many of its videos (default: all)",
 )
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--size", default="192x144", show_default=True, help="WIDTHxHEIGHT")
 @click.option("--fps", default=24, show_default=True, type=int)
 @click.option("--seconds", default="2-3", show_default=True, help="duration range MIN-MAX, within 2-8 s")
 @click.option(
-    "--real-dir", type=click.Path(exists=True, file_okay=False, path_type=Path), help="use these videos as anchors"
+    "--real-dir",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="use these videos as the real anchors, in name order (scaled, centre-cropped, sampled at --fps)",
 )
 @click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path))
 def corpus_synth(anchors, seed, size, fps, seconds, real_dir, out) -> None:
     """Write real anchors, pseudo-generated counterparts and a JSONL manifest to OUT."""
-    from detectors.proxy.corpus import PROXY_NOTICE, CorpusConfig, synthesize
+    from detectors.proxy.corpus import PROXY_NOTICE, USER_ANCHORS_NOTICE, CorpusConfig, synthesize
 
     width, height = (int(v) for v in size.lower().split("x"))
     lo, _, hi = seconds.partition("-")
     reals = sorted(p for p in real_dir.iterdir() if p.suffix.lower() in VIDEO_SUFFIXES) if real_dir else None
+    if reals is not None and not reals:
+        raise click.UsageError(f"--real-dir {real_dir}: no video files ({', '.join(sorted(VIDEO_SUFFIXES))})")
+    if reals and click.get_current_context().get_parameter_source("anchors") is ParameterSource.COMMANDLINE:
+        reals = reals[:anchors]
     cfg = CorpusConfig(
         anchors=len(reals) if reals else anchors,
         seed=seed,
@@ -90,4 +97,4 @@ def corpus_synth(anchors, seed, size, fps, seconds, real_dir, out) -> None:
     )
     with tqdm(total=cfg.anchors, desc="corpus", unit="anchor", file=sys.stderr) as bar:
         manifest = synthesize(cfg, out, reals, progress=bar.update)
-    click.echo(f"{manifest}\n{PROXY_NOTICE}")
+    click.echo(f"{manifest}\n{USER_ANCHORS_NOTICE if reals else PROXY_NOTICE}")

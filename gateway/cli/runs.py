@@ -137,13 +137,20 @@ def _enough_replicates(ctx: click.Context, param: click.Parameter, value: int) -
     help="also compare two detectors (NAME or NAME@VERSION) on the videos both scored: a section of the report "
     "with a forest plot, and comparison.md/.json (repeatable)",
 )
-def report(run_dir, replicates, seed, comparisons) -> None:
+@click.option(
+    "--calibrate",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    metavar="REALR",
+    help="recalibrate every detector's threshold on this run's original reals to this RealR (e.g. 0.95), instead "
+    "of its model card's",
+)
+def report(run_dir, replicates, seed, comparisons, calibrate) -> None:
     """Write RUN_DIR/report.md, report.json and a self-contained report.html with plots."""
     from gateway.batch.results import ResultsError
     from gateway.evaluation.report import build_report
 
     try:
-        paths = build_report(run_dir, replicates=replicates, seed=seed, comparisons=comparisons)
+        paths = build_report(run_dir, replicates=replicates, seed=seed, comparisons=comparisons, calibrate=calibrate)
     except (EvaluationError, ResultsError, FileNotFoundError) as exc:
         raise click.ClickException(f"{run_dir}: {exc}") from exc
     for path in paths.values():

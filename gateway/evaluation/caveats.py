@@ -20,6 +20,7 @@ from gateway.evaluation.tables import interval, pct, points, zero_width
 # for slight under-coverage at 40 clusters); 30 is the usual rule of thumb for a bootstrap to settle.
 SMALL_SAMPLE_ANCHORS = 30
 ZERO_WIDTH_EXAMPLES = 3  # zero-width intervals named in the warning (the tables mark them all)
+UNFIT_REAL_RECALL = 0.5  # a threshold keeping fewer of the real videos real on original is named as unfit
 SAME_VIDEOS_TOLERANCE = 1e-9  # an AUC drift further than this from the difference of the AUCs shown is named
 UNRECORDED_CORPUS_SEED = "not recorded (not a synthesised corpus)"
 
@@ -110,6 +111,32 @@ def sample_warnings(ev: Evaluation, rows: list[ScoreRow]) -> list[str]:
             "anchors: it shows no variation in this sample, not certainty."
         )
     out += same_video_warnings(ev)
+    return fit_warnings(ev) + out
+
+
+def fit_warnings(ev: Evaluation) -> list[str]:
+    """Detectors that do not work on this corpus as scored: AUC on original wholly below chance (scores pointing
+    the other way), or a threshold that calls most real videos generated on original."""
+    if "original" not in ev.conditions:
+        return []
+    out = []
+    for det in ev.detectors:
+        c = ev.cell(det, "original")
+        if np.isfinite(c.auc_ci[1]) and c.auc_ci[1] < 0.5:
+            out.append(
+                f"{det} ranks real videos above generated ones on original (AUC {pct(c.auc)}{interval(c.auc_ci)}, "
+                "wholly below chance): on this corpus its scores point the other way, so its drifts and findings "
+                "describe a detector that does not work here. The reference detectors were trained on the "
+                "self-made corpus's synthetic anchors; on other footage (your own videos as anchors, for one) they "
+                "can separate that footage from the generated videos by what differs between them instead."
+            )
+        if np.isfinite(c.real_recall) and c.real_recall < UNFIT_REAL_RECALL and ev.calibrated is None:
+            out.append(
+                f"{det}'s threshold ({c.threshold:.4g}) keeps only {pct(c.real_recall)} % of the real videos real "
+                "on original: it does not fit this corpus (a card's threshold is set for RealR 95 % on its own "
+                "calibration set), and its FakeR and RealR say little. `lastmile report RUN --calibrate 0.95` "
+                "recalibrates the thresholds on this run's original reals."
+            )
     return out
 
 

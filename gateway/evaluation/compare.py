@@ -77,6 +77,7 @@ class Comparison:
     anchors: int
     replicates: int
     seed: int
+    calibrated: float | None = None  # the RealR the thresholds were recalibrated to on original; None: the cards'
 
     def condition(self, name: str) -> ConditionContrast:
         return next(c for c in self.conditions if c.condition == name)
@@ -102,14 +103,26 @@ def shared_rows(rows: list[ScoreRow], champion: Contender, challenger: Contender
 
 
 def compare(
-    rows: list[ScoreRow], champion: Contender, challenger: Contender, replicates: int = REPLICATES, seed: int = SEED
+    rows: list[ScoreRow],
+    champion: Contender,
+    challenger: Contender,
+    replicates: int = REPLICATES,
+    seed: int = SEED,
+    calibrate: float | None = None,
 ) -> Comparison:
-    """Every quantity of the comparison per condition, with 95% intervals."""
-    return compare_shared(shared_rows(rows, champion, challenger), champion, challenger, replicates, seed)
+    """Every quantity of the comparison per condition, with 95% intervals. Each contender's decisions are at its
+    card's threshold, or at the one giving RealR ``calibrate`` on the shared videos' ``original`` reals."""
+    pair = shared_rows(rows, champion, challenger)
+    return compare_shared(pair, champion, challenger, replicates, seed, calibrate)
 
 
 def compare_shared(
-    pair: list[ScoreRow], champion: Contender, challenger: Contender, replicates: int = REPLICATES, seed: int = SEED
+    pair: list[ScoreRow],
+    champion: Contender,
+    challenger: Contender,
+    replicates: int = REPLICATES,
+    seed: int = SEED,
+    calibrate: float | None = None,
 ) -> Comparison:
     """:func:`compare` on what :func:`shared_rows` gave for ``champion`` and ``challenger``."""
     scored = [r for r in pair if r.error_kind != "infra"]
@@ -119,7 +132,7 @@ def compare_shared(
     anchors = sorted({r.anchor_id for r in pair if r.anchor_id})
     if not (sources and anchors):
         raise EvaluationError("the shared videos hold no generated videos paired with real anchors")
-    thr = decision_thresholds(scored, list(ROLES), None, None)
+    thr = decision_thresholds(scored, list(ROLES), None, calibrate)
     layout = Layout(sources, anchors, anchor_resamples(pair, anchors, replicates, seed))
     keys = [(role, c) for role in ROLES for c in conditions]
     selections = {(role, c): [r for r in scored if r.detector == role and r.condition == c] for role, c in keys}
@@ -127,7 +140,7 @@ def compare_shared(
     aucs = _AUCs(layout, selections, computed)
     decided = proportions.decisions(scored, thr), proportions.decisions(scored, thr, paired=False)
     out = [_contrast(cond, computed, aucs, conditions, *decided) for cond in conditions]
-    return Comparison(str(champion), str(challenger), thr, out, len(anchors), replicates, seed)
+    return Comparison(str(champion), str(challenger), thr, out, len(anchors), replicates, seed, calibrate)
 
 
 @dataclass(frozen=True)

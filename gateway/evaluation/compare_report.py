@@ -53,7 +53,9 @@ def comparison_table(cmp: Comparison) -> Table:
     )
     names = {"champion": cmp.champion, "challenger": cmp.challenger}
     thresholds = ", ".join(f"{names[role]} ({role}) {t:.3g}" for role, t in cmp.thresholds.items())
-    notes = (NOTE, f"Thresholds: {thresholds}; {cmp.anchors} anchors, {cmp.replicates} replicates, seed {cmp.seed}.")
+    origin = "their cards'" if cmp.calibrated is None else f"recalibrated to RealR {pct(cmp.calibrated)} % on original"
+    notes = (NOTE, f"Thresholds: {thresholds} ({origin}); {cmp.anchors} anchors, {cmp.replicates} replicates, "
+             f"seed {cmp.seed}.")  # fmt: skip
     title = f"{cmp.challenger} (challenger) vs {cmp.champion} (champion)"
     return Table(title, ("condition", "videos", *(h for _, h in QUANTITIES)), rows, notes)
 
@@ -100,11 +102,18 @@ def paired_rows(rows: list[ScoreRow], pairs: list[tuple[Contender, Contender]]) 
 
 
 def compare_pairs(
-    shared: list[list[ScoreRow]], pairs: list[tuple[Contender, Contender]], replicates: int, seed: int | None = None
+    shared: list[list[ScoreRow]],
+    pairs: list[tuple[Contender, Contender]],
+    replicates: int,
+    seed: int | None = None,
+    calibrate: float | None = None,
 ) -> list[Comparison]:
     """Every (champion, challenger) of ``pairs`` compared on its rows of ``shared`` (:func:`paired_rows`)."""
     extra = {"seed": seed} if seed is not None else {}
-    return [compare_shared(rows, *pair, replicates, **extra) for rows, pair in zip(shared, pairs, strict=True)]
+    return [
+        compare_shared(rows, *pair, replicates, calibrate=calibrate, **extra)
+        for rows, pair in zip(shared, pairs, strict=True)
+    ]
 
 
 def comparison_figures(comparisons: list[Comparison], folder: Path) -> list[Figure]:

@@ -39,6 +39,7 @@ class Evaluation:
     seed: int
     anchors: int
     videos: int
+    calibrated: float | None = None  # the RealR the thresholds were recalibrated to on original; None: the cards'
 
     def cell(self, detector: str, condition: str) -> CellMetrics:
         return next(c for c in self.cells if c.detector == detector and c.condition == condition)
@@ -84,7 +85,16 @@ def evaluate(
     auc = {cond: {c.detector: c.auc for c in cells if c.condition == cond} for cond in conditions}
     ranks = {cond: metrics.rank_correlation(auc["original"], auc[cond]) for cond in conditions if "original" in auc}
     return Evaluation(
-        cells, ranks, detectors, conditions, sources, replicates, seed, len(anchors), len({r.video_id for r in rows})
+        cells,
+        ranks,
+        detectors,
+        conditions,
+        sources,
+        replicates,
+        seed,
+        len(anchors),
+        len({r.video_id for r in rows}),
+        calibrate_on_original,
     )
 
 

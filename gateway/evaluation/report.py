@@ -14,6 +14,7 @@ from pathlib import Path
 
 import jinja2
 
+from detectors.proxy.corpus import USER_ANCHORS
 from gateway import __version__
 from gateway.batch.results import RESULTS, ResultsError, read_results
 from gateway.core.messages import ScoreRow
@@ -44,9 +45,19 @@ PROXY_WARNING = (
 )
 
 
+USER_ANCHORS_WARNING = (
+    "This run uses lastmile-gateway's proxy corpus built on your own videos: they are its real anchors, and its "
+    "generated videos are pseudo-generated counterparts rendered from each anchor's first frame. It is a proxy for "
+    "AI-generated video, not AI-generated video; its numbers show how detectors respond to dissemination on that "
+    "proxy, not how they perform on real generators."
+)
+
+
 def _notice(ctx: dict) -> str | None:
     """What every part of a report on the proxy corpus says of it; None for another corpus."""
-    return PROXY_WARNING if ctx["proxy"] else None
+    if not ctx["proxy"]:
+        return None
+    return USER_ANCHORS_WARNING if ctx["corpus"].get("real_anchors") == USER_ANCHORS else PROXY_WARNING
 
 
 def read_run(run_dir: Path) -> tuple[list[ScoreRow], dict]:
@@ -62,9 +73,13 @@ def read_run(run_dir: Path) -> tuple[list[ScoreRow], dict]:
     return read_results(run_dir / RESULTS), info
 
 
-def evaluate_rows(rows: list[ScoreRow], info: dict, replicates: int = 2000, seed: int | None = None) -> Evaluation:
-    """The rows' evaluation, conditions in the run's own order (a sweep's values as listed, mildest first)."""
-    ev = evaluate(rows, replicates=replicates, **({"seed": seed} if seed is not None else {}))
+def evaluate_rows(
+    rows: list[ScoreRow], info: dict, replicates: int = 2000, seed: int | None = None, calibrate: float | None = None
+) -> Evaluation:
+    """The rows' evaluation, conditions in the run's own order (a sweep's values as listed, mildest first);
+    ``calibrate``: a RealR to recalibrate every threshold to on the run's ``original`` reals (else the cards')."""
+    extra = {"seed": seed} if seed is not None else {}
+    ev = evaluate(rows, replicates=replicates, calibrate_on_original=calibrate, **extra)
     order = info.get("conditions") or []
     ev.conditions = [c for c in order if c in ev.conditions] + [c for c in ev.conditions if c not in order]
     return ev
@@ -77,18 +92,23 @@ def evaluate_run(run_dir: Path, replicates: int = 2000, seed: int | None = None)
 
 
 def build_report(
-    run_dir: Path, replicates: int = 2000, seed: int | None = None, comparisons: Sequence[str] = ()
+    run_dir: Path,
+    replicates: int = 2000,
+    seed: int | None = None,
+    comparisons: Sequence[str] = (),
+    calibrate: float | None = None,
 ) -> dict[str, Path]:
     """Evaluate ``run_dir/results.parquet`` and write the three report files and the plots; return their paths.
 
     Each ``CHAMPION:CHALLENGER`` of ``comparisons`` gets its section in the report (table and forest plot, and
     its numbers under ``comparisons`` in report.json), and comparison.md/.json beside it; a pair that is
-    malformed or names a contender without rows fails before the bootstrap runs."""
+    malformed or names a contender without rows fails before the bootstrap runs. ``calibrate``: see
+    :func:`evaluate_rows`."""
     pairs = parse_pairs(comparisons)
     rows, info = read_run(run_dir)
     shared = paired_rows(rows, pairs)  # raises where a contender has no rows
-    ev = evaluate_rows(rows, info, replicates, seed)
-    contests = compare_pairs(shared, pairs, ev.replicates, seed)
+    ev = evaluate_rows(rows, info, replicates, seed, calibrate)
+    contests = compare_pairs(shared, pairs, ev.replicates, seed, calibrate)
     ctx = _context(ev, rows, info)
     figures = []  # a run without a single score has nothing to plot: its banner says so
     if ctx["failures"]["scored_rows"]:
@@ -152,6 +172,7 @@ def _context(ev: Evaluation, rows: list[ScoreRow], info: dict) -> dict:
         "videos": ev.videos,
         "rows": len(rows),
         "failures": failures,
+        "thresholds": _thresholds(ev),
         "findings": key_findings(ev),
         "warnings": sample_warnings(ev, per_cell),
         "bootstrap": {"replicates": ev.replicates, "seed": ev.seed, "interval": "95% percentile, anchor-clustered"},
@@ -162,6 +183,17 @@ def _context(ev: Evaluation, rows: list[ScoreRow], info: dict) -> dict:
         "manifest_sha256": info.get("manifest_sha256") or "not recorded",
         "gateway_version": {"replay": info.get("gateway_version") or "not recorded", "report": __version__},
     }
+
+
+def _thresholds(ev: Evaluation) -> str:
+    """The sentence that names each detector's threshold and where it comes from."""
+    fixed = {c.detector: c.threshold for c in ev.cells}
+    named = ", ".join(f"{d} {t:.4g}" for d, t in fixed.items()) or "none"
+    origin = (
+        "each its model card's" if ev.calibrated is None
+        else f"each recalibrated on this run's original reals to RealR {100 * ev.calibrated:.1f} %"
+    )  # fmt: skip
+    return f"Thresholds, fixed once per detector and held for every condition: {named} ({origin})."
 
 
 def _as_json(ev: Evaluation, ctx: dict, contests: list[Comparison]) -> dict:
