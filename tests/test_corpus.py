@@ -63,6 +63,7 @@ def test_a_moved_or_mixed_manifest_of_the_corpus_still_reports_as_a_proxy(tmp_pa
     assert corpus_of(moved.parent / "plain.jsonl", read_manifest(moved.parent / "plain.jsonl")) is None
     paths = build_report(_run(tmp_path / "run", _rows(6), corpus=corpus), replicates=50)
     assert PROXY_WARNING in paths["md"].read_text()
+    assert "corpus seed not recorded (no corpus.json beside mine.jsonl" in paths["md"].read_text()
 
 
 def test_user_anchors_keep_real_time_are_named_as_yours_and_recorded_by_file(tmp_path):

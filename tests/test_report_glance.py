@@ -326,3 +326,19 @@ def test_a_detector_that_does_not_fit_the_corpus_is_named_and_calibrate_refits_i
     assert "recalibrated to RealR 95.0 % on original" in (run / "comparison.md").read_text()
     bad = CliRunner().invoke(cli, ["report", str(run), "--calibrate", "1.5"])
     assert bad.exit_code == 2 and "--calibrate" in bad.output
+
+
+def test_report_exits_non_zero_on_a_run_without_a_score_after_writing_why(tmp_path):
+    """Its report said nothing could be computed, and the command exited 0."""
+    from click.testing import CliRunner
+
+    from gateway.cli import main as cli
+
+    run = _run(tmp_path / "run", [_fail(r, "video", "DecodeError", "bad") for r in _rows(4)])
+    result = CliRunner().invoke(cli, ["report", str(run), "--replicates", "50"])
+    assert result.exit_code == 1 and "no row of this run was scored" in result.output
+    assert "Every row of this run failed" in (run / "report.md").read_text()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = CliRunner().invoke(cli, ["report", str(empty)])
+    assert result.exit_code == 1 and result.output.count(str(empty)) == 1, result.output

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
@@ -152,9 +153,11 @@ def report(run_dir, replicates, seed, comparisons, calibrate) -> None:
     try:
         paths = build_report(run_dir, replicates=replicates, seed=seed, comparisons=comparisons, calibrate=calibrate)
     except (EvaluationError, ResultsError, FileNotFoundError) as exc:
-        raise click.ClickException(f"{run_dir}: {exc}") from exc
+        raise click.ClickException(str(exc) if str(run_dir) in str(exc) else f"{run_dir}: {exc}") from exc
     for path in paths.values():
         click.echo(path)
+    if not json.loads(paths["json"].read_text())["failures"]["scored_rows"]:  # written, and it says why
+        raise click.ClickException(f"{run_dir}: no row of this run was scored, so no metric could be computed")
 
 
 @click.command()

@@ -167,4 +167,10 @@ def _signed(z: dict) -> str:
 def seeds(ev: Evaluation, corpus: dict) -> dict:
     """The bootstrap seed (always known) and the corpus seed, or why there is none."""
     seed = (corpus.get("config") or {}).get("seed")
-    return {"bootstrap": ev.seed, "corpus": seed, "corpus_text": UNRECORDED_CORPUS_SEED if seed is None else str(seed)}
+    if seed is not None:
+        text = str(seed)
+    elif corpus.get("described"):  # the proxy's rows, without its corpus.json
+        text = f"not recorded ({corpus['described']})"
+    else:
+        text = UNRECORDED_CORPUS_SEED
+    return {"bootstrap": ev.seed, "corpus": seed, "corpus_text": text}
