@@ -60,7 +60,7 @@ def read_manifest(path: Path) -> list[ManifestRow]:
     return rows
 
 
-ROW_KEYS = "video_id, uri, label (real|generated), source, anchor_id; optional category, sha256"
+ROW_KEYS = "video_id, uri, label (real|generated), source, anchor_id; optional category, sha256, corpus"
 
 
 def _row(path: Path, number: int, line: str) -> ManifestRow:

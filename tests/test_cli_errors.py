@@ -123,8 +123,8 @@ def test_a_replay_whose_every_video_fails_exits_1_with_one_line_per_error_kind_a
     assert cells == ["replay: no score at all for detector d3_px under conditions original, spatial"]
     assert "Traceback" not in run.stderr
 
-    report = _lastmile("report", "run", "--replicates", "50", cwd=tmp_path)
-    assert report.returncode == 0, report.stderr
+    report = _lastmile("report", "run", "--replicates", "50", cwd=tmp_path)  # written, and exit 1: nothing scored
+    assert report.returncode == 1 and "no row of this run was scored" in report.stderr, report.stderr
     for name in ("report.md", "report.html"):
         text = (tmp_path / "run" / name).read_text()
         assert "InvalidVideo" in text and "8 rows" in text, name

@@ -459,7 +459,8 @@ def test_7_dead_letters_the_broker_did_not_acknowledge_are_published_again(broke
             return super().dead_letter(*args, **kwargs)
 
     monkeypatch.setattr(service, "Publisher", Flapping)
-    # no broker probe after the first: only a dead letter published again can say the broker is back
+    # no broker probe once the run is going (the first is due at start, or within the hour): only a dead letter
+    # published again can say the broker is back (the stall watch, run with the probe, is off here too)
     cfg = _cfg(broker.bootstrap, clips, "f7", partitions=1, kafka={"probe_interval_s": 3600})
     gw, thread = start_gateway(cfg)
     producer = bus.producer(cfg.kafka)

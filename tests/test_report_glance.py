@@ -287,6 +287,7 @@ def test_a_difference_that_rounds_to_zero_reads_plus_zero():
     from gateway.evaluation.tables import points
 
     assert [points(x) for x in (-0.0004, 0.0, 0.0004, -0.0123, 0.5)] == ["+0.0", "+0.0", "+0.0", "-1.2", "+50.0"]
+    assert points(float("nan")) == "-"
 
 
 def test_a_detector_that_does_not_fit_the_corpus_is_named_and_calibrate_refits_its_threshold(tmp_path):
@@ -310,7 +311,7 @@ def test_a_detector_that_does_not_fit_the_corpus_is_named_and_calibrate_refits_i
     assert result.exit_code == 0, result.output
     warnings = json.loads((run / "report.json").read_text())["warnings"]
     assert any(w.startswith("alpha ranks real videos above generated ones on original") for w in warnings)
-    assert any(w.startswith("beta's threshold (-10) keeps only 0.0 % of the real videos real") for w in warnings)
+    assert any(w.startswith("beta's threshold (-10) keeps only 0.0 % of the scored real videos real") for w in warnings)
     assert (
         "Thresholds, fixed once per detector and held for every condition: alpha 1, beta -10 (each its model "
         "card's)." in (run / "report.md").read_text()
@@ -342,3 +343,30 @@ def test_report_exits_non_zero_on_a_run_without_a_score_after_writing_why(tmp_pa
     empty.mkdir()
     result = CliRunner().invoke(cli, ["report", str(empty)])
     assert result.exit_code == 1 and result.output.count(str(empty)) == 1, result.output
+
+
+def test_calibrate_without_scored_original_reals_is_one_line_and_failed_reals_are_not_the_thresholds_fault(
+    tmp_path,
+):
+    """--calibrate on a run without scored real videos on original was a traceback (MetricError); on a run where
+    nothing was scored it is no error (no threshold is used). The unfit-threshold warning counted failed real
+    videos as the threshold's misses."""
+    from click.testing import CliRunner
+
+    from gateway.cli import main as cli
+    from gateway.evaluation.caveats import sample_warnings
+    from gateway.evaluation.paired import evaluate
+
+    rows = [r for r in _rows(10) if r.condition != "original"]
+    result = CliRunner().invoke(cli, ["report", str(_run(tmp_path / "a", rows)), "--calibrate", "0.9"])
+    assert result.exit_code == 1 and "no real video was scored on original" in result.output, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    failed = [_fail(r, "video", "DecodeError", "bad") for r in _rows(4)]
+    result = CliRunner().invoke(cli, ["report", str(_run(tmp_path / "b", failed)), "--calibrate", "0.9"])
+    assert result.exit_code == 1 and "no row of this run was scored" in result.output
+    reals = sorted({r.video_id for r in _rows(10) if r.label == "real"})
+    broken = {(v, "original") for v in reals[:6]}
+    rows = [_fail(r, "video", "DecodeError", "bad") if (r.video_id, r.condition) in broken else r for r in _rows(10)]
+    ev = evaluate(rows, replicates=50)
+    assert ev.cell(DETECTORS[0], "original").real_recall < 0.5  # the failures are misses
+    assert not [w for w in sample_warnings(ev, rows) if "threshold" in w]

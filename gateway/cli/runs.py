@@ -152,8 +152,10 @@ def report(run_dir, replicates, seed, comparisons, calibrate) -> None:
 
     try:
         paths = build_report(run_dir, replicates=replicates, seed=seed, comparisons=comparisons, calibrate=calibrate)
-    except (EvaluationError, ResultsError, FileNotFoundError) as exc:
-        raise click.ClickException(str(exc) if str(run_dir) in str(exc) else f"{run_dir}: {exc}") from exc
+    except ResultsError as exc:  # (its message names the folder)
+        raise click.ClickException(str(exc)) from exc
+    except (EvaluationError, FileNotFoundError) as exc:
+        raise click.ClickException(f"{run_dir}: {exc}") from exc
     for path in paths.values():
         click.echo(path)
     if not json.loads(paths["json"].read_text())["failures"]["scored_rows"]:  # written, and it says why

@@ -111,12 +111,13 @@ def sample_warnings(ev: Evaluation, rows: list[ScoreRow]) -> list[str]:
             "anchors: it shows no variation in this sample, not certainty."
         )
     out += same_video_warnings(ev)
-    return fit_warnings(ev) + out
+    return fit_warnings(ev, rows) + out
 
 
-def fit_warnings(ev: Evaluation) -> list[str]:
+def fit_warnings(ev: Evaluation, rows: list[ScoreRow]) -> list[str]:
     """Detectors that do not work on this corpus as scored: AUC on original wholly below chance (scores pointing
-    the other way), or a threshold that calls most real videos generated on original."""
+    the other way), or a threshold that calls most of the real videos it scored on original generated (failed
+    videos, misses in RealR, are not the threshold's doing)."""
     if "original" not in ev.conditions:
         return []
     out = []
@@ -130,14 +131,28 @@ def fit_warnings(ev: Evaluation) -> list[str]:
                 "self-made corpus's synthetic anchors; on other footage (your own videos as anchors, for one) they "
                 "can separate that footage from the generated videos by what differs between them instead."
             )
-        if np.isfinite(c.real_recall) and c.real_recall < UNFIT_REAL_RECALL and ev.calibrated is None:
+        kept = scored_real_recall(rows, det, c.threshold)
+        if kept is not None and kept < UNFIT_REAL_RECALL and ev.calibrated is None:
             out.append(
-                f"{det}'s threshold ({c.threshold:.4g}) keeps only {pct(c.real_recall)} % of the real videos real "
+                f"{det}'s threshold ({c.threshold:.4g}) keeps only {pct(kept)} % of the scored real videos real "
                 "on original: it does not fit this corpus (a card's threshold is set for RealR 95 % on its own "
                 "calibration set), and its FakeR and RealR say little. `lastmile report RUN --calibrate 0.95` "
                 "recalibrates the thresholds on this run's original reals."
             )
     return out
+
+
+def scored_real_recall(rows: list[ScoreRow], det: str, threshold: float) -> float | None:
+    """The share of ``det``'s scored real videos on original (of the anchors a generated video is linked to) kept
+    real at ``threshold``; None without one."""
+    linked = {r.anchor_id for r in rows if r.detector == det and r.label == "generated" and r.source}
+    kept = [
+        r.score < threshold
+        for r in rows
+        if r.detector == det and r.condition == "original" and r.label == "real" and r.anchor_id in linked
+        and r.score is not None
+    ]  # fmt: skip
+    return sum(kept) / len(kept) if kept else None
 
 
 def same_video_warnings(ev: Evaluation) -> list[str]:

@@ -1,13 +1,13 @@
 """Champion against challenger on the same videos (issue 25): per condition, paired differences.
 
 Only (video, condition) pairs both detectors have a row for count; of those, a pair one detector scored and the
-other failed on stays (the failure is that detector's miss in FakeR/RealR), and infrastructure failures are left
-out of every quantity. Per condition: the AUC difference (challenger minus champion, on the videos both scored
-there) and the *robustness difference* (challenger's AUC drift from ``original`` minus the champion's, on the
-videos all four AUCs scored), with the anchor-clustered bootstrap of :mod:`gateway.evaluation.paired` (one
-anchor draw serves both detectors and every condition, so each replicate keeps their covariance); the FakeR and
-RealR differences at each card's threshold (sources weighted equally, as the report's cells are), the difference
-of their flip rates (the share of videos whose decision under the condition differs from the decision on
+other failed on stays (the failure is that detector's miss in FakeR/RealR), and infrastructure failures are left out
+of every quantity. Per condition: the AUC difference (challenger minus champion, on the videos both scored there)
+and the *robustness difference* (challenger's AUC drift from ``original`` minus the champion's, on the videos all
+four AUCs scored), with the anchor-clustered bootstrap of :mod:`gateway.evaluation.paired` (one anchor draw serves
+both detectors and every condition, so each replicate keeps their covariance); the FakeR and RealR differences at
+each contender's threshold (its card's, or recalibrated; sources weighted equally, as the report's cells are), the
+difference of their flip rates (the share of videos whose decision under the condition differs from the decision on
 ``original``) and the share of videos on which the two decide differently, each interval the hull of the same
 bootstrap's and a score interval's, Newcombe's or Wilson's (:mod:`gateway.evaluation.proportions` says why).
 """

@@ -34,8 +34,8 @@ NOTE = (
     "disagree and Δflip rate the hull of that bootstrap's interval and a score interval (Newcombe's paired, "
     "method 10; Wilson's for disagree), which keeps an anchor's videos together and never collapses. Δrobustness: "
     "the challenger's AUC drift from original minus the champion's (below 0: the challenger loses more). "
-    "FakeR/RealR at each card's threshold. disagree: share of videos decided differently; Δflip rate: difference "
-    "of the shares of videos whose decision differs from their decision on original."
+    "FakeR/RealR at each detector's threshold (below). disagree: share of videos decided differently; Δflip "
+    "rate: difference of the shares of videos whose decision differs from their decision on original."
 )
 
 
@@ -52,7 +52,7 @@ def comparison_table(cmp: Comparison) -> Table:
         for c in cmp.conditions
     )
     names = {"champion": cmp.champion, "challenger": cmp.challenger}
-    thresholds = ", ".join(f"{names[role]} ({role}) {t:.3g}" for role, t in cmp.thresholds.items())
+    thresholds = ", ".join(f"{names[role]} ({role}) {t:.4g}" for role, t in cmp.thresholds.items())
     origin = "their cards'" if cmp.calibrated is None else f"recalibrated to RealR {pct(cmp.calibrated)} % on original"
     notes = (NOTE, f"Thresholds: {thresholds} ({origin}); {cmp.anchors} anchors, {cmp.replicates} replicates, "
              f"seed {cmp.seed}.")  # fmt: skip

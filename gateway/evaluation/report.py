@@ -53,6 +53,11 @@ USER_ANCHORS_WARNING = (
 )
 
 
+BOOTSTRAP_INTERVAL = (
+    "95% percentile, anchor-clustered; the FakeR and RealR drifts' widened to hold Newcombe's paired score interval"
+)
+
+
 def _notice(ctx: dict) -> str | None:
     """What every part of a report on the proxy corpus says of it; None for another corpus."""
     if not ctx["proxy"]:
@@ -175,7 +180,8 @@ def _context(ev: Evaluation, rows: list[ScoreRow], info: dict) -> dict:
         "thresholds": _thresholds(ev),
         "findings": key_findings(ev),
         "warnings": sample_warnings(ev, per_cell),
-        "bootstrap": {"replicates": ev.replicates, "seed": ev.seed, "interval": "95% percentile, anchor-clustered"},
+        "bootstrap": {"replicates": ev.replicates, "seed": ev.seed, "interval": BOOTSTRAP_INTERVAL},
+        "calibrated": ev.calibrated,
         "detectors": versions,
         "profiles": profiles,
         "spec_hashes": sorted({(r.condition, r.spec_hash) for r in rows if r.spec_hash}),

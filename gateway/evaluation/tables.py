@@ -71,8 +71,9 @@ def pct(x: float | None) -> str:
 
 
 def points(x: float) -> str:
-    """A difference in signed percentage points, one decimal; one that rounds to zero is +0.0, never -0.0."""
-    return f"{round(100 * x, 1) + 0.0:+.1f}"
+    """A difference in signed percentage points, one decimal; one that rounds to zero is +0.0, never -0.0; an
+    undefined one is -."""
+    return f"{round(100 * x, 1) + 0.0:+.1f}" if np.isfinite(x) else "-"
 
 
 def defined(x: float | None) -> bool:
