@@ -12,6 +12,7 @@ import numpy as np
 
 from gateway.batch.failures import RunFailures, summarize
 from gateway.core.messages import ScoreRow
+from gateway.evaluation import proportions
 from gateway.evaluation.paired import Evaluation
 from gateway.evaluation.tables import interval, pct, points, zero_width
 
@@ -143,16 +144,11 @@ def fit_warnings(ev: Evaluation, rows: list[ScoreRow]) -> list[str]:
 
 
 def scored_real_recall(rows: list[ScoreRow], det: str, threshold: float) -> float | None:
-    """The share of ``det``'s scored real videos on original (of the anchors a generated video is linked to) kept
-    real at ``threshold``; None without one."""
-    linked = {r.anchor_id for r in rows if r.detector == det and r.label == "generated" and r.source}
-    kept = [
-        r.score < threshold
-        for r in rows
-        if r.detector == det and r.condition == "original" and r.label == "real" and r.anchor_id in linked
-        and r.score is not None
-    ]  # fmt: skip
-    return sum(kept) / len(kept) if kept else None
+    """The share of ``det``'s scored real videos on original (those its RealR counts) kept real at ``threshold``;
+    None without one."""
+    decided = proportions.decisions([r for r in rows if r.detector == det], {det: threshold})
+    reals = [d for d in decided.get((det, "original"), {}).values() if d.label == "real" and d.flagged is not None]
+    return sum(not d.flagged for d in reals) / len(reals) if reals else None
 
 
 def same_video_warnings(ev: Evaluation) -> list[str]:
