@@ -427,3 +427,38 @@ def test_auc_and_robustness_differences_are_on_the_videos_every_auc_compared_sco
         assert getattr(got, key)[1] == pytest.approx(getattr(want, key)[1], abs=1e-12)
     ev = evaluate(one, replicates=50)
     assert abs(got.auc_difference[0] - (ev.cell("beta", "full").auc - ev.cell("alpha", "full").auc)) > 1e-4
+
+
+def test_a_comparison_repeats_the_reports_cautions_for_the_rows_it_compared(tmp_path):
+    """comparison.md stands alone: few anchors, zero-width bootstrap intervals and an unfit card threshold are said
+    there (and in comparison.json and the report's section) as the report says them of its own cells."""
+    from gateway.evaluation.report import build_report
+    from tests.test_report_glance import _run
+
+    rows = [
+        r.model_copy(update={"score": r.score + 8 * (r.label == "generated"),
+                             "threshold": -5.0 if r.detector == "beta" else r.threshold})
+        for r in _rows(6, collapse=None)
+    ]  # fmt: skip
+    paths = build_report(_run(tmp_path / "few", rows, list(CONDITIONS)), replicates=50, comparisons=["alpha:beta"])
+    text = paths["comparison_md"].read_text()
+    cautions = [line[2:] for line in text.splitlines() if line.startswith("> **Caution:**")]
+    assert len(cautions) == 3, text
+    assert "fewer than 30 real anchors (genA 6)" in cautions[0]
+    assert "ΔAUC under original +0.0 [0.0, 0.0]†" in cautions[1] and "| original | 12 | +0.0 [0.0, 0.0]† |" in text
+    assert cautions[2].startswith("**Caution:** beta (challenger)'s threshold (-5) keeps only 0.0 % of the scored")
+    (cmp,) = json.loads(paths["comparison_json"].read_text())
+    assert [f"**Caution:** {w}" for w in cmp["warnings"]] == cautions
+    section = paths["md"].read_text().split("## Champion vs challenger")[1]
+    assert all(c in section for c in cautions)
+    html = paths["html"].read_text().split("<h2>Champion vs challenger</h2>")[1]
+    assert html.count('<p class="caution"><strong>Caution:</strong> ') == 3 and "**" not in html
+    # recalibrated thresholds fit by construction: that caution goes, the others stay
+    paths = build_report(tmp_path / "few", replicates=50, comparisons=["alpha:beta"], calibrate=0.95)
+    (cmp,) = json.loads(paths["comparison_json"].read_text())
+    assert len(cmp["warnings"]) == 2 and not any("threshold" in w for w in cmp["warnings"])
+    # enough anchors, overlapping scores, fitting thresholds: nothing to caution
+    many = _run(tmp_path / "many", _rows(40), list(CONDITIONS))
+    paths = build_report(many, replicates=50, comparisons=["alpha:beta"])
+    assert json.loads(paths["comparison_json"].read_text())[0]["warnings"] == []
+    assert "Caution" not in paths["comparison_md"].read_text()

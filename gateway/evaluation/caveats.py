@@ -90,16 +90,7 @@ def zero_width_intervals(ev: Evaluation) -> list[dict]:
 
 def sample_warnings(ev: Evaluation, rows: list[ScoreRow]) -> list[str]:
     """The small-sample warnings: sources with fewer than SMALL_SAMPLE_ANCHORS anchors, zero-width intervals."""
-    out = []
-    per_source = anchors_per_source(rows)
-    few = {s: n for s, n in per_source.items() if n < SMALL_SAMPLE_ANCHORS}
-    if few:
-        listed = ", ".join(f"{s} {n}" for s, n in few.items())
-        out.append(
-            f"Small sample: {len(few)} of {len(per_source)} generation sources have fewer than "
-            f"{SMALL_SAMPLE_ANCHORS} real anchors ({listed}). The bootstrap resamples anchors, so with this few "
-            "its intervals are rough and tend to be too narrow: treat differences of a few points as noise."
-        )
+    out = small_sample_warnings(rows)
     zero = zero_width_intervals(ev) if any(r.score is not None for r in rows) else []  # all failed: the banner
     if zero:
         examples = "; ".join(
@@ -113,6 +104,21 @@ def sample_warnings(ev: Evaluation, rows: list[ScoreRow]) -> list[str]:
         )
     out += same_video_warnings(ev)
     return fit_warnings(ev, rows) + out
+
+
+def small_sample_warnings(rows: list[ScoreRow]) -> list[str]:
+    """The warning that generation sources of ``rows`` have fewer than SMALL_SAMPLE_ANCHORS anchors (none if
+    every source has enough)."""
+    per_source = anchors_per_source(rows)
+    few = {s: n for s, n in per_source.items() if n < SMALL_SAMPLE_ANCHORS}
+    if not few:
+        return []
+    listed = ", ".join(f"{s} {n}" for s, n in few.items())
+    return [
+        f"Small sample: {len(few)} of {len(per_source)} generation sources have fewer than "
+        f"{SMALL_SAMPLE_ANCHORS} real anchors ({listed}). The bootstrap resamples anchors, so with this few "
+        "its intervals are rough and tend to be too narrow: treat differences of a few points as noise."
+    ]
 
 
 def fit_warnings(ev: Evaluation, rows: list[ScoreRow]) -> list[str]:
@@ -132,15 +138,23 @@ def fit_warnings(ev: Evaluation, rows: list[ScoreRow]) -> list[str]:
                 "self-made corpus's synthetic anchors; on other footage (your own videos as anchors, for one) they "
                 "can separate that footage from the generated videos by what differs between them instead."
             )
-        kept = scored_real_recall(rows, det, c.threshold)
-        if kept is not None and kept < UNFIT_REAL_RECALL and ev.calibrated is None:
-            out.append(
-                f"{det}'s threshold ({c.threshold:.4g}) keeps only {pct(kept)} % of the scored real videos real "
-                "on original: it does not fit this corpus (a card's threshold is set for RealR 95 % on its own "
-                "calibration set), and its FakeR and RealR say little. `lastmile report RUN --calibrate 0.95` "
-                "recalibrates the thresholds on this run's original reals."
-            )
+        if ev.calibrated is None:
+            out += unfit_threshold_warnings(rows, det, c.threshold)
     return out
+
+
+def unfit_threshold_warnings(rows: list[ScoreRow], det: str, threshold: float, name: str | None = None) -> list[str]:
+    """The warning that a card's ``threshold`` keeps under UNFIT_REAL_RECALL of ``det``'s scored real videos real on
+    original (none if it keeps more, or none was scored); ``name``: how the warning calls ``det``."""
+    kept = scored_real_recall(rows, det, threshold)
+    if kept is None or kept >= UNFIT_REAL_RECALL:
+        return []
+    return [
+        f"{name or det}'s threshold ({threshold:.4g}) keeps only {pct(kept)} % of the scored real videos real on "
+        "original: it does not fit this corpus (a card's threshold is set for RealR 95 % on its own calibration "
+        "set), and its FakeR and RealR say little. `lastmile report RUN --calibrate 0.95` recalibrates the "
+        "thresholds on this run's original reals."
+    ]
 
 
 def scored_real_recall(rows: list[ScoreRow], det: str, threshold: float) -> float | None:

@@ -14,7 +14,7 @@ bootstrap's and a score interval's, Newcombe's or Wilson's (:mod:`gateway.evalua
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -78,6 +78,7 @@ class Comparison:
     replicates: int
     seed: int
     calibrated: float | None = None  # the RealR the thresholds were recalibrated to on original; None: the cards'
+    warnings: list[str] = field(default_factory=list)  # what a reader must know first (compare_report's)
 
     def condition(self, name: str) -> ConditionContrast:
         return next(c for c in self.conditions if c.condition == name)

@@ -15,14 +15,18 @@ import matplotlib.pyplot as plt
 from gateway.core.contenders import PairError, distinct_pairs, split_pair
 from gateway.core.messages import ScoreRow
 from gateway.evaluation import jsonout
-from gateway.evaluation.compare import Comparison, Contender, Estimate, compare_shared, shared_rows
+from gateway.evaluation.caveats import ZERO_WIDTH_EXAMPLES, small_sample_warnings, unfit_threshold_warnings
+from gateway.evaluation.compare import ROLES, Comparison, Contender, Estimate, compare_shared, shared_rows
 from gateway.evaluation.errors import EvaluationError
 from gateway.evaluation.plots import Figure
-from gateway.evaluation.tables import Row, Table, pct, points
+from gateway.evaluation.tables import ZERO_WIDTH, Row, Table, pct, points, zero_width
 
-QUANTITIES = (  # (attribute, heading): every one challenger minus champion, in percentage points
+BOOTSTRAPPED = (  # (attribute, heading): the bootstrap's alone, so their intervals can have zero width
     ("auc_difference", "ΔAUC"),
     ("robustness_difference", "Δrobustness"),
+)
+QUANTITIES = (  # (attribute, heading): every one challenger minus champion, in percentage points
+    *BOOTSTRAPPED,
     ("fake_recall_difference", "ΔFakeR"),
     ("real_recall_difference", "ΔRealR"),
     ("disagreement", "disagree"),
@@ -43,7 +47,7 @@ def _cell(e: Estimate | None, signed: bool = True) -> str:
     if e is None or not math.isfinite(e[0]):
         return "-"
     point, (lo, hi) = e
-    return f"{points(point) if signed else pct(point)} [{pct(lo)}, {pct(hi)}]"
+    return f"{points(point) if signed else pct(point)} [{pct(lo)}, {pct(hi)}]" + (ZERO_WIDTH if lo == hi else "")
 
 
 def comparison_table(cmp: Comparison) -> Table:
@@ -57,7 +61,7 @@ def comparison_table(cmp: Comparison) -> Table:
     notes = (NOTE, f"Thresholds: {thresholds} ({origin}); {cmp.anchors} anchors, {cmp.replicates} replicates, "
              f"seed {cmp.seed}.")  # fmt: skip
     title = f"{cmp.challenger} (challenger) vs {cmp.champion} (champion)"
-    return Table(title, ("condition", "videos", *(h for _, h in QUANTITIES)), rows, notes)
+    return Table(title, ("condition", "videos", *(h for _, h in QUANTITIES)), rows, notes, tuple(cmp.warnings))
 
 
 def forest_plot(cmp: Comparison, path: Path) -> Path:
@@ -108,12 +112,38 @@ def compare_pairs(
     seed: int | None = None,
     calibrate: float | None = None,
 ) -> list[Comparison]:
-    """Every (champion, challenger) of ``pairs`` compared on its rows of ``shared`` (:func:`paired_rows`)."""
+    """Every (champion, challenger) of ``pairs`` compared on its rows of ``shared`` (:func:`paired_rows`), with
+    its :func:`comparison_warnings`."""
     extra = {"seed": seed} if seed is not None else {}
-    return [
-        compare_shared(rows, *pair, replicates, calibrate=calibrate, **extra)
-        for rows, pair in zip(shared, pairs, strict=True)
+    out = []
+    for rows, pair in zip(shared, pairs, strict=True):
+        cmp = compare_shared(rows, *pair, replicates, calibrate=calibrate, **extra)
+        out.append(dataclasses.replace(cmp, warnings=comparison_warnings(cmp, rows)))
+    return out
+
+
+def comparison_warnings(cmp: Comparison, rows: list[ScoreRow]) -> list[str]:
+    """The report's cautions (:mod:`gateway.evaluation.caveats`) for a comparison on the rows it compared: sources
+    with few anchors, ΔAUC or Δrobustness intervals of zero width (the others take the hull with a score interval,
+    which never has), and a contender whose card's threshold keeps under half its scored reals real."""
+    out = small_sample_warnings(rows)
+    zero = [
+        f"{heading} under {c.condition} {_cell(e)}"
+        for c in cmp.conditions
+        for key, heading in BOOTSTRAPPED
+        if (e := getattr(c, key)) is not None and math.isfinite(e[0]) and zero_width(e[1])
     ]
+    if zero:
+        out.append(
+            f"{len(zero)} bootstrap intervals have zero width (marked {ZERO_WIDTH}), e.g. "
+            f"{'; '.join(zero[:ZERO_WIDTH_EXAMPLES])}. Every replicate gave the same difference, typically because "
+            "both contenders separated the classes perfectly on few anchors: no variation in this sample, not "
+            "certainty."
+        )
+    if cmp.calibrated is None:
+        for role in ROLES:
+            out += unfit_threshold_warnings(rows, role, cmp.thresholds[role], f"{getattr(cmp, role)} ({role})")
+    return out
 
 
 def comparison_figures(comparisons: list[Comparison], folder: Path) -> list[Figure]:

@@ -35,9 +35,11 @@ class Table:
     header: tuple[str, ...]
     rows: tuple[Row, ...]
     notes: tuple[str, ...] = ()  # read under the table
+    cautions: tuple[str, ...] = ()  # read before it, as the report's own cautions are
 
     def to_markdown(self) -> str:
-        lines = ["| " + " | ".join(map(md_cell, self.header)) + " |", "|" + "---|" * len(self.header)]
+        lines = [f"> **Caution:** {c}\n" for c in self.cautions]
+        lines += ["| " + " | ".join(map(md_cell, self.header)) + " |", "|" + "---|" * len(self.header)]
         for row in self.rows:
             cells = [md_cell(c) for c in row.cells]
             first = f"**{cells[0]}**" if row.emphasis else cells[0]
