@@ -17,7 +17,7 @@ from gateway.batch.results import merge, write_part
 from gateway.core.messages import ScoreRow
 from gateway.evaluation.caveats import SMALL_SAMPLE_ANCHORS, UNRECORDED_CORPUS_SEED
 from gateway.evaluation.glossary import glossary, term_for
-from gateway.evaluation.plots import heatmap_figure, recall_figure
+from gateway.evaluation.plots import auc_figure, heatmap_figure, recall_figure
 from gateway.evaluation.report import build_report, evaluate_run
 from gateway.evaluation.sweeps import sweep_tables
 from gateway.evaluation.tables import pct, report_tables
@@ -259,7 +259,7 @@ def test_fake_and_real_recall_are_points_with_intervals_not_lines_across_conditi
             xs.append(line.get_xdata())
             for seg, cond in zip(segments.get_segments(), ev.conditions, strict=True):
                 lo, hi = getattr(ev.cell(det, cond), f"{key}_ci")
-                assert seg[:, 1] == pytest.approx([lo, hi])  # the bootstrap interval of that cell
+                assert seg[:, 1] == pytest.approx([100 * lo, 100 * hi])  # that cell's interval, in % as the tables
         assert not np.allclose(xs[0], xs[1]) and np.all(np.abs(xs[0] - xs[1]) < 0.5)  # dodged, same category
         for line in ax.get_lines():  # any drawn line is a vertical separator, never a path across conditions
             assert line.get_linestyle() == "None" or len(set(np.asarray(line.get_xdata(), float))) == 1
@@ -270,6 +270,23 @@ def test_fake_and_real_recall_are_points_with_intervals_not_lines_across_conditi
         inks = {t.get_color() for t in ax.texts}
         assert inks <= {"black", "white"} and len(ax.texts) == len(ev.sources) * len(ev.conditions)
     assert "white" in {t.get_color() for ax in heat.axes for t in ax.texts}  # dark cells get light ink
+
+
+def test_plots_draw_auc_and_recall_in_percent_as_the_tables_give_them(clean):
+    run, *_ = clean
+    ev = evaluate_run(run, replicates=REPLICATES)[2]
+    (ax,) = auc_figure(ev).axes
+    assert ax.get_ylim() == (0, 100) and "%" in ax.get_ylabel()
+    heights = [bar.get_height() for bar in ax.patches]
+    want = [100 * ev.cell(d, c).auc for d in ev.detectors for c in ev.conditions]
+    assert heights == pytest.approx(want) and max(want) > 1  # a 0-1 axis beside tables in % misled the reader
+    assert [line.get_ydata()[0] for line in ax.get_lines() if line.get_linestyle() == "--"] == [50]  # chance
+    recall = [a for a in recall_figure(ev).axes if a.get_title()]
+    assert all(a.get_ylim() == pytest.approx((-3, 103)) for a in recall) and "%" in recall[0].get_ylabel()
+    heat = heatmap_figure(ev)
+    det = ev.detectors[0]
+    cells = [ev.cell(det, c).per_source_auc.get(s) for s in ev.sources for c in ev.conditions]
+    assert [t.get_text() for t in heat.axes[0].texts] == [f"{100 * v:.0f}" for v in cells]
 
 
 def test_a_drift_of_exactly_zero_is_shown_not_hidden(tmp_path):

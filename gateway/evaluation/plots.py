@@ -15,6 +15,7 @@ from detectors import metrics
 from gateway.core.messages import ScoreRow
 from gateway.evaluation.paired import Evaluation, by_version
 
+PERCENT = 100.0  # every AUC and recall is drawn in %, as the tables give them
 HEATMAP_WIDTH_IN = 12.0  # heat-map panels per row: as many as fit this width (HTML shows ~11 in at 110 dpi)
 
 
@@ -36,13 +37,13 @@ def make_plots(ev: Evaluation, rows: list[ScoreRow], folder: Path) -> list[Figur
         Figure(
             "auc",
             _plot_auc(ev, folder / "auc_by_condition.png"),
-            "AUC of each detector under each condition, with 95% anchor-clustered bootstrap intervals "
+            "AUC (%) of each detector under each condition, with 95% anchor-clustered bootstrap intervals "
             "(the shape of RA-Bench's Figure 11); the dashed line is chance.",
         ),
         Figure(
             "recall",
             _plot_recall(ev, folder / "fake_real_recall.png"),
-            "FakeR and RealR at the threshold fixed on original and held for every condition, one marker per "
+            "FakeR and RealR (%) at the threshold fixed on original and held for every condition, one marker per "
             "detector with its 95% anchor-clustered bootstrap interval (markers offset sideways to stay apart): "
             "where a detector's FakeR falls under a condition, its operating point drifted.",
         ),
@@ -50,12 +51,12 @@ def make_plots(ev: Evaluation, rows: list[ScoreRow], folder: Path) -> list[Figur
             "roc",
             _plot_roc(rows, ev, folder / "roc_original_vs_full.png"),
             "ROC curves of each detector on original (solid) and under full dissemination (dashed), "
-            "pooled over sources, with their AUCs.",
+            "pooled over sources, with their AUCs (%).",
         ),
         Figure(
             "heatmap",
             _plot_heatmap(ev, folder / "source_condition_auc.png"),
-            "Per-source AUC for each detector: which generation source each condition hides.",
+            "Per-source AUC (%) for each detector: which generation source each condition hides.",
         ),
         Figure(
             "rank",
@@ -73,24 +74,30 @@ def _save(fig: plt.Figure, path: Path) -> Path:
 
 
 def _plot_auc(ev: Evaluation, path: Path) -> Path:
+    fig = auc_figure(ev)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def auc_figure(ev: Evaluation) -> plt.Figure:
+    """AUC per condition in %, a bar per detector with its 95% bootstrap interval; the dashed line is chance."""
     fig, ax = plt.subplots(figsize=(max(8.0, 0.9 * len(ev.conditions) + 3), 4.4), layout="constrained")
     x = np.arange(len(ev.conditions))
     width = 0.8 / max(len(ev.detectors), 1)
     for i, det in enumerate(ev.detectors):
         cells = [ev.cell(det, c) for c in ev.conditions]
-        auc = np.array([c.auc for c in cells])
-        lo = np.nan_to_num(np.clip(auc - np.array([c.auc_ci[0] for c in cells]), 0, None))
-        hi = np.nan_to_num(np.clip(np.array([c.auc_ci[1] for c in cells]) - auc, 0, None))
+        auc = PERCENT * np.array([c.auc for c in cells])
+        lo = np.nan_to_num(np.clip(auc - PERCENT * np.array([c.auc_ci[0] for c in cells]), 0, None))
+        hi = np.nan_to_num(np.clip(PERCENT * np.array([c.auc_ci[1] for c in cells]) - auc, 0, None))
         ax.bar(x + i * width - 0.4 + width / 2, auc, width, yerr=[lo, hi], capsize=2, label=det)
-    ax.axhline(0.5, color="grey", lw=0.8, ls="--")
+    ax.axhline(PERCENT / 2, color="grey", lw=0.8, ls="--")
     ax.set_xticks(x, ev.conditions, rotation=30, ha="right", rotation_mode="anchor")
-    ax.set_ylim(0, 1)
-    ax.set_ylabel("AUC (95% CI)")
+    ax.set_ylim(0, PERCENT)
+    ax.set_ylabel("AUC, % (95% CI)")
     ax.set_title("AUC per condition (Figure 11 shape)")
     fig.legend(loc="outside right upper", fontsize=8)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return fig
 
 
 def recall_figure(ev: Evaluation) -> plt.Figure:
@@ -108,21 +115,21 @@ def recall_figure(ev: Evaluation) -> plt.Figure:
         offset = (i - (n - 1) / 2) * step
         for ax, key in zip(axes, ("fake_recall", "real_recall"), strict=True):
             cells = [ev.cell(det, c) for c in ev.conditions]
-            y = np.array([getattr(c, key) for c in cells], dtype=float)
-            lo, hi = (np.array([getattr(c, f"{key}_ci")[k] for c in cells], dtype=float) for k in (0, 1))
+            y = PERCENT * np.array([getattr(c, key) for c in cells], dtype=float)
+            lo, hi = (PERCENT * np.array([getattr(c, f"{key}_ci")[k] for c in cells], dtype=float) for k in (0, 1))
             yerr = np.nan_to_num(np.clip([y - lo, hi - y], 0, None))  # no interval: no bar, not a crash
             ax.errorbar(x + offset, y, yerr=yerr, fmt=markers[i % len(markers)], ls="none", ms=6, capsize=3,
                         color=f"C{i}", label=det)  # fmt: skip
     for ax, title in zip(axes, ("FakeR (fixed threshold)", "RealR (fixed threshold)"), strict=True):
         ax.set_title(title)
-        ax.set_ylim(-0.03, 1.03)
+        ax.set_ylim(-0.03 * PERCENT, 1.03 * PERCENT)
         ax.set_xticks(x, ev.conditions, rotation=30, ha="right", rotation_mode="anchor")
         ax.set_xlim(-0.6, len(ev.conditions) - 0.4)
         for k in x[1:]:  # faint separators between categories instead of a line through them
             ax.axvline(k - 0.5, color="0.9", lw=0.8, zorder=0)
         ax.grid(axis="y", color="0.92")
     for ax in axes if stacked else axes[:1]:
-        ax.set_ylabel("recall (95% CI)")
+        ax.set_ylabel("recall, % (95% CI)")
     fig.legend(*axes[0].get_legend_handles_labels(), loc="outside right upper", fontsize=8)  # off the points
     return fig
 
@@ -142,7 +149,8 @@ def _plot_roc(rows: list[ScoreRow], ev: Evaluation, path: Path) -> Path:
             y = np.array([r.label == "generated" for r in sel])
             if y.any() and (~y).any():
                 fpr, tpr, _ = metrics.roc_points(y, np.array([r.score for r in sel]))
-                ax.plot(fpr, tpr, style, label=f"{cond} ({metrics.auc(y, np.array([r.score for r in sel])):.2f})")
+                auc = PERCENT * metrics.auc(y, np.array([r.score for r in sel]))
+                ax.plot(fpr, tpr, style, label=f"{cond} (AUC {auc:.1f} %)")
         ax.plot([0, 1], [0, 1], color="grey", lw=0.6)
         ax.set_title(det, fontsize=9)
         ax.set_xlabel("FPR")
@@ -169,18 +177,20 @@ def heatmap_figure(ev: Evaluation) -> plt.Figure:
             ax.set_visible(False)
             continue
         det = ev.detectors[k]
-        grid = np.array([[ev.cell(det, c).per_source_auc.get(s, np.nan) for c in ev.conditions] for s in ev.sources])
-        im = ax.imshow(grid.reshape(len(ev.sources), len(ev.conditions)), vmin=0, vmax=1, cmap=cmap, aspect="auto")
+        grid = PERCENT * np.array([[ev.cell(det, c).per_source_auc.get(s, np.nan) for c in ev.conditions]
+                                   for s in ev.sources])  # fmt: skip
+        grid = grid.reshape(len(ev.sources), len(ev.conditions))
+        im = ax.imshow(grid, vmin=0, vmax=PERCENT, cmap=cmap, aspect="auto")
         ax.set_xticks(range(len(ev.conditions)), ev.conditions, rotation=40, ha="right", rotation_mode="anchor",
                       fontsize=9)  # fmt: skip
         ax.set_yticks(range(len(ev.sources)), ev.sources if k % cols == 0 else [], fontsize=9)
         for (i, j), v in np.ndenumerate(grid):
-            r, g, b, _ = cmap(v) if np.isfinite(v) else (1, 1, 1, 1)
+            r, g, b, _ = cmap(v / PERCENT) if np.isfinite(v) else (1, 1, 1, 1)
             ink = "black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.5 else "white"
-            ax.text(j, i, "-" if np.isnan(v) else f"{v:.2f}", ha="center", va="center", fontsize=9, color=ink)
+            ax.text(j, i, "-" if np.isnan(v) else f"{v:.0f}", ha="center", va="center", fontsize=9, color=ink)
         ax.set_title(det, fontsize=10)
     if im is not None:
-        fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8, label="AUC")
+        fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8, label="AUC (%)")
     return fig
 
 

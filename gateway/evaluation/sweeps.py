@@ -98,7 +98,7 @@ def sweep_tables(ev: Evaluation) -> list:
 
 def sweep_figures(ev: Evaluation, folder) -> list:
     """Per sweep, AUC and FakeR of each detector against the swept value, with their bootstrap bands."""
-    from gateway.evaluation.plots import Figure, plt  # the plots module chose the Agg backend
+    from gateway.evaluation.plots import PERCENT, Figure, plt  # the plots module chose the Agg backend
 
     out = []
     for curve in sweeps_of(ev.conditions):
@@ -107,22 +107,22 @@ def sweep_figures(ev: Evaluation, folder) -> list:
         for det in ev.detectors:
             cells = [ev.cell(det, "original")] + [ev.cell(det, c) for c in curve.conditions]
             for ax, key in zip(axes, ("auc", "fake_recall"), strict=True):
-                y = [getattr(c, key) for c in cells]
-                lo, hi = zip(*[getattr(c, f"{key}_ci") for c in cells], strict=True)
+                y = [PERCENT * getattr(c, key) for c in cells]
+                lo, hi = ([PERCENT * ci[k] for ci in (getattr(c, f"{key}_ci") for c in cells)] for k in (0, 1))
                 ax.plot(x, y, marker="o", label=det)
                 ax.fill_between(x, lo, hi, alpha=0.15)
-        for ax, title in zip(axes, ("AUC", "FakeR at the fixed threshold"), strict=True):
+        for ax, title in zip(axes, ("AUC (%)", "FakeR at the fixed threshold (%)"), strict=True):
             ax.set_xticks(x, ["original"] + [_value(v) for v in curve.values])
             ax.set_xlabel(curve.param)
             ax.set_title(title)
-            ax.set_ylim(0, 1)
-        axes[0].axhline(0.5, ls="--", c="grey", lw=0.8)
+            ax.set_ylim(0, PERCENT)
+        axes[0].axhline(PERCENT / 2, ls="--", c="grey", lw=0.8)
         axes[1].legend(fontsize=8)
         fig.tight_layout()
         path = folder / f"sweep_{curve.name.replace('@', '_').replace('.', '_')}.png"
         fig.savefig(path, dpi=110)
         plt.close(fig)
-        caption = (f"AUC and FakeR of each detector as {curve.param} of {curve.name.split('@')[0]} grows harsher "
+        caption = (f"AUC and FakeR (%) of each detector as {curve.param} of {curve.name.split('@')[0]} grows harsher "
                    f"(left to right, original first), with 95% anchor-clustered bootstrap bands.")  # fmt: skip
         out.append(Figure(f"sweep:{curve.name}", path, caption))
     return out
