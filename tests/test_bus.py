@@ -254,6 +254,50 @@ def test_with_stop_an_oversize_batch_is_a_stall_naming_partition_and_offset(brok
     assert "stopped/0 stuck at offset 2" in str(stalls[0])
 
 
+class _CutClient:
+    """A consumer client whose partitions stand at offset 0 and whose offsets requests fail on a cut connection
+    (as a sibling partition's oversize reply cuts the connection they share), or answer ``end``."""
+
+    def __init__(self, partitions: int, end: int | None = None) -> None:
+        from kafka import TopicPartition
+
+        self.tps, self.end = {TopicPartition("cut", i) for i in range(partitions)}, end
+
+    def assignment(self):
+        return set(self.tps)
+
+    def paused(self):
+        return set()
+
+    def position(self, tp, timeout_ms=0):
+        return 0
+
+    def end_offsets(self, tps, timeout_ms=0):
+        if self.end is None:
+            raise kafka_errors.KafkaConnectionError("Connection lost: InvalidReceiveError: Invalid frame length")
+        return {tp: self.end for tp in tps}
+
+
+def test_a_partition_whose_end_and_batch_are_both_unknown_is_no_stall(monkeypatch):
+    """Neither the end offsets nor a batch read apart answer: nothing is learnt, so an idle partition stays idle.
+    It was counted one record behind and, 1.5 s later, made a gateway not ready over a partition with no record
+    (CI: ``stall.videos/1 stuck at offset 0 with 1 records behind it`` beside the real stall on partition 0)."""
+    from gateway.bus.stalls import Watch
+
+    watch = Watch(KafkaSettings(stall_check_s=0.1))
+    monkeypatch.setattr(watch.direct, "batch", lambda client, p, offset: None)  # no batch at the position
+    client = _CutClient(partitions=2)
+    for now in (0.0, 1.0, 2.0, 3.0):
+        watch._unanswered_until = float("-inf")  # (the unanswered pause is in real time; this clock is not)
+        assert watch.observe(client, now=now) == []
+    assert watch.stalls(1.5, now=3.0) == []
+    client.end = 4  # the broker answers again: a partition that is behind now stalls, as before
+    for now in (4.0, 5.0, 7.0):
+        watch._unanswered_until = float("-inf")
+        watch.observe(client, now=now)
+    assert [(s.partition.partition, s.offset, s.behind) for s in watch.stalls(1.5, now=7.0)] == [(0, 0, 4), (1, 0, 4)]
+
+
 def test_a_paused_partition_is_no_stall(broker):
     k = _settings(broker, "paused", stall_check_s=0.1)
     _produce(k, 3)

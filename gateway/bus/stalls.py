@@ -137,7 +137,8 @@ class Watch:
         batch = self.direct.batch(client, p, offset)
         if end is None and batch is None:  # no answer either way: the other partitions' checks would wait as long
             self._unanswered_until = time.monotonic() + self.settings.stall_check_s
-        seen.behind = (end if end is not None else batch.end if batch is not None else offset + 1) - offset
+            return []  # and nothing learnt of this partition: its last known lag stands (an idle one stays idle)
+        seen.behind = (end if end is not None else batch.end) - offset
         if batch is None or (batch.data is not None and FETCH_FAILURES.last_oversize < seen.since):
             return []  # within the limit, and no fetch of the client's failed on a larger reply: the client's to read
         if batch.data is None and self.settings.oversize_records != "dead_letter":
