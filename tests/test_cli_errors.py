@@ -84,6 +84,20 @@ def test_a_bad_manifest_row_is_one_line_from_replay(tmp_path):
     _one_line_exit_2(run, "m.jsonl:1: source: Field required", "required: video_id, uri, label, source, anchor_id")
 
 
+@pytest.mark.parametrize("via", ["inproc", "kafka"])
+def test_a_replay_of_a_manifest_without_a_generated_video_is_refused_before_any_work(tmp_path, via):
+    """Its report could measure nothing (it refuses such a run), so the replay stops at once, one line, exit 2,
+    no run folder, before a broker starts."""
+    reals = [{"video_id": v, "uri": f"{v}.mp4", "label": "real", "source": "real", "anchor_id": v} for v in "ab"]
+    (tmp_path / "m.jsonl").write_text("".join(json.dumps(r) + "\n" for r in reals[:1]))
+    run = _lastmile("replay", "m.jsonl", "--via", via, "--bootstrap", "127.0.0.1:1", "--out", "run", cwd=tmp_path)
+    _one_line_exit_2(run, "m.jsonl: no generated video, only 1 real one: a replay measures", "`lastmile send`")
+    assert not (tmp_path / "run").exists()
+    (tmp_path / "m.jsonl").write_text("".join(json.dumps(r) + "\n" for r in reals))
+    run = _lastmile("replay", "m.jsonl", "--via", via, "--bootstrap", "127.0.0.1:1", "--out", "run", cwd=tmp_path)
+    _one_line_exit_2(run, "only 2 real ones")
+
+
 def test_a_bad_manifest_row_is_one_line_from_canary_run_before_any_broker(tmp_path):
     (tmp_path / "m.jsonl").write_text(MANIFEST_CASES[0][0] + "\n")
     run = _lastmile(
@@ -165,7 +179,7 @@ def test_the_demo_exits_1_when_its_run_has_infrastructure_errors(tmp_path, monke
     monkeypatch.setattr(demo, "run_demo", lambda *a, **k: {"results": results})
     failed = CliRunner().invoke(main, ["demo", "--out", str(tmp_path / "d")])
     assert failed.exit_code == 1, failed.output
-    assert "demo: infra error RuntimeUnavailable: 1 rows (1 videos); first: scorer down" in failed.output
+    assert "demo: infra error RuntimeUnavailable: 1 row (1 video); first: scorer down" in failed.output
     allowed = CliRunner().invoke(main, ["demo", "--out", str(tmp_path / "d"), "--max-infra-errors", "1"])
     assert allowed.exit_code == 0, allowed.output
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gateway.core.messages import ScoreRow
+from gateway.core.wording import counted
 from transforms.config_errors import one_line
 
 DEFAULT_MAX_INFRA_ERRORS = 0  # infrastructure-error rows a run may have and still succeed (`--max-infra-errors`)
@@ -26,7 +27,7 @@ class ErrorGroup:
     def line(self) -> str:
         hint = next((h for cue, h in HINTS.items() if cue in self.first_message), "")
         return (
-            f"{self.kind} error {self.error_class}: {self.rows} rows ({self.videos} videos); "
+            f"{self.kind} error {self.error_class}: {counted(self.rows, 'row')} ({counted(self.videos, 'video')}); "
             f"first: {self.first_message}{hint}"
         )
 
@@ -68,8 +69,8 @@ class RunFailures:
         out += self._empty_lines()
         if with_bound and self.infra_rows > self.max_infra_errors:
             out.append(
-                f"{self.infra_rows} infrastructure-error rows of {self.rows}, more than the {self.max_infra_errors} "
-                "allowed (--max-infra-errors)"
+                f"{counted(self.infra_rows, 'infrastructure-error row')} of {self.rows}, more than the "
+                f"{self.max_infra_errors} allowed (--max-infra-errors)"
             )
         return out
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from pydantic import ConfigDict, Field
 from tqdm import tqdm
 
-from detectors.manifest import ManifestRow, read_manifest
+from detectors.manifest import ManifestError, ManifestRow, read_manifest
 from detectors.proxy.corpus import marked_description
 from gateway import __version__
 from gateway.batch.results import done_videos, drop_infra_videos, merge, write_part
@@ -27,6 +27,7 @@ from gateway.core.config import OPERATIONAL_LIMITS, PipelineSettings, SourceSett
 from gateway.core.messages import ScoreRow, VideoFacts
 from gateway.core.pipeline import Pipeline
 from gateway.core.supervisor import Supervisor
+from gateway.core.wording import counted
 from gateway.core.worker import ENTRY, Entry, FetchRules, VideoRequest
 
 
@@ -83,7 +84,7 @@ def replay(
     exception), and an unavailable scorer gives ``infra`` rows, which ``resume`` runs again. ``entry``: what the
     worker processes run (:data:`gateway.core.worker.ENTRY`).
     """
-    rows = read_manifest(cfg.manifest)
+    rows = benchmark_manifest(cfg.manifest)
     rows_for = build_pipeline(cfg, runtimes=False)  # fails at once, before the run folder, if it cannot start
     parts = run_dir / "parts"
     prepare_run(cfg, run_dir, resume, rows)
@@ -125,6 +126,19 @@ def _run_chunks(
                 yield chunk, [row.model_dump() for _, req in chunk for row in results.pop(req.video_id)]
     finally:
         supervisor.close()
+
+
+def benchmark_manifest(path: Path) -> list[ManifestRow]:
+    """A replay's manifest rows. A benchmark measures detectors on generated videos paired with their real anchors,
+    so a manifest without a generated video is refused before any work: its report could measure nothing."""
+    rows = read_manifest(path)
+    if not any(r.label == "generated" for r in rows):
+        raise ManifestError(
+            f"{path}: no generated video, only {counted(len(rows), 'real one')}: a replay measures detectors on "
+            "generated videos paired with their real anchors; to score videos without that, send them to a "
+            "gateway (`lastmile up`, `lastmile send`)"
+        )
+    return rows
 
 
 def prepare_run(cfg: ReplayConfig, run_dir: Path, resume: bool, rows: list[ManifestRow]) -> None:

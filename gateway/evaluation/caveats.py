@@ -12,6 +12,7 @@ import numpy as np
 
 from gateway.batch.failures import RunFailures, summarize
 from gateway.core.messages import ScoreRow
+from gateway.core.wording import counted
 from gateway.evaluation import proportions
 from gateway.evaluation.paired import Evaluation
 from gateway.evaluation.tables import interval, pct, points, zero_width
@@ -56,12 +57,14 @@ def _headline(failures: RunFailures, scored: int) -> str:
     if not failures.rows:
         return "This run has no result rows: nothing could be evaluated, and every table below is empty."
     counts = (
-        f"{failures.video_rows} video-error rows (kept in the FakeR/RealR denominators as misses) and "
-        f"{failures.infra_rows} infrastructure-error rows (counted apart, in no metric), of {failures.rows} rows"
+        f"{counted(failures.video_rows, 'video-error row')} (kept in the FakeR/RealR denominators as misses) and "
+        f"{counted(failures.infra_rows, 'infrastructure-error row')} (counted apart, in no metric), of "
+        f"{counted(failures.rows, 'row')}"
     )
     if not scored:
         return f"Every row of this run failed: {counts}. No metric could be computed; the tables below are empty."
-    cells = f"; {len(failures.empty_cells)} cells have no score at all" if failures.empty_cells else ""
+    empty = len(failures.empty_cells)
+    cells = f"; {counted(empty, 'cell has', 'cells have')} no score at all" if empty else ""
     return f"Failures in this run: {counts}{cells}."
 
 
@@ -98,7 +101,8 @@ def sample_warnings(ev: Evaluation, rows: list[ScoreRow]) -> list[str]:
             for z in zero[:ZERO_WIDTH_EXAMPLES]
         )
         out.append(
-            f"{len(zero)} intervals have zero width (marked †), e.g. {examples}. Every bootstrap replicate gave "
+            f"{counted(len(zero), 'interval has', 'intervals have')} zero width (marked †), e.g. {examples}. "
+            "Every bootstrap replicate gave "
             "the same value, typically because a class was separated perfectly, or missed entirely, on few "
             "anchors: it shows no variation in this sample, not certainty."
         )
@@ -115,7 +119,8 @@ def small_sample_warnings(rows: list[ScoreRow]) -> list[str]:
         return []
     listed = ", ".join(f"{s} {n}" for s, n in few.items())
     return [
-        f"Small sample: {len(few)} of {len(per_source)} generation sources have fewer than "
+        f"Small sample: {len(few)} of {counted(len(per_source), 'generation source')} "
+        f"{'has' if len(few) == 1 else 'have'} fewer than "
         f"{SMALL_SAMPLE_ANCHORS} real anchors ({listed}). The bootstrap resamples anchors, so with this few "
         "its intervals are rough and tend to be too narrow: treat differences of a few points as noise."
     ]
@@ -179,7 +184,7 @@ def same_video_warnings(ev: Evaluation) -> list[str]:
     if not apart:
         return []
     return [
-        f"AUC drift is on the videos scored under both conditions: in {len(apart)} cells (e.g. "
+        f"AUC drift is on the videos scored under both conditions: in {counted(len(apart), 'cell')} (e.g. "
         f"{'; '.join(apart[:ZERO_WIDTH_EXAMPLES])}) a video failed under one of them, so the drift is not the "
         "difference of the two AUCs shown, each of which keeps the videos scored under it."
     ]

@@ -14,6 +14,7 @@ import matplotlib.pyplot as plt
 
 from gateway.core.contenders import PairError, distinct_pairs, split_pair
 from gateway.core.messages import ScoreRow
+from gateway.core.wording import counted
 from gateway.evaluation import jsonout
 from gateway.evaluation.caveats import ZERO_WIDTH_EXAMPLES, small_sample_warnings, unfit_threshold_warnings
 from gateway.evaluation.compare import ROLES, Comparison, Contender, Estimate, compare_shared, shared_rows
@@ -135,7 +136,8 @@ def comparison_warnings(cmp: Comparison, rows: list[ScoreRow]) -> list[str]:
     ]
     if zero:
         out.append(
-            f"{len(zero)} bootstrap intervals have zero width (marked {ZERO_WIDTH}), e.g. "
+            f"{counted(len(zero), 'bootstrap interval has', 'bootstrap intervals have')} zero width (marked "
+            f"{ZERO_WIDTH}), e.g. "
             f"{'; '.join(zero[:ZERO_WIDTH_EXAMPLES])}. Every replicate gave the same difference, typically because "
             "both contenders separated the classes perfectly on few anchors: no variation in this sample, not "
             "certainty."
