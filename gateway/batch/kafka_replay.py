@@ -11,9 +11,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from detectors.manifest import read_manifest
 from detectors.repository import get_detectors
 from gateway import bus
-from gateway.batch.replay import ReplayConfig, benchmark_manifest, prepare_run
+from gateway.batch.replay import ReplayConfig, prepare_run
 from gateway.batch.results import merge, schema
 from gateway.core.config import GatewayConfig, KafkaSettings, PipelineSettings
 from gateway.core.messages import ScoreEvent, ScoreRow, VideoEvent, idempotency_key
@@ -63,7 +64,7 @@ def replay_via_kafka(
 ) -> Path:
     """Produce every manifest row to a fresh input topic, run a gateway (in this process) on it, and write the
     collected score events as ``run_dir/results.parquet``. Starts a local broker unless ``bootstrap`` is given."""
-    rows = benchmark_manifest(cfg.manifest)
+    rows = read_manifest(cfg.manifest)
     prepare_run(cfg, run_dir, resume=False, rows=rows)
     broker = None if bootstrap else bus.start_broker()
     run_id = uuid.uuid4().hex[:10]

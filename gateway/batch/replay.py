@@ -18,7 +18,7 @@ from pathlib import Path
 from pydantic import ConfigDict, Field
 from tqdm import tqdm
 
-from detectors.manifest import ManifestError, ManifestRow, read_manifest
+from detectors.manifest import ManifestRow, read_manifest
 from detectors.proxy.corpus import marked_description
 from gateway import __version__
 from gateway.batch.results import done_videos, drop_infra_videos, merge, write_part
@@ -84,7 +84,7 @@ def replay(
     exception), and an unavailable scorer gives ``infra`` rows, which ``resume`` runs again. ``entry``: what the
     worker processes run (:data:`gateway.core.worker.ENTRY`).
     """
-    rows = benchmark_manifest(cfg.manifest)
+    rows = read_manifest(cfg.manifest)
     rows_for = build_pipeline(cfg, runtimes=False)  # fails at once, before the run folder, if it cannot start
     parts = run_dir / "parts"
     prepare_run(cfg, run_dir, resume, rows)
@@ -128,17 +128,16 @@ def _run_chunks(
         supervisor.close()
 
 
-def benchmark_manifest(path: Path) -> list[ManifestRow]:
-    """A replay's manifest rows. A benchmark measures detectors on generated videos paired with their real anchors,
-    so a manifest without a generated video is refused before any work: its report could measure nothing."""
-    rows = read_manifest(path)
-    if not any(r.label == "generated" for r in rows):
-        raise ManifestError(
-            f"{path}: no generated video, only {counted(len(rows), 'real one')}: a replay measures detectors on "
-            "generated videos paired with their real anchors; to score videos without that, send them to a "
-            "gateway (`lastmile up`, `lastmile send`)"
-        )
-    return rows
+def scores_only_notice(path: Path, rows: list[ManifestRow]) -> str | None:
+    """What a replay of a manifest without a generated video says first: it scores, but its report (which pairs
+    generated videos with their real anchors) can measure nothing. None where the manifest has one."""
+    if any(r.label == "generated" for r in rows):
+        return None
+    return (
+        f"{path} has no generated video, only {counted(len(rows), 'real one')}: this run gives scores only, and "
+        "`lastmile report` will refuse it (a report measures detectors on generated videos paired with their real "
+        "anchors)"
+    )
 
 
 def prepare_run(cfg: ReplayConfig, run_dir: Path, resume: bool, rows: list[ManifestRow]) -> None:

@@ -72,8 +72,9 @@ def replay(
 ) -> None:
     """Run every video of MANIFEST through the conditions and detectors into OUT/results.parquet; exit 1 where a
     (detector, condition) has no score or infrastructure errors exceed --max-infra-errors."""
+    from detectors.manifest import read_manifest
     from gateway.batch.kafka_replay import replay_via_kafka
-    from gateway.batch.replay import ReplayConfig
+    from gateway.batch.replay import ReplayConfig, scores_only_notice
     from gateway.batch.replay import replay as run_replay
 
     cfg = ReplayConfig(
@@ -90,6 +91,8 @@ def replay(
     )
     if via == "kafka" and resume:
         raise click.UsageError("--resume applies to the in-process replay")
+    if notice := scores_only_notice(manifest, read_manifest(manifest)):  # (a bad row: one line, before any work)
+        click.echo(f"replay: note: {notice}", err=True)
     try:
         if via == "kafka":
             path = replay_via_kafka(cfg, out, bootstrap=bootstrap, workers=workers or 2)
