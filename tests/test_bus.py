@@ -278,24 +278,29 @@ class _CutClient:
         return {tp: self.end for tp in tps}
 
 
-def test_a_partition_whose_end_and_batch_are_both_unknown_is_no_stall(monkeypatch):
-    """Neither the end offsets nor a batch read apart answer: nothing is learnt, so an idle partition stays idle.
-    It was counted one record behind and, 1.5 s later, made a gateway not ready over a partition with no record
-    (CI: ``stall.videos/1 stuck at offset 0 with 1 records behind it`` beside the real stall on partition 0)."""
+def test_an_empty_partition_beside_a_cut_connection_is_no_stall_and_an_unreadable_one_still_is(monkeypatch):
+    """The end offsets fail on a cut connection. Where the leader, asked apart, answers that it holds no batch at
+    the position, its high watermark says the partition is idle: no stall. It was counted one record behind and,
+    1.5 s later, made a gateway not ready over a partition with no record (CI: ``stall.videos/1 stuck at offset 0
+    with 1 records behind it`` beside the real stall on partition 0). Where nothing can be asked (behind SASL, a
+    failed socket), the partition may be stuck, and readiness still says so."""
     from gateway.bus.stalls import Watch
 
-    watch = Watch(KafkaSettings(stall_check_s=0.1))
-    monkeypatch.setattr(watch.direct, "batch", lambda client, p, offset: None)  # no batch at the position
-    client = _CutClient(partitions=2)
-    for now in (0.0, 1.0, 2.0, 3.0):
-        watch._unanswered_until = float("-inf")  # (the unanswered pause is in real time; this clock is not)
-        assert watch.observe(client, now=now) == []
-    assert watch.stalls(1.5, now=3.0) == []
-    client.end = 4  # the broker answers again: a partition that is behind now stalls, as before
-    for now in (4.0, 5.0, 7.0):
-        watch._unanswered_until = float("-inf")
-        watch.observe(client, now=now)
-    assert [(s.partition.partition, s.offset, s.behind) for s in watch.stalls(1.5, now=7.0)] == [(0, 0, 4), (1, 0, 4)]
+    def watched(answer, times, client):
+        watch = Watch(KafkaSettings(stall_check_s=0.1))
+        monkeypatch.setattr(watch.direct, "probe", lambda client, p, offset: answer)
+        for now in times:
+            watch._unanswered_until = float("-inf")  # (the unanswered pause is in real time; this clock is not)
+            assert watch.observe(client, now=now) == []
+        return watch
+
+    rounds, client = (0.0, 1.0, 2.0, 3.0), _CutClient(partitions=2)
+    assert watched(0, rounds, client).stalls(1.5, now=3.0) == []  # the leader: no batch at 0, its end 0
+    unreadable = watched(None, rounds, _CutClient(partitions=1)).stalls(1.5, now=3.0)  # (one: the first unanswered
+    assert [(s.partition.partition, s.offset, s.behind) for s in unreadable] == [(0, 0, 1)]  # check skips the rest)
+    client.end = 4  # the broker answers: a partition behind its end stalls with its lag
+    answered = watched(None, (4.0, 5.0, 7.0), client).stalls(1.5, now=7.0)
+    assert [(s.partition.partition, s.offset, s.behind) for s in answered] == [(0, 0, 4), (1, 0, 4)]
 
 
 def test_a_paused_partition_is_no_stall(broker):

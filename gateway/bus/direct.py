@@ -15,7 +15,7 @@ import ssl
 
 from gateway.bus import clients
 from gateway.bus.errors import BusError
-from gateway.bus.oversize import Batch, fetch_batch
+from gateway.bus.oversize import Batch, NoBatch, fetch_batch
 from gateway.bus.records import OversizeRecord, Partition, Record, UnreadableRecord, from_batch
 from gateway.core.kafka_settings import KafkaSettings
 
@@ -31,6 +31,12 @@ class DirectReader:
 
     def batch(self, client, p: Partition, offset: int) -> Batch | None:
         """The batch at ``offset``, asked of the partition's leader; None if it cannot be."""
+        found = self.probe(client, p, offset)
+        return found if isinstance(found, Batch) else None
+
+    def probe(self, client, p: Partition, offset: int) -> Batch | int | None:
+        """The batch at ``offset``; else the leader's high watermark where it answered that it holds none there;
+        None where it could not be asked (behind SASL, no leader known, a failed socket)."""
         if self.settings.security_protocol.startswith("SASL"):
             log.error("%s/%s at offset %s: batches cannot be read apart with SASL", *p, offset)
             return None
@@ -38,6 +44,9 @@ class DirectReader:
             host, port = leader_address(client, p)
             limit, timeout_s = self.settings.max_message_bytes, self.settings.probe_timeout_ms / 1000
             return fetch_batch(host, port, *p, offset, limit, timeout_s, self._tls)
+        except NoBatch as exc:
+            log.warning("could not read %s/%s at offset %s apart: %s", *p, offset, exc)
+            return exc.end
         except (BusError, OSError) as exc:
             log.warning("could not read %s/%s at offset %s apart: %s", *p, offset, exc)
             return None

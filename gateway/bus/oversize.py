@@ -41,6 +41,14 @@ class ProbeError(BusError):
     """The leader did not describe the batch (an error code, no records, or a reply cut short)."""
 
 
+class NoBatch(ProbeError):
+    """The leader answered, and holds no batch at the offset: ``end`` is its high watermark then."""
+
+    def __init__(self, message: str, end: int) -> None:
+        super().__init__(message)
+        self.end = end
+
+
 def fetch_batch(
     host: str,
     port: int,
@@ -72,7 +80,7 @@ def fetch_batch(
         r.raw(16 * max(0, n_aborted))
         (records_size,) = r.take(">i")
         if records_size < struct.calcsize(BATCH_HEADER):
-            raise ProbeError(f"no record batch at offset {offset} of {topic}/{partition}")
+            raise NoBatch(f"no record batch at offset {offset} of {topic}/{partition} (its end: {end})", end)
         header = r.raw(struct.calcsize(BATCH_HEADER))
         base, length, _, magic, _, _, last_delta = struct.unpack(BATCH_HEADER, header)
         if magic != 2:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from gateway.bus.direct import DirectReader, Fetched
 from gateway.bus.errors import BusError, mapped
+from gateway.bus.oversize import Batch
 from gateway.bus.records import Partition
 from gateway.core.kafka_settings import KafkaSettings
 
@@ -131,13 +132,17 @@ class Watch:
                 self._unanswered_until = time.monotonic() + self.settings.stall_check_s
                 return []
             end = None
+        found = None if end is not None and end <= offset else self.direct.probe(client, p, offset)
+        batch = found if isinstance(found, Batch) else None
+        if end is None and isinstance(found, int):  # the leader holds no batch there: its end is the watermark
+            end = found
         if end is not None and end <= offset:  # at its end: idle, not stalled
             seen.behind, seen.since = 0, now
             return []
-        batch = self.direct.batch(client, p, offset)
         if end is None and batch is None:  # no answer either way: the other partitions' checks would wait as long
             self._unanswered_until = time.monotonic() + self.settings.stall_check_s
-            return []  # and nothing learnt of this partition: its last known lag stands (an idle one stays idle)
+            seen.behind = max(seen.behind, 1)  # it may be stuck (behind SASL nothing else can tell): readiness says
+            return []
         seen.behind = (end if end is not None else batch.end) - offset
         if batch is None or (batch.data is not None and FETCH_FAILURES.last_oversize < seen.since):
             return []  # within the limit, and no fetch of the client's failed on a larger reply: the client's to read
