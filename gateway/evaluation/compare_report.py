@@ -48,12 +48,18 @@ def _cell(e: Estimate | None, signed: bool = True) -> str:
     if e is None or not math.isfinite(e[0]):
         return "-"
     point, (lo, hi) = e
-    return f"{points(point) if signed else pct(point)} [{pct(lo)}, {pct(hi)}]" + (ZERO_WIDTH if lo == hi else "")
+    return f"{points(point) if signed else pct(point)} [{pct(lo)}, {pct(hi)}]"
+
+
+def _marked(e: Estimate | None, key: str) -> str:
+    """A cell of the table, its interval marked † by the caution's own rule (a bootstrap-only zero width)."""
+    zero = key in dict(BOOTSTRAPPED) and e is not None and math.isfinite(e[0]) and zero_width(e[1])
+    return _cell(e, key != "disagreement") + (ZERO_WIDTH if zero else "")
 
 
 def comparison_table(cmp: Comparison) -> Table:
     rows = tuple(
-        Row((c.condition, str(c.videos), *(_cell(getattr(c, key), key != "disagreement") for key, _ in QUANTITIES)))
+        Row((c.condition, str(c.videos), *(_marked(getattr(c, key), key) for key, _ in QUANTITIES)))
         for c in cmp.conditions
     )
     names = {"champion": cmp.champion, "challenger": cmp.challenger}
@@ -129,10 +135,10 @@ def comparison_warnings(cmp: Comparison, rows: list[ScoreRow]) -> list[str]:
     which never has), and a contender whose card's threshold keeps under half its scored reals real."""
     out = small_sample_warnings(rows)
     zero = [
-        f"{heading} under {c.condition} {_cell(e)}"
+        f"{heading} under {c.condition} {_marked(e, key)}"
         for c in cmp.conditions
         for key, heading in BOOTSTRAPPED
-        if (e := getattr(c, key)) is not None and math.isfinite(e[0]) and zero_width(e[1])
+        if ZERO_WIDTH in _marked(e := getattr(c, key), key)
     ]
     if zero:
         out.append(

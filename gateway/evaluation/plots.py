@@ -56,7 +56,8 @@ def make_plots(ev: Evaluation, rows: list[ScoreRow], folder: Path) -> list[Figur
         Figure(
             "heatmap",
             _plot_heatmap(ev, folder / "source_condition_auc.png"),
-            "Per-source AUC (%) for each detector: which generation source each condition hides.",
+            "Per-source AUC (%, rounded to whole points) for each detector: which generation source each "
+            "condition hides.",
         ),
         Figure(
             "rank",
