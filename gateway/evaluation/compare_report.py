@@ -135,10 +135,10 @@ def comparison_warnings(cmp: Comparison, rows: list[ScoreRow]) -> list[str]:
     which never has), and a contender whose card's threshold keeps under half its scored reals real."""
     out = small_sample_warnings(rows)
     zero = [
-        f"{heading} under {c.condition} {_marked(e, key)}"
+        f"{heading} under {c.condition} {cell}"
         for c in cmp.conditions
         for key, heading in BOOTSTRAPPED
-        if ZERO_WIDTH in _marked(e := getattr(c, key), key)
+        if ZERO_WIDTH in (cell := _marked(getattr(c, key), key))
     ]
     if zero:
         out.append(
