@@ -18,7 +18,7 @@ from gateway.core.messages import ScoreRow
 from gateway.evaluation.compare import Contender, compare, shared_rows
 from gateway.evaluation.errors import EvaluationError
 from gateway.evaluation.paired import evaluate
-from gateway.evaluation.report import PROXY_WARNING
+from gateway.evaluation.provenance import PROXY_WARNING
 
 CONDITIONS = ("original", "spatial", "full")
 

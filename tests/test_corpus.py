@@ -43,7 +43,8 @@ def test_a_moved_or_mixed_manifest_of_the_corpus_still_reports_as_a_proxy(tmp_pa
     import shutil
 
     from gateway.batch.replay import corpus_of
-    from gateway.evaluation.report import PROXY_WARNING, build_report
+    from gateway.evaluation.provenance import PROXY_WARNING
+    from gateway.evaluation.report import build_report
     from tests.test_compare import _rows
     from tests.test_report_glance import _run
 
@@ -72,7 +73,7 @@ def test_user_anchors_keep_real_time_are_named_as_yours_and_recorded_by_file(tmp
     report say the anchors are the user's videos (they said synthetic scenes), and corpus.json maps each anchor to
     its file."""
     from detectors.proxy.scenes import encode_h264
-    from gateway.evaluation.report import USER_ANCHORS_WARNING, _notice
+    from gateway.evaluation.provenance import USER_ANCHORS_WARNING, corpus_notice
     from transforms.sampling import SamplingPolicy, sample_frames
 
     reals = tmp_path / "reals"
@@ -89,7 +90,7 @@ def test_user_anchors_keep_real_time_are_named_as_yours_and_recorded_by_file(tmp
     assert 4.7 < slope < 5.3, (slope, brightness)  # (first frames at 24 fps: 4)
     info = json.loads((tmp_path / "c" / "corpus.json").read_text())
     assert info["anchor_files"] == {real.anchor_id: "ramp.mp4"} and "user's own videos" in info["notice"]
-    assert _notice({"proxy": True, "corpus": info}) == USER_ANCHORS_WARNING
+    assert corpus_notice({"proxy": True, "corpus": info}) == USER_ANCHORS_WARNING
 
 
 def test_corpus_synth_takes_at_most_anchors_of_a_real_dir_and_refuses_one_without_videos(tmp_path, media):

@@ -65,9 +65,7 @@ def evaluate(
     for r in rows:
         if r.error_kind == "infra":
             infra[(r.detector, r.condition)] += 1
-    detectors = sorted({r.detector for r in rows})
-    seen = set(r.condition for r in rows)
-    conditions = [c.name for c in LASTMILE if c.name in seen] + sorted(seen - {c.name for c in LASTMILE})
+    detectors, conditions = sorted({r.detector for r in rows}), ordered_conditions(rows)
     sources = sorted({r.source for r in rows if r.label == "generated" and r.source})
     anchors = sorted({r.anchor_id for r in rows if r.anchor_id})
     if rows and not (sources and anchors):
@@ -96,6 +94,12 @@ def evaluate(
         len({r.video_id for r in rows}),
         calibrate_on_original,
     )
+
+
+def ordered_conditions(rows: list[ScoreRow]) -> list[str]:
+    """The conditions of ``rows``: the protocol's in its order, then any other (a sweep's values) sorted."""
+    seen = {r.condition for r in rows}
+    return [c.name for c in LASTMILE if c.name in seen] + sorted(seen - {c.name for c in LASTMILE})
 
 
 def by_version(rows: list[ScoreRow]) -> list[ScoreRow]:

@@ -6,17 +6,10 @@ The Markdown and HTML are rendered by jinja2 templates (``templates/``) from the
 
 from __future__ import annotations
 
-import base64
 import dataclasses
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
-import jinja2
-
-from detectors.proxy.corpus import USER_ANCHORS
-from gateway import __version__
-from gateway.batch.results import RESULTS, ResultsError, read_results
 from gateway.core.messages import ScoreRow
 from gateway.evaluation import jsonout
 from gateway.evaluation.caveats import failure_banner, sample_warnings, seeds
@@ -35,47 +28,19 @@ from gateway.evaluation.findings import key_findings
 from gateway.evaluation.glossary import glossary
 from gateway.evaluation.paired import Evaluation, by_version, evaluate
 from gateway.evaluation.plots import Figure, make_plots
+from gateway.evaluation.provenance import (
+    corpus_notice,
+    provenance,
+    provenance_json,
+    read_run,
+)
+from gateway.evaluation.rendering import environment
 from gateway.evaluation.sweeps import sweep_figures, sweep_json, sweep_tables
-from gateway.evaluation.tables import Table, md_alt, means, report_tables
-
-PROXY_WARNING = (
-    "This run uses lastmile-gateway's self-made proxy corpus: synthetic camera-like scenes and pseudo-generators. "
-    "It is a proxy for AI-generated video, not AI-generated video; its numbers show how detectors respond to "
-    "dissemination on that proxy, not how they perform on real generators."
-)
-
-
-USER_ANCHORS_WARNING = (
-    "This run uses lastmile-gateway's proxy corpus built on your own videos: they are its real anchors, and its "
-    "generated videos are pseudo-generated counterparts rendered from each anchor's first frame. It is a proxy for "
-    "AI-generated video, not AI-generated video; its numbers show how detectors respond to dissemination on that "
-    "proxy, not how they perform on real generators."
-)
-
+from gateway.evaluation.tables import Table, means, report_tables
 
 BOOTSTRAP_INTERVAL = (
     "95% percentile, anchor-clustered; the FakeR and RealR drifts' widened to hold Newcombe's paired score interval"
 )
-
-
-def _notice(ctx: dict) -> str | None:
-    """What every part of a report on the proxy corpus says of it; None for another corpus."""
-    if not ctx["proxy"]:
-        return None
-    return USER_ANCHORS_WARNING if ctx["corpus"].get("real_anchors") == USER_ANCHORS else PROXY_WARNING
-
-
-def read_run(run_dir: Path) -> tuple[list[ScoreRow], dict]:
-    """A run's rows and its ``run.json`` (empty where there is none); :class:`ResultsError` where either cannot be
-    read."""
-    meta = run_dir / "run.json"
-    try:
-        info = json.loads(meta.read_text()) if meta.exists() else {}
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ResultsError(f"{meta} is not a run's JSON: {exc}") from None
-    if not isinstance(info, dict):
-        raise ResultsError(f"{meta} is not a run's JSON: an object was expected")
-    return read_results(run_dir / RESULTS), info
 
 
 def evaluate_rows(
@@ -126,7 +91,7 @@ def build_report(
     out["md"].write_text(render("report.md.j2", ev, ctx, figures, sections))
     out["html"].write_text(render("report.html.j2", ev, ctx, figures, sections))
     if contests:
-        out |= write_comparisons(contests, run_dir, forests, _notice(ctx))
+        out |= write_comparisons(contests, run_dir, forests, corpus_notice(ctx))
     return out
 
 
@@ -135,59 +100,36 @@ def render(
 ) -> str:
     """One of the report templates, from the evaluation's tables and figures (HTML autoescaped); ``comparisons``:
     the champion vs challenger sections, a table and a forest plot each."""
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("gateway.evaluation", "templates"),
-        autoescape=jinja2.select_autoescape(["html.j2"]),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
+    return (
+        environment()
+        .get_template(template)
+        .render(
+            ev=ev,
+            ctx=ctx,
+            tables=report_tables(ev) + sweep_tables(ev),
+            figures=figures,
+            comparisons=comparisons,
+            notice=corpus_notice(ctx),
+            glossary=glossary(ev),
+            generators=(ctx["corpus"].get("generators") or {}) if ctx["proxy"] else {},
+        )
     )
-    env.filters["data_uri"] = _data_uri
-    env.filters["md_alt"] = md_alt
-    return env.get_template(template).render(
-        ev=ev,
-        ctx=ctx,
-        tables=report_tables(ev) + sweep_tables(ev),
-        figures=figures,
-        comparisons=comparisons,
-        notice=_notice(ctx),
-        glossary=glossary(ev),
-        generators=(ctx["corpus"].get("generators") or {}) if ctx["proxy"] else {},
-    )
-
-
-def _data_uri(path: Path) -> str:
-    return "data:image/png;base64," + base64.b64encode(Path(path).read_bytes()).decode()
 
 
 def _context(ev: Evaluation, rows: list[ScoreRow], info: dict) -> dict:
-    corpus = info.get("corpus") or {}
-    per_cell = by_version(rows)  # named as ev's cells are (the provenance below keeps the rows' own names)
-    failures = failure_banner(per_cell, info.get("conditions") or ev.conditions)
-    is_proxy = bool(corpus.get("notice", "")) and "PROXY" in corpus.get("notice", "")
-    versions = sorted({f"{r.detector} {r.detector_version} ({r.runtime})" for r in rows})
-    models = sorted({(f"{r.detector}@{r.detector_version}", r.model_sha256) for r in rows if r.model_sha256})
-    profiles = sorted({r.profile for r in rows if r.profile})
-    return {
-        "proxy": is_proxy,
-        "corpus": corpus,
-        "corpus_seed": seeds(ev, corpus)["corpus_text"],
-        "seeds": seeds(ev, corpus),
-        "manifest": (info.get("config") or {}).get("manifest") or "not recorded",
+    ctx = provenance(rows, info)
+    per_cell = by_version(rows)  # named as ev's cells are (the provenance keeps the rows' own names)
+    return ctx | {
+        "corpus_seed": seeds(ev, ctx["corpus"])["corpus_text"],
+        "seeds": seeds(ev, ctx["corpus"]),
         "anchors": ev.anchors,
         "videos": ev.videos,
-        "rows": len(rows),
-        "failures": failures,
+        "failures": failure_banner(per_cell, info.get("conditions") or ev.conditions),
         "thresholds": _thresholds(ev),
         "findings": key_findings(ev),
         "warnings": sample_warnings(ev, per_cell),
         "bootstrap": {"replicates": ev.replicates, "seed": ev.seed, "interval": BOOTSTRAP_INTERVAL},
         "calibrated": ev.calibrated,
-        "detectors": versions,
-        "profiles": profiles,
-        "spec_hashes": sorted({(r.condition, r.spec_hash) for r in rows if r.spec_hash}),
-        "model_hashes": models,
-        "manifest_sha256": info.get("manifest_sha256") or "not recorded",
-        "gateway_version": {"replay": info.get("gateway_version") or "not recorded", "report": __version__},
     }
 
 
@@ -203,19 +145,16 @@ def _thresholds(ev: Evaluation) -> str:
 
 
 def _as_json(ev: Evaluation, ctx: dict, contests: list[Comparison]) -> dict:
-    hashes = [{"condition": c, "spec_hash": h} for c, h in ctx["spec_hashes"]]
-    models = [{"detector": d, "model_sha256": h} for d, h in ctx["model_hashes"]]
-    context = {k: v for k, v in ctx.items() if k not in ("failures", "findings", "warnings")}
     return {
         "failures": ctx["failures"],
         "key_findings": [dataclasses.asdict(f) for f in ctx["findings"]],
         "warnings": ctx["warnings"],
-        "context": {**context, "spec_hashes": hashes, "model_hashes": models},
-        "notice": _notice(ctx),
+        "context": provenance_json(ctx),
+        "notice": corpus_notice(ctx),
         "cells": [dataclasses.asdict(c) for c in ev.cells],
         "rank_correlation": ev.rank_correlation,
         "mean_over_detectors": means(ev),
         "sweeps": sweep_json(ev),
         "glossary": {t.term: t.definition for t in glossary(ev)},
-        "comparisons": comparisons_json(contests, _notice(ctx)),
+        "comparisons": comparisons_json(contests, corpus_notice(ctx)),
     }

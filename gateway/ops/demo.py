@@ -12,7 +12,8 @@ import yaml
 
 from detectors.proxy.corpus import CorpusConfig, synthesize
 from gateway.batch.replay import ReplayConfig, replay
-from gateway.evaluation.report import PROXY_WARNING, build_report, evaluate_run
+from gateway.evaluation.provenance import PROXY_WARNING
+from gateway.evaluation.report import build_report, evaluate_run
 from gateway.evaluation.tables import main_table
 
 DEMO_SEED = 4242  # held out: the reference detectors were trained and calibrated on seed 1000

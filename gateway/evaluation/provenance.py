@@ -1,0 +1,76 @@
+"""Where a report's numbers come from: the run's rows and ``run.json``, the corpus notice that every part of a
+report on the proxy corpus carries, and the provenance a report states (detectors with their versions and
+runtimes, encoder profiles, spec and model hashes, the manifest and the gateway versions)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from detectors.proxy.corpus import USER_ANCHORS
+from gateway import __version__
+from gateway.batch.results import RESULTS, ResultsError, read_results
+from gateway.core.messages import ScoreRow
+
+PROXY_WARNING = (
+    "This run uses lastmile-gateway's self-made proxy corpus: synthetic camera-like scenes and pseudo-generators. "
+    "It is a proxy for AI-generated video, not AI-generated video; its numbers show how detectors respond to "
+    "dissemination on that proxy, not how they perform on real generators."
+)
+
+
+USER_ANCHORS_WARNING = (
+    "This run uses lastmile-gateway's proxy corpus built on your own videos: they are its real anchors, and its "
+    "generated videos are pseudo-generated counterparts rendered from each anchor's first frame. It is a proxy for "
+    "AI-generated video, not AI-generated video; its numbers show how detectors respond to dissemination on that "
+    "proxy, not how they perform on real generators."
+)
+
+
+def read_run(run_dir: Path) -> tuple[list[ScoreRow], dict]:
+    """A run's rows and its ``run.json`` (empty where there is none); :class:`ResultsError` where either cannot be
+    read."""
+    meta = run_dir / "run.json"
+    try:
+        info = json.loads(meta.read_text()) if meta.exists() else {}
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ResultsError(f"{meta} is not a run's JSON: {exc}") from None
+    if not isinstance(info, dict):
+        raise ResultsError(f"{meta} is not a run's JSON: an object was expected")
+    return read_results(run_dir / RESULTS), info
+
+
+def corpus_notice(ctx: dict) -> str | None:
+    """What every part of a report on the proxy corpus says of it (``ctx``: :func:`provenance`'s); None for
+    another corpus."""
+    if not ctx["proxy"]:
+        return None
+    return USER_ANCHORS_WARNING if ctx["corpus"].get("real_anchors") == USER_ANCHORS else PROXY_WARNING
+
+
+def provenance(rows: list[ScoreRow], info: dict) -> dict:
+    """What a report states of its run's origin, from the rows' own provenance and ``run.json``."""
+    corpus = info.get("corpus") or {}
+    return {
+        "proxy": bool(corpus.get("notice", "")) and "PROXY" in corpus.get("notice", ""),
+        "corpus": corpus,
+        "manifest": (info.get("config") or {}).get("manifest") or "not recorded",
+        "rows": len(rows),
+        "detectors": sorted({f"{r.detector} {r.detector_version} ({r.runtime})" for r in rows}),
+        "profiles": sorted({r.profile for r in rows if r.profile}),
+        "spec_hashes": sorted({(r.condition, r.spec_hash) for r in rows if r.spec_hash}),
+        "model_hashes": sorted(
+            {(f"{r.detector}@{r.detector_version}", r.model_sha256) for r in rows if r.model_sha256}
+        ),
+        "manifest_sha256": info.get("manifest_sha256") or "not recorded",
+        "gateway_version": {"replay": info.get("gateway_version") or "not recorded", "report": __version__},
+    }
+
+
+def provenance_json(ctx: dict) -> dict:
+    """``ctx`` (a report's context) as report.json's ``context`` holds it: hashes as objects, banner and findings
+    apart."""
+    hashes = [{"condition": c, "spec_hash": h} for c, h in ctx["spec_hashes"]]
+    models = [{"detector": d, "model_sha256": h} for d, h in ctx["model_hashes"]]
+    context = {k: v for k, v in ctx.items() if k not in ("failures", "findings", "warnings")}
+    return {**context, "spec_hashes": hashes, "model_hashes": models}
