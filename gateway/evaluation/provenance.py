@@ -40,6 +40,13 @@ def read_run(run_dir: Path) -> tuple[list[ScoreRow], dict]:
     return read_results(run_dir / RESULTS), info
 
 
+def in_run_order(conditions: list[str], info: dict) -> list[str]:
+    """``conditions`` in the order ``run.json`` lists them (a sweep's values as listed, mildest first), any it
+    does not list after them."""
+    order = info.get("conditions") or []
+    return [c for c in order if c in conditions] + [c for c in conditions if c not in order]
+
+
 def corpus_notice(ctx: dict) -> str | None:
     """What every part of a report on the proxy corpus says of it (``ctx``: :func:`provenance`'s); None for
     another corpus."""

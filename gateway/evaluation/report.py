@@ -24,19 +24,24 @@ from gateway.evaluation.compare_report import (
     parse_pairs,
     write_comparisons,
 )
+from gateway.evaluation.errors import EvaluationError
 from gateway.evaluation.findings import key_findings
 from gateway.evaluation.glossary import glossary
 from gateway.evaluation.paired import Evaluation, by_version, evaluate
 from gateway.evaluation.plots import Figure, make_plots
 from gateway.evaluation.provenance import (
     corpus_notice,
+    in_run_order,
     provenance,
     provenance_json,
     read_run,
 )
+from gateway.evaluation.reals import evaluate_reals, is_reals_only
+from gateway.evaluation.reals_report import build_reals_report
 from gateway.evaluation.rendering import environment
 from gateway.evaluation.sweeps import sweep_figures, sweep_json, sweep_tables
 from gateway.evaluation.tables import Table, means, report_tables
+from gateway.evaluation.thresholds import thresholds_sentence
 
 BOOTSTRAP_INTERVAL = (
     "95% percentile, anchor-clustered; the FakeR and RealR drifts' widened to hold Newcombe's paired score interval"
@@ -50,8 +55,7 @@ def evaluate_rows(
     ``calibrate``: a RealR to recalibrate every threshold to on the run's ``original`` reals (else the cards')."""
     extra = {"seed": seed} if seed is not None else {}
     ev = evaluate(rows, replicates=replicates, calibrate_on_original=calibrate, **extra)
-    order = info.get("conditions") or []
-    ev.conditions = [c for c in order if c in ev.conditions] + [c for c in ev.conditions if c not in order]
+    ev.conditions = in_run_order(ev.conditions, info)
     return ev
 
 
@@ -76,6 +80,8 @@ def build_report(
     :func:`evaluate_rows`."""
     pairs = parse_pairs(comparisons)
     rows, info = read_run(run_dir)
+    if is_reals_only(rows):
+        return _reals_report(run_dir, rows, info, replicates, seed, bool(pairs), calibrate)
     shared = paired_rows(rows, pairs)  # raises where a contender has no rows
     ev = evaluate_rows(rows, info, replicates, seed, calibrate)
     contests = compare_pairs(shared, pairs, ev.replicates, seed, calibrate)
@@ -93,6 +99,21 @@ def build_report(
     if contests:
         out |= write_comparisons(contests, run_dir, forests, corpus_notice(ctx))
     return out
+
+
+def _reals_report(
+    run_dir: Path, rows: list[ScoreRow], info: dict, replicates: int, seed: int | None, paired: bool, calibrate
+) -> dict[str, Path]:
+    """The report of a run of real videos only (:mod:`gateway.evaluation.reals_report`)."""
+    if paired:
+        raise EvaluationError(
+            "this run holds real videos only: a champion vs challenger needs generated videos paired with real "
+            "anchors (its report gives each detector's RealR side by side)"
+        )
+    extra = {"seed": seed} if seed is not None else {}
+    ev = evaluate_reals(rows, replicates=replicates, calibrate_on_original=calibrate, **extra)
+    ev.conditions = in_run_order(ev.conditions, info)
+    return build_reals_report(run_dir, rows, info, ev)
 
 
 def render(
@@ -125,23 +146,12 @@ def _context(ev: Evaluation, rows: list[ScoreRow], info: dict) -> dict:
         "anchors": ev.anchors,
         "videos": ev.videos,
         "failures": failure_banner(per_cell, info.get("conditions") or ev.conditions),
-        "thresholds": _thresholds(ev),
+        "thresholds": thresholds_sentence({c.detector: c.threshold for c in ev.cells}, ev.calibrated),
         "findings": key_findings(ev),
         "warnings": sample_warnings(ev, per_cell),
         "bootstrap": {"replicates": ev.replicates, "seed": ev.seed, "interval": BOOTSTRAP_INTERVAL},
         "calibrated": ev.calibrated,
     }
-
-
-def _thresholds(ev: Evaluation) -> str:
-    """The sentence that names each detector's threshold and where it comes from."""
-    fixed = {c.detector: c.threshold for c in ev.cells}
-    named = ", ".join(f"{d} {t:.4g}" for d, t in fixed.items()) or "none"
-    origin = (
-        "each its model card's" if ev.calibrated is None
-        else f"each recalibrated on this run's original reals to RealR {100 * ev.calibrated:.1f} %"
-    )  # fmt: skip
-    return f"Thresholds, fixed once per detector and held for every condition: {named} ({origin})."
 
 
 def _as_json(ev: Evaluation, ctx: dict, contests: list[Comparison]) -> dict:

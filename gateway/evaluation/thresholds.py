@@ -41,3 +41,14 @@ def decision_thresholds(
                 raise EvaluationError(f"{det}: its scored rows state no threshold (the gateway's carry their card's)")
             out[det] = stated.pop() if stated else 0.0  # (no score to decide on: no threshold is used)
     return out
+
+
+def thresholds_sentence(fixed: dict[str, float], calibrated: float | None) -> str:
+    """The report's sentence that names each detector's threshold and where it comes from (``calibrated``: the
+    RealR they were recalibrated to on original; None: their cards')."""
+    named = ", ".join(f"{d} {t:.4g}" for d, t in fixed.items()) or "none"
+    origin = (
+        "each its model card's" if calibrated is None
+        else f"each recalibrated on this run's original reals to RealR {100 * calibrated:.1f} %"
+    )  # fmt: skip
+    return f"Thresholds, fixed once per detector and held for every condition: {named} ({origin})."

@@ -1,0 +1,134 @@
+"""Evaluation of a run of real videos only (a platform's own footage, with no generated counterpart): RealR, the
+share of real videos a detector keeps real at its fixed threshold, per condition, and its drift from ``original``:
+how many more of your real uploads a detector flags once they are disseminated (RA-Bench §D.3's operating-point
+drift, on the real class alone). AUC and FakeR need generated videos, so this evaluation has neither.
+
+RealR here pools the run's real videos (there is no generation source to weight). Its 95 % interval is the hull
+(:func:`gateway.evaluation.proportions.widened`) of the anchor-clustered percentile bootstrap (videos that share an
+``anchor_id`` are resampled together) and Wilson's score interval; the drift's, of the paired bootstrap (one draw
+serves both conditions) and Newcombe's paired score interval: the bootstrap alone collapses to [100, 100] when
+every video is kept real, which a handful of clips often are. A video error is a miss (a real video not kept
+real), as in the paired evaluation; an infrastructure error is no decision and is counted apart.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from gateway.core.messages import ScoreRow
+from gateway.evaluation import proportions
+from gateway.evaluation.bootstrap import anchor_resamples, percentile_interval
+from gateway.evaluation.errors import EvaluationError
+from gateway.evaluation.paired import REPLICATES, SEED, by_version, ordered_conditions
+from gateway.evaluation.thresholds import decision_thresholds
+
+
+@dataclass
+class RealsCell:
+    """One (detector, condition) of a reals-only run."""
+
+    detector: str
+    condition: str
+    real_recall: float
+    real_recall_ci: tuple[float, float]
+    threshold: float
+    n_real: int  # real videos decided, failures included
+    failures: int  # of them, video errors (misses)
+    infra_errors: int  # rows without a decision, in no metric
+    real_recall_drift: float | None = None  # None on original
+    real_recall_drift_ci: tuple[float, float] | None = None
+
+
+@dataclass
+class RealsEvaluation:
+    cells: list[RealsCell]
+    detectors: list[str]
+    conditions: list[str]
+    replicates: int
+    seed: int
+    anchors: int
+    videos: int
+    calibrated: float | None = None  # the RealR the thresholds were recalibrated to on original; None: the cards'
+
+    def cell(self, detector: str, condition: str) -> RealsCell:
+        return next(c for c in self.cells if c.detector == detector and c.condition == condition)
+
+
+def is_reals_only(rows: list[ScoreRow]) -> bool:
+    """A run with rows, every one of a real video: :func:`evaluate_reals` measures it, not the paired evaluation."""
+    return bool(rows) and all(r.label == "real" for r in rows)
+
+
+def evaluate_reals(
+    rows: list[ScoreRow],
+    replicates: int = REPLICATES,
+    seed: int = SEED,
+    thresholds: dict[str, float] | None = None,
+    calibrate_on_original: float | None = None,
+) -> RealsEvaluation:
+    """RealR per (detector, condition) with its 95 % interval, and its drift from ``original`` with a paired one.
+
+    Thresholds as in :func:`gateway.evaluation.paired.evaluate`: the rows' own (the cards'), ``thresholds``, or
+    recalibrated to RealR ``calibrate_on_original`` on ``original`` (where that RealR is then the target, by
+    construction, and only the drifts tell). A detector with several versions is evaluated per version."""
+    if not is_reals_only(rows):
+        raise EvaluationError("a reals-only evaluation needs rows, every one of a real video")
+    rows = by_version(rows)
+    scored = [r for r in rows if r.error_kind != "infra"]
+    detectors, conditions = sorted({r.detector for r in rows}), ordered_conditions(rows)
+    anchors = sorted({r.anchor_id for r in rows if r.anchor_id})
+    if not anchors:
+        raise EvaluationError("the run's real videos have no anchor_id, the unit its bootstrap resamples")
+    thr = decision_thresholds(scored, detectors, thresholds, calibrate_on_original)
+    decided = proportions.decisions(scored, thr, paired=False)
+    weights = anchor_resamples(rows, anchors, replicates, seed)
+    infra = Counter((r.detector, r.condition) for r in rows if r.error_kind == "infra")
+    index = {a: i for i, a in enumerate(anchors)}
+    cells, boots = [], {}
+    for det in detectors:
+        for cond in conditions:
+            kept, n = _per_anchor(decided.get((det, cond), {}), index)
+            boots[det, cond] = _ratio(weights @ kept, weights @ n)
+            point = float(kept.sum() / n.sum()) if n.sum() else float("nan")
+            score = proportions.share(int(kept.sum()), int(n.sum()))
+            ci = proportions.widened((point, percentile_interval(boots[det, cond])), score)[1]
+            failures = sum(d.flagged is None for d in decided.get((det, cond), {}).values())
+            cells.append(RealsCell(det, cond, point, ci, thr[det], int(n.sum()), failures, infra[det, cond]))
+    ev = RealsEvaluation(cells, detectors, conditions, replicates, seed, len(anchors), len({r.video_id for r in rows}),
+                         calibrate_on_original)  # fmt: skip
+    _drift(ev, boots, decided)
+    return ev
+
+
+def _per_anchor(decisions: dict[str, proportions.Decision], index: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
+    """Per anchor: its real videos kept real (a failure is not), and its real videos decided."""
+    kept, n = np.zeros(len(index)), np.zeros(len(index))
+    for d in decisions.values():
+        n[index[d.anchor]] += 1
+        kept[index[d.anchor]] += d.correct
+    return kept, n
+
+
+def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return num / den
+
+
+def _drift(ev: RealsEvaluation, boots: dict, decided: proportions.Decisions) -> None:
+    """RealR(condition) - RealR(original): point on every video of each, interval the hull of the paired
+    bootstrap's and Newcombe's on the videos decided under both."""
+    if "original" not in ev.conditions:
+        return
+    for c in ev.cells:
+        if c.condition == "original":
+            continue
+        base = ev.cell(c.detector, "original")
+        boot = percentile_interval(boots[c.detector, c.condition] - boots[c.detector, "original"])
+        _, score = proportions.recall_differences(
+            decided.get((c.detector, c.condition), {}), decided.get((c.detector, "original"), {})
+        )
+        drift = proportions.widened((c.real_recall - base.real_recall, boot), score)
+        c.real_recall_drift, c.real_recall_drift_ci = drift

@@ -1,0 +1,147 @@
+"""``lastmile report`` of a run of real videos only (:mod:`gateway.evaluation.reals`): report.md, report.json and a
+self-contained report.html with one table (RealR per detector and condition, with its drift from original), the
+finding and cautions it supports, and one plot. A platform replaying its own footage learns how many more of its
+real uploads each detector flags once they are disseminated; the AUC and FakeR of the full report need generated
+videos (``lastmile corpus synth --real-dir`` builds proxy counterparts of them)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from gateway.core.messages import ScoreRow
+from gateway.core.wording import counted
+from gateway.evaluation import jsonout
+from gateway.evaluation.caveats import SMALL_SAMPLE_ANCHORS, UNFIT_REAL_RECALL, failure_banner, seeds
+from gateway.evaluation.findings import real_recall_drops
+from gateway.evaluation.glossary import Term
+from gateway.evaluation.paired import by_version
+from gateway.evaluation.plots import Figure, recall_figure, write
+from gateway.evaluation.provenance import corpus_notice, provenance, provenance_json
+from gateway.evaluation.reals import RealsCell, RealsEvaluation
+from gateway.evaluation.rendering import environment
+from gateway.evaluation.tables import Row, Table, defined, interval, pct, points
+from gateway.evaluation.thresholds import thresholds_sentence
+
+REALS_ONLY = (
+    "This run holds real videos only: it measures RealR, the share of real videos each detector keeps real at its "
+    "fixed threshold, under each condition, and its drift from original (how many more real uploads a detector "
+    "flags once they are disseminated). AUC and FakeR need generated videos: `lastmile corpus synth --real-dir` "
+    "builds proxy counterparts of your own videos."
+)
+INTERVAL = (
+    "95% anchor-clustered percentile bootstrap (videos sharing an anchor_id resampled together), widened to hold "
+    "Wilson's score interval (RealR) or Newcombe's paired score interval (its drift)"
+)
+CAPTION = (
+    "RealR (%) at each detector's fixed threshold under each condition, one marker per detector with its 95% "
+    "interval (markers offset sideways to stay apart): where a detector's RealR falls, it flags more real videos."
+)
+
+
+def build_reals_report(run_dir: Path, rows: list[ScoreRow], info: dict, ev: RealsEvaluation) -> dict[str, Path]:
+    """Write ``run_dir``'s report of ``ev``, the evaluation of its ``rows`` (every one of a real video)."""
+    ctx = _context(ev, rows, info)
+    figures = []  # a run without a single score has nothing to plot: its banner says so
+    if ctx["failures"]["scored_rows"]:
+        (run_dir / "plots").mkdir(exist_ok=True)
+        path = write(recall_figure(ev, ("real_recall",)), run_dir / "plots" / "real_recall.png")
+        figures.append(Figure("real_recall", path, CAPTION))
+    table, terms = reals_table(ev), glossary(ev)
+    out = {"json": run_dir / "report.json", "md": run_dir / "report.md", "html": run_dir / "report.html"}
+    out["json"].write_text(jsonout.dumps(_as_json(ev, ctx, terms)))
+    shown = {"ev": ev, "ctx": ctx, "table": table, "figures": figures, "glossary": terms}
+    shown |= {"notice": corpus_notice(ctx), "generators": {}, "reals_only": REALS_ONLY}
+    for key, template in (("md", "reals.md.j2"), ("html", "reals.html.j2")):
+        out[key].write_text(environment().get_template(template).render(**shown))
+    return out
+
+
+def reals_table(ev: RealsEvaluation) -> Table:
+    """RealR with its interval, its drift from original with a paired one, and the videos behind each cell."""
+
+    def drift(c: RealsCell) -> str:
+        if not defined(c.real_recall_drift):
+            return "-"
+        return f"{points(c.real_recall_drift)}{interval(c.real_recall_drift_ci)}"
+
+    def row(c: RealsCell) -> Row:
+        recall = f"{pct(c.real_recall)}{interval(c.real_recall_ci)}"
+        return Row((c.detector, c.condition, recall, drift(c), str(c.n_real), str(c.failures), str(c.infra_errors)))
+
+    rows = tuple(row(c) for c in ev.cells)
+    header = ("detector", "condition", "RealR", "RealR drift", "real videos", "failures", "infra errors")
+    return Table("RealR (%) at the fixed threshold, 95% CI, and its drift from original", header, rows)
+
+
+def cautions(ev: RealsEvaluation) -> list[str]:
+    """What a reader must know before trusting the table: too few anchors, no original to drift from, a card's
+    threshold that does not fit this footage."""
+    out = []
+    if ev.anchors < SMALL_SAMPLE_ANCHORS:
+        out.append(
+            f"Small sample: {counted(ev.anchors, 'real anchor')}, fewer than {SMALL_SAMPLE_ANCHORS}. The intervals "
+            "hold score intervals as well as the bootstrap's, but with this few videos a drift of a few points is "
+            "noise."
+        )
+    if "original" not in ev.conditions:
+        out.append("This run has no original condition, so no drift is measured: each RealR stands alone.")
+    elif ev.calibrated is None:
+        for det in ev.detectors:
+            c = ev.cell(det, "original")
+            scored = c.n_real - c.failures
+            kept = c.real_recall * c.n_real / scored if scored else None
+            if kept is not None and kept < UNFIT_REAL_RECALL:
+                out.append(
+                    f"{det}'s threshold ({c.threshold:.4g}) keeps only {pct(kept)} % of the scored real videos real "
+                    "on original: it does not fit this footage (a card's threshold is set for RealR 95 % on its own "
+                    "calibration set). `lastmile report RUN --calibrate 0.95` recalibrates it on this run's "
+                    "original reals, after which RealR on original is that target and only the drifts tell."
+                )
+    return out
+
+
+def glossary(ev: RealsEvaluation) -> list[Term]:
+    """Every quantity the table shows."""
+    return [
+        Term("RealR", "Share of the real videos kept real (scored below the detector's threshold), pooled over the "
+             "run's real videos; a video error counts as a miss, an infrastructure error in no metric."),
+        Term("95% CI", f"{INTERVAL}: {ev.replicates} bootstrap replicates (seed {ev.seed}), the anchor the unit of "
+             "resampling."),
+        Term("RealR drift", "RealR(condition) - RealR(original) in percentage points, with a paired interval on the "
+             "videos decided under both; below 0: the condition makes the detector flag more real videos."),
+        Term("real videos", "Real videos the cell decided, failures included: RealR's denominator."),
+        Term("failures", "Real videos of the cell with a video error (in RealR as misses)."),
+        Term("infra errors", "Rows without a decision: the scorer was unavailable (in no metric)."),
+    ]  # fmt: skip
+
+
+def _context(ev: RealsEvaluation, rows: list[ScoreRow], info: dict) -> dict:
+    ctx = provenance(rows, info)
+    return ctx | {
+        "kind": "reals_only",
+        "corpus_seed": seeds(ev, ctx["corpus"])["corpus_text"],
+        "seeds": seeds(ev, ctx["corpus"]),
+        "anchors": ev.anchors,
+        "videos": ev.videos,
+        "failures": failure_banner(by_version(rows), info.get("conditions") or ev.conditions),
+        "thresholds": thresholds_sentence({c.detector: c.threshold for c in ev.cells}, ev.calibrated),
+        "findings": real_recall_drops(ev),
+        "warnings": cautions(ev),
+        "bootstrap": {"replicates": ev.replicates, "seed": ev.seed, "interval": INTERVAL},
+        "calibrated": ev.calibrated,
+    }
+
+
+def _as_json(ev: RealsEvaluation, ctx: dict, terms: list[Term]) -> dict:
+    return {
+        "kind": "reals_only",
+        "reals_only": REALS_ONLY,
+        "failures": ctx["failures"],
+        "key_findings": [dataclasses.asdict(f) for f in ctx["findings"]],
+        "warnings": ctx["warnings"],
+        "context": provenance_json(ctx),
+        "notice": corpus_notice(ctx),
+        "cells": [dataclasses.asdict(c) for c in ev.cells],
+        "glossary": {t.term: t.definition for t in terms},
+    }

@@ -1,0 +1,138 @@
+"""A run of real videos only (a platform's own footage): RealR per detector and condition and its drift from
+original, with intervals that keep an anchor's videos together and never collapse, and its own report kind.
+Rows are built directly, so each test knows every decision."""
+
+from __future__ import annotations
+
+import json
+from html.parser import HTMLParser
+
+import numpy as np
+import pytest
+
+from detectors import intervals
+from gateway.core.messages import ScoreRow
+from gateway.evaluation.bootstrap import anchor_resamples, percentile_interval
+from gateway.evaluation.caveats import SMALL_SAMPLE_ANCHORS
+from gateway.evaluation.errors import EvaluationError
+from gateway.evaluation.reals import evaluate_reals, is_reals_only
+from gateway.evaluation.reals_report import reals_table
+from gateway.evaluation.report import build_report
+from tests.test_report_glance import _run
+
+THRESHOLD = 0.5
+
+
+def _row(video: str, cond: str, flagged: bool | None, det: str = "alpha", anchor: str | None = None, **kw) -> ScoreRow:
+    """A real video's row, scored to be ``flagged`` (decided generated) or not; None: a video error."""
+    score = None if flagged is None else (0.9 if flagged else 0.1)
+    error = {"error": "InvalidVideo: x", "error_kind": "video"} if flagged is None else {}
+    return ScoreRow(video_id=video, condition=cond, detector=det, detector_version="1", runtime="sim", label="real",
+                    source="real", anchor_id=anchor or video, score=score, threshold=THRESHOLD, spec_hash=f"h-{cond}",
+                    **error | kw)  # fmt: skip
+
+
+def _rows(n: int, flagged: dict[str, set[int]], det: str = "alpha") -> list[ScoreRow]:
+    """``n`` real videos under every condition of ``flagged``, those it lists decided generated there."""
+    return [_row(f"v{i:03d}", cond, i in idx, det) for cond, idx in flagged.items() for i in range(n)]
+
+
+def test_realr_is_the_pooled_share_kept_real_and_its_drift_the_paired_difference_holding_the_score_intervals():
+    rows = _rows(40, {"original": {0, 1}, "full": set(range(2, 12)) | {0}})  # video 1 flagged on original only
+    ev = evaluate_reals(rows, replicates=500)
+    orig, full = ev.cell("alpha", "original"), ev.cell("alpha", "full")
+    assert (orig.real_recall, full.real_recall) == (38 / 40, 29 / 40)
+    _, lo, hi = intervals.wilson_interval(29, 40)
+    assert full.real_recall_ci[0] <= lo and full.real_recall_ci[1] >= hi
+    assert full.real_recall_drift == pytest.approx(29 / 40 - 38 / 40) and orig.real_recall_drift is None
+    kept = lambda bad: [i not in bad for i in range(40)]  # noqa: E731
+    d, n_lo, n_hi = intervals.paired_proportion_difference(kept(set(range(2, 12)) | {0}), kept({0, 1}))
+    assert d == pytest.approx(full.real_recall_drift)
+    assert full.real_recall_drift_ci[0] <= n_lo and full.real_recall_drift_ci[1] >= n_hi
+    assert full.real_recall_drift_ci[1] < 0  # 10 more flagged, 1 fewer: beyond noise on 40 videos
+
+
+def test_every_real_video_kept_real_still_has_an_interval_below_100():
+    """The bootstrap alone gives [100, 100] when no video is flagged; Wilson's interval does not collapse."""
+    ev = evaluate_reals(_rows(10, {"original": set(), "full": set()}), replicates=200)
+    c = ev.cell("alpha", "full")
+    assert c.real_recall == 1.0 and c.real_recall_ci[1] == 1.0 and c.real_recall_ci[0] < 0.8
+    assert c.real_recall_drift == 0.0 and c.real_recall_drift_ci[0] < 0 < c.real_recall_drift_ci[1]
+
+
+def test_videos_that_share_an_anchor_are_resampled_together():
+    """Two clips of each upload, decided alike: the clustered interval is wider than if every clip stood alone,
+    as the bootstrap of 50 clusters (not 100 videos) says it must be."""
+    flagged = {i for i in range(100) if i % 10 < 2}  # (pairs 2k, 2k+1 alike)
+
+    def rows(pairs: bool) -> list[ScoreRow]:
+        return [_row(f"v{i:03d}", "original", i in flagged, anchor=f"u{i // 2 if pairs else i}") for i in range(100)]
+
+    together, alone = (evaluate_reals(rows(p), replicates=2000).cell("alpha", "original") for p in (True, False))
+    width = lambda c: c.real_recall_ci[1] - c.real_recall_ci[0]  # noqa: E731
+    assert together.real_recall == alone.real_recall == 0.8
+    assert width(together) > 1.25 * width(alone)
+    anchors = sorted({r.anchor_id for r in rows(True)})
+    w = anchor_resamples(rows(True), anchors, 2000, 20260831)
+    kept = np.array([2 - 2 * (2 * k in flagged) for k in range(50)], float)  # per upload: its clips kept real
+    assert together.real_recall_ci == pytest.approx(percentile_interval((w @ kept) / (w @ np.full(50, 2.0))))
+
+
+def test_a_failed_video_is_a_miss_and_an_infrastructure_error_is_in_no_metric():
+    rows = _rows(10, {"original": set()})
+    rows[0] = _row("v000", "original", None)
+    rows[1] = rows[1].model_copy(update={"score": None, "error": "Unavailable: x", "error_kind": "infra"})
+    c = evaluate_reals(rows, replicates=100).cell("alpha", "original")
+    assert (c.real_recall, c.n_real, c.failures, c.infra_errors) == (8 / 9, 9, 1, 1)
+
+
+def test_a_run_with_a_generated_video_or_without_anchors_is_not_a_reals_only_evaluation():
+    real = _row("v", "original", False)
+    assert is_reals_only([real]) and not is_reals_only([]) and not is_reals_only([real, real.model_copy(
+        update={"label": "generated", "source": "g", "video_id": "g"})])  # fmt: skip
+    with pytest.raises(EvaluationError, match="real video"):
+        evaluate_reals([])
+    with pytest.raises(EvaluationError, match="no anchor_id"):
+        evaluate_reals([real.model_copy(update={"anchor_id": None})])
+
+
+def test_the_report_of_a_reals_only_run_names_the_largest_drop_and_cautions_on_a_small_sample(tmp_path):
+    rows = _rows(20, {"original": {0}, "spatial": {0, 1}, "full": set(range(9))})
+    rows += _rows(20, {"original": set(), "spatial": set(), "full": {3}}, det="beta")
+    run = _run(tmp_path / "run", rows, conditions=["original", "spatial", "full"])
+    paths = build_report(run, replicates=200)
+    out = json.loads(paths["json"].read_text())
+    assert out["kind"] == "reals_only" and "real videos only" in out["reals_only"]
+    full = next(c for c in out["cells"] if (c["detector"], c["condition"]) == ("alpha", "full"))
+    assert full["real_recall"] == 11 / 20 and full["real_recall_drift"] == pytest.approx(11 / 20 - 19 / 20)
+    (finding,) = out["key_findings"]
+    assert finding["kind"] == "real_recall_drop"
+    assert [(c["detector"], c["condition"]) for c in finding["data"]["cells"]] == [("alpha", "full"), ("beta", "full")]
+    assert finding["data"]["cells"][0]["excludes_zero"] and not finding["data"]["cells"][1]["excludes_zero"]
+    small = f"Small sample: 20 real anchors, fewer than {SMALL_SAMPLE_ANCHORS}"
+    assert any(w.startswith(small) for w in out["warnings"])
+    headings = reals_table(evaluate_reals(rows, replicates=50)).header[2:]
+    assert [h for h in headings if h not in out["glossary"]] == [] and "95% CI" in out["glossary"]
+    md = paths["md"].read_text()
+    assert "| alpha | full | 55.0 [" in md and "| -40.0 [" in md and "(plots/real_recall.png)" in md
+    assert (run / "plots" / "real_recall.png").stat().st_size > 10_000
+    HTMLParser().feed(paths["html"].read_text())  # (well formed enough to parse)
+    assert "<td>alpha</td><td>full</td><td>55.0 [" in paths["html"].read_text()
+    assert [k for k in json.loads((run / "report.json").read_text())["context"]["spec_hashes"]] == [
+        {"condition": c, "spec_hash": f"h-{c}"} for c in ("full", "original", "spatial")]  # fmt: skip
+
+
+def test_a_reals_only_report_recalibrates_its_thresholds_and_names_an_unfit_one(tmp_path):
+    rng = np.random.default_rng(1)
+    rows = [ScoreRow(video_id=f"v{i}", condition=cond, detector="alpha", detector_version="1", runtime="sim",
+                     label="real", source="real", anchor_id=f"v{i}", score=float(rng.normal() + shift), threshold=-0.5)
+            for i in range(60) for cond, shift in (("original", 0.0), ("full", 0.5))]  # fmt: skip
+    run = _run(tmp_path / "run", rows, conditions=["original", "full"])
+    card = json.loads(build_report(run, replicates=100)["json"].read_text())
+    assert any("alpha's threshold (-0.5) keeps only" in w and "--calibrate 0.95" in w for w in card["warnings"])
+    fitted = json.loads(build_report(run, replicates=100, calibrate=0.95)["json"].read_text())
+    orig = next(c for c in fitted["cells"] if c["condition"] == "original")
+    assert orig["real_recall"] == pytest.approx(0.95, abs=1 / 60) and fitted["warnings"] == []
+    assert "recalibrated on this run's original reals to RealR 95.0 %" in fitted["context"]["thresholds"]
+    with pytest.raises(EvaluationError, match="real videos only: a champion vs challenger"):
+        build_report(run, replicates=100, comparisons=["alpha:beta"])
