@@ -1,9 +1,11 @@
 """Where a report's numbers come from: the run's rows and ``run.json``, the corpus notice that every part of a
-report on the proxy corpus carries, and the provenance a report states (detectors with their versions and
-runtimes, encoder profiles, spec and model hashes, the manifest and the gateway versions)."""
+report on the proxy corpus carries, and what every kind of report states of its run beside its numbers
+(detectors with their versions and runtimes, encoder profiles, spec and model hashes, the manifest, the gateway
+versions, seeds, the failure banner, thresholds and bootstrap)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -11,6 +13,10 @@ from detectors.proxy.corpus import USER_ANCHORS
 from gateway import __version__
 from gateway.batch.results import RESULTS, ResultsError, read_results
 from gateway.core.messages import ScoreRow
+from gateway.evaluation.caveats import failure_banner, seeds
+from gateway.evaluation.paired import Evaluation, by_version
+from gateway.evaluation.reals import RealsEvaluation
+from gateway.evaluation.thresholds import thresholds_sentence
 
 PROXY_WARNING = (
     "This run uses lastmile-gateway's self-made proxy corpus: synthetic camera-like scenes and pseudo-generators. "
@@ -74,10 +80,33 @@ def provenance(rows: list[ScoreRow], info: dict) -> dict:
     }
 
 
-def provenance_json(ctx: dict) -> dict:
-    """``ctx`` (a report's context) as report.json's ``context`` holds it: hashes as objects, banner and findings
-    apart."""
+def run_context(ev: Evaluation | RealsEvaluation, rows: list[ScoreRow], info: dict, interval: str) -> dict:
+    """:func:`provenance` with what every report states beside it: seeds, anchors and videos, the failure banner,
+    the thresholds and the bootstrap (its ``interval`` described)."""
+    ctx = provenance(rows, info)
+    return ctx | {
+        "corpus_seed": seeds(ev, ctx["corpus"])["corpus_text"],
+        "seeds": seeds(ev, ctx["corpus"]),
+        "anchors": ev.anchors,
+        "videos": ev.videos,
+        "failures": failure_banner(by_version(rows), info.get("conditions") or ev.conditions),
+        "thresholds": thresholds_sentence({c.detector: c.threshold for c in ev.cells}, ev.calibrated),
+        "bootstrap": {"replicates": ev.replicates, "seed": ev.seed, "interval": interval},
+        "calibrated": ev.calibrated,
+    }
+
+
+def report_json(ev: Evaluation | RealsEvaluation, ctx: dict) -> dict:
+    """What every report.json opens with: the banner, findings and cautions (``ctx``'s), the context with hashes
+    as objects, the corpus notice and the cells."""
     hashes = [{"condition": c, "spec_hash": h} for c, h in ctx["spec_hashes"]]
     models = [{"detector": d, "model_sha256": h} for d, h in ctx["model_hashes"]]
     context = {k: v for k, v in ctx.items() if k not in ("failures", "findings", "warnings")}
-    return {**context, "spec_hashes": hashes, "model_hashes": models}
+    return {
+        "failures": ctx["failures"],
+        "key_findings": [dataclasses.asdict(f) for f in ctx["findings"]],
+        "warnings": ctx["warnings"],
+        "context": {**context, "spec_hashes": hashes, "model_hashes": models},
+        "notice": corpus_notice(ctx),
+        "cells": [dataclasses.asdict(c) for c in ev.cells],
+    }

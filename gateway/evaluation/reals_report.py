@@ -6,22 +6,19 @@ videos (``lastmile corpus synth --real-dir`` builds proxy counterparts of them).
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 from gateway.core.messages import ScoreRow
 from gateway.core.wording import counted
 from gateway.evaluation import jsonout
-from gateway.evaluation.caveats import SMALL_SAMPLE_ANCHORS, UNFIT_REAL_RECALL, failure_banner, seeds
+from gateway.evaluation.caveats import SMALL_SAMPLE_ANCHORS, UNFIT_REAL_RECALL
 from gateway.evaluation.findings import real_recall_drops
 from gateway.evaluation.glossary import Term
-from gateway.evaluation.paired import by_version
 from gateway.evaluation.plots import Figure, recall_figure, write
-from gateway.evaluation.provenance import corpus_notice, provenance, provenance_json
+from gateway.evaluation.provenance import corpus_notice, report_json, run_context
 from gateway.evaluation.reals import RealsCell, RealsEvaluation
 from gateway.evaluation.rendering import environment
 from gateway.evaluation.tables import Row, Table, defined, interval, pct, points
-from gateway.evaluation.thresholds import thresholds_sentence
 
 REALS_ONLY = (
     "This run holds real videos only: it measures RealR, the share of real videos each detector keeps real at its "
@@ -117,31 +114,10 @@ def glossary(ev: RealsEvaluation) -> list[Term]:
 
 
 def _context(ev: RealsEvaluation, rows: list[ScoreRow], info: dict) -> dict:
-    ctx = provenance(rows, info)
-    return ctx | {
-        "kind": "reals_only",
-        "corpus_seed": seeds(ev, ctx["corpus"])["corpus_text"],
-        "seeds": seeds(ev, ctx["corpus"]),
-        "anchors": ev.anchors,
-        "videos": ev.videos,
-        "failures": failure_banner(by_version(rows), info.get("conditions") or ev.conditions),
-        "thresholds": thresholds_sentence({c.detector: c.threshold for c in ev.cells}, ev.calibrated),
-        "findings": real_recall_drops(ev),
-        "warnings": cautions(ev),
-        "bootstrap": {"replicates": ev.replicates, "seed": ev.seed, "interval": INTERVAL},
-        "calibrated": ev.calibrated,
-    }
+    ctx = run_context(ev, rows, info, INTERVAL)
+    return ctx | {"kind": "reals_only", "findings": real_recall_drops(ev), "warnings": cautions(ev)}
 
 
 def _as_json(ev: RealsEvaluation, ctx: dict, terms: list[Term]) -> dict:
-    return {
-        "kind": "reals_only",
-        "reals_only": REALS_ONLY,
-        "failures": ctx["failures"],
-        "key_findings": [dataclasses.asdict(f) for f in ctx["findings"]],
-        "warnings": ctx["warnings"],
-        "context": provenance_json(ctx),
-        "notice": corpus_notice(ctx),
-        "cells": [dataclasses.asdict(c) for c in ev.cells],
-        "glossary": {t.term: t.definition for t in terms},
-    }
+    head = {"kind": "reals_only", "reals_only": REALS_ONLY}
+    return head | report_json(ev, ctx) | {"glossary": {t.term: t.definition for t in terms}}

@@ -6,13 +6,12 @@ The Markdown and HTML are rendered by jinja2 templates (``templates/``) from the
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
 from gateway.core.messages import ScoreRow
 from gateway.evaluation import jsonout
-from gateway.evaluation.caveats import failure_banner, sample_warnings, seeds
+from gateway.evaluation.caveats import sample_warnings
 from gateway.evaluation.compare import Comparison
 from gateway.evaluation.compare_report import (
     clear_comparisons,
@@ -29,19 +28,12 @@ from gateway.evaluation.findings import key_findings
 from gateway.evaluation.glossary import glossary
 from gateway.evaluation.paired import Evaluation, by_version, evaluate
 from gateway.evaluation.plots import Figure, make_plots
-from gateway.evaluation.provenance import (
-    corpus_notice,
-    in_run_order,
-    provenance,
-    provenance_json,
-    read_run,
-)
+from gateway.evaluation.provenance import corpus_notice, in_run_order, read_run, report_json, run_context
 from gateway.evaluation.reals import evaluate_reals, is_reals_only
 from gateway.evaluation.reals_report import build_reals_report
 from gateway.evaluation.rendering import environment
 from gateway.evaluation.sweeps import sweep_figures, sweep_json, sweep_tables
 from gateway.evaluation.tables import Table, means, report_tables
-from gateway.evaluation.thresholds import thresholds_sentence
 
 BOOTSTRAP_INTERVAL = (
     "95% percentile, anchor-clustered; the FakeR and RealR drifts' widened to hold Newcombe's paired score interval"
@@ -138,30 +130,12 @@ def render(
 
 
 def _context(ev: Evaluation, rows: list[ScoreRow], info: dict) -> dict:
-    ctx = provenance(rows, info)
-    per_cell = by_version(rows)  # named as ev's cells are (the provenance keeps the rows' own names)
-    return ctx | {
-        "corpus_seed": seeds(ev, ctx["corpus"])["corpus_text"],
-        "seeds": seeds(ev, ctx["corpus"]),
-        "anchors": ev.anchors,
-        "videos": ev.videos,
-        "failures": failure_banner(per_cell, info.get("conditions") or ev.conditions),
-        "thresholds": thresholds_sentence({c.detector: c.threshold for c in ev.cells}, ev.calibrated),
-        "findings": key_findings(ev),
-        "warnings": sample_warnings(ev, per_cell),
-        "bootstrap": {"replicates": ev.replicates, "seed": ev.seed, "interval": BOOTSTRAP_INTERVAL},
-        "calibrated": ev.calibrated,
-    }
+    findings = {"findings": key_findings(ev), "warnings": sample_warnings(ev, by_version(rows))}
+    return run_context(ev, rows, info, BOOTSTRAP_INTERVAL) | findings
 
 
 def _as_json(ev: Evaluation, ctx: dict, contests: list[Comparison]) -> dict:
-    return {
-        "failures": ctx["failures"],
-        "key_findings": [dataclasses.asdict(f) for f in ctx["findings"]],
-        "warnings": ctx["warnings"],
-        "context": provenance_json(ctx),
-        "notice": corpus_notice(ctx),
-        "cells": [dataclasses.asdict(c) for c in ev.cells],
+    return report_json(ev, ctx) | {
         "rank_correlation": ev.rank_correlation,
         "mean_over_detectors": means(ev),
         "sweeps": sweep_json(ev),
