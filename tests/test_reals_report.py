@@ -78,12 +78,14 @@ def test_videos_that_share_an_anchor_are_resampled_together():
     assert together.real_recall_ci == pytest.approx(percentile_interval((w @ kept) / (w @ np.full(50, 2.0))))
 
 
-def test_a_failed_video_is_a_miss_and_an_infrastructure_error_is_in_no_metric():
+def test_a_failed_video_is_a_miss_and_an_infrastructure_error_is_in_no_metric(tmp_path):
     rows = _rows(10, {"original": set()})
     rows[0] = _row("v000", "original", None)
     rows[1] = rows[1].model_copy(update={"score": None, "error": "Unavailable: x", "error_kind": "infra"})
     c = evaluate_reals(rows, replicates=100).cell("alpha", "original")
     assert (c.real_recall, c.n_real, c.failures, c.infra_errors) == (8 / 9, 9, 1, 1)
+    banner = json.loads(build_report(_run(tmp_path / "run", rows), replicates=50)["json"].read_text())["failures"]
+    assert banner["shown"] and "1 video-error row (kept in the RealR denominators as misses)" in banner["headline"]
 
 
 def test_a_run_with_a_generated_video_or_without_anchors_is_not_a_reals_only_evaluation():

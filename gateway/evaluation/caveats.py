@@ -34,15 +34,16 @@ _INTERVALS = {  # interval field -> (its label, the value it brackets); drifts o
 }  # (the FakeR drift's holds Newcombe's interval: never of zero width)
 
 
-def failure_banner(rows: list[ScoreRow], conditions: list[str]) -> dict:
+def failure_banner(rows: list[ScoreRow], conditions: list[str], recalls: str = "FakeR/RealR") -> dict:
     """The banner's content: shown when any row failed, a cell has no score, or there are no rows at all.
-    ``conditions`` are the run's own (run.json), so a condition that produced no row is listed too."""
+    ``conditions`` are the run's own (run.json), so a condition that produced no row is listed too; ``recalls``:
+    the recalls whose denominators keep a failed video (a run of real videos only has RealR alone)."""
     detectors = sorted({r.detector for r in rows})
     failures = summarize(rows, expected=itertools.product(detectors, conditions))
     scored = sum(r.score is not None and r.error is None for r in rows)
     return {
         "shown": bool(failures.groups or failures.empty_cells or not failures.rows),
-        "headline": _headline(failures, scored),
+        "headline": _headline(failures, scored, recalls),
         "lines": failures.lines(with_bound=False),  # the bound is the replay's or demo's option, not the report's
         "groups": [dataclasses.asdict(g) for g in failures.groups],
         "empty_cells": [list(cell) for cell in failures.empty_cells],
@@ -53,11 +54,11 @@ def failure_banner(rows: list[ScoreRow], conditions: list[str]) -> dict:
     }
 
 
-def _headline(failures: RunFailures, scored: int) -> str:
+def _headline(failures: RunFailures, scored: int, recalls: str) -> str:
     if not failures.rows:
         return "This run has no result rows: nothing could be evaluated, and every table below is empty."
     counts = (
-        f"{counted(failures.video_rows, 'video-error row')} (kept in the FakeR/RealR denominators as misses) and "
+        f"{counted(failures.video_rows, 'video-error row')} (kept in the {recalls} denominators as misses) and "
         f"{counted(failures.infra_rows, 'infrastructure-error row')} (counted apart, in no metric), of "
         f"{counted(failures.rows, 'row')}"
     )

@@ -84,12 +84,13 @@ def run_context(ev: Evaluation | RealsEvaluation, rows: list[ScoreRow], info: di
     """:func:`provenance` with what every report states beside it: seeds, anchors and videos, the failure banner,
     the thresholds and the bootstrap (its ``interval`` described)."""
     ctx = provenance(rows, info)
+    recalls = "RealR" if isinstance(ev, RealsEvaluation) else "FakeR/RealR"
     return ctx | {
         "corpus_seed": seeds(ev, ctx["corpus"])["corpus_text"],
         "seeds": seeds(ev, ctx["corpus"]),
         "anchors": ev.anchors,
         "videos": ev.videos,
-        "failures": failure_banner(by_version(rows), info.get("conditions") or ev.conditions),
+        "failures": failure_banner(by_version(rows), info.get("conditions") or ev.conditions, recalls),
         "thresholds": thresholds_sentence({c.detector: c.threshold for c in ev.cells}, ev.calibrated),
         "bootstrap": {"replicates": ev.replicates, "seed": ev.seed, "interval": interval},
         "calibrated": ev.calibrated,
