@@ -173,7 +173,7 @@ def test_a_report_of_a_run_without_generated_videos_measures_realr_and_refuses_a
     compared = _lastmile("report", "run", "--replicates", "50", "--compare", "npr:d3_px", cwd=tmp_path)
     lines = [line for line in compared.stderr.splitlines() if line.strip()]
     assert compared.returncode == 1 and len(lines) == 1 and "Traceback" not in compared.stderr, compared.stderr
-    assert "this run holds real videos only: a champion vs challenger needs generated videos" in lines[0]
+    assert "this run holds real videos only: a champion vs challenger comparison needs generated videos" in lines[0]
 
 
 def test_the_demo_exits_1_when_its_run_has_infrastructure_errors(tmp_path, monkeypatch):

@@ -132,9 +132,53 @@ def test_a_reals_only_report_recalibrates_its_thresholds_and_names_an_unfit_one(
     run = _run(tmp_path / "run", rows, conditions=["original", "full"])
     card = json.loads(build_report(run, replicates=100)["json"].read_text())
     assert any("alpha's threshold (-0.5) keeps only" in w and "--calibrate 0.95" in w for w in card["warnings"])
+    assert "<code>lastmile report RUN --calibrate 0.95</code>" in (run / "report.html").read_text()
     fitted = json.loads(build_report(run, replicates=100, calibrate=0.95)["json"].read_text())
     orig = next(c for c in fitted["cells"] if c["condition"] == "original")
-    assert orig["real_recall"] == pytest.approx(0.95, abs=1 / 60) and fitted["warnings"] == []
+    assert orig["real_recall"] == pytest.approx(0.95, abs=1 / 60)
+    (caution,) = fitted["warnings"]  # (60 anchors: no small sample; recalibrated: no unfit threshold)
+    assert caution.startswith("The thresholds were recalibrated to RealR 95.0% on this run's own original videos")
+    html = (run / "report.html").read_text()
+    assert "<code>lastmile corpus synth --real-dir</code>" in html and "`" not in html.split("<body>")[1]
     assert "recalibrated on this run's original reals to RealR 95.0 %" in fitted["context"]["thresholds"]
     with pytest.raises(EvaluationError, match="real videos only: a champion vs challenger"):
         build_report(run, replicates=100, comparisons=["alpha:beta"])
+
+
+def test_a_finding_says_how_many_drops_it_leaves_out_and_names_the_steady_detectors(tmp_path):
+    rows = [r for i, det in enumerate("abcde") for r in _rows(30, {"original": set(), "full": set(range(i))}, det)]
+    out = json.loads(
+        build_report(_run(tmp_path / "run", rows, ["original", "full"]), replicates=50)["json"].read_text()
+    )
+    (finding,) = out["key_findings"]
+    assert finding["text"].startswith("Largest RealR drops from original (real videos decided generated once "
+                                      "disseminated) (3 largest of 4 detectors' drops): e under full")  # fmt: skip
+    assert finding["text"].endswith(" RealR fell under no condition for a.") and finding["data"]["steady"] == ["a"]
+
+
+@pytest.mark.parametrize("reals_only", [True, False])
+def test_a_run_without_original_gets_its_report_without_drifts(tmp_path, reals_only):
+    """No original, no drift: the findings on drifts are left out (they crashed on the undefined drifts)."""
+    from tests.test_report_glance import _rows as paired_rows
+
+    conditions = ["spatial", "full"]
+    rows = _rows(4, {c: {0} for c in conditions}) if reals_only else paired_rows(4, conditions=conditions)
+    out = json.loads(build_report(_run(tmp_path / "run", rows, conditions), replicates=50)["json"].read_text())
+    assert all(c["condition"] in conditions for c in out["cells"]) and len(out["cells"]) == 2 * (2 - reals_only)
+    assert not [f for f in out["key_findings"] if "drop" in f["kind"]]
+    if reals_only:
+        assert (
+            "This run has no original condition, so no drift is measured: each RealR stands alone." in out["warnings"]
+        )
+        assert (
+            "4 real anchors, 4 real videos, no generated video, 2 conditions"
+            in (tmp_path / "run" / "report.md").read_text()
+        )
+
+
+def test_counts_of_one_read_in_the_singular(tmp_path):
+    build_report(_run(tmp_path / "run", _rows(1, {"original": set()}), ["original"]), replicates=50)
+    md = (tmp_path / "run" / "report.md").read_text()
+    assert (
+        "1 real anchor, 1 real video, no generated video, 1 condition, 1 result row (1 scored, 0 video failures" in md
+    )

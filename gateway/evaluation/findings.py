@@ -51,12 +51,21 @@ def _verdict(ci: tuple[float, float]) -> str:
     return "excludes 0" if excludes_zero(ci) else "includes 0, so not distinguishable from resampling noise"
 
 
-def _drift_cells(ev: Evaluation | RealsEvaluation, drift: str) -> list[CellMetrics]:
+def _drift_cells(ev: Evaluation | RealsEvaluation, metric: str) -> list[CellMetrics]:
+    """The cells off original whose ``metric`` drift and its interval are defined (none where the run has no
+    original: no drift is measured)."""
     return [
         c
         for c in ev.cells
-        if c.condition != "original" and _finite(getattr(c, drift)) and _ci_ok(getattr(c, f"{drift}_ci"))
+        if c.condition != "original"
+        and _finite(getattr(c, f"{metric}_drift"))
+        and _ci_ok(getattr(c, f"{metric}_drift_ci"))
     ]
+
+
+def _largest(of: int) -> str:
+    """What a finding that names the TOP_DROPS largest of ``of`` drops says of those it leaves out."""
+    return f" ({TOP_DROPS} largest of {of} detectors' drops)" if of > TOP_DROPS else ""
 
 
 def _worst_per_detector(cells: list[CellMetrics], key: str, sign: int = 1) -> list[CellMetrics]:
@@ -91,11 +100,13 @@ def _cell_data(c: CellMetrics, metric: str) -> dict:
 
 def _auc_drops(ev: Evaluation) -> list[Finding]:
     cells = _drift_cells(ev, "auc")
-    drops = [c for c in _worst_per_detector(cells, "auc_drift") if c.auc_drift < 0][:TOP_DROPS]
+    every = [c for c in _worst_per_detector(cells, "auc_drift") if c.auc_drift < 0]
+    drops = every[:TOP_DROPS]
     gains = [c for c in _worst_per_detector(cells, "auc_drift", -1) if c.auc_drift_ci[0] > 0]
     out = []
     if drops:
-        text = "Largest AUC drops from original: " + "; ".join(_cell_change(ev, c, "auc") for c in drops) + "."
+        named = "; ".join(_cell_change(ev, c, "auc") for c in drops)
+        text = f"Largest AUC drops from original{_largest(len(every))}: {named}."
         out.append(Finding("auc_drop", text, {"cells": [_cell_data(c, "auc") for c in drops]}))
     elif cells:
         out.append(Finding("auc_drop", "No detector's AUC fell below its value on original under any condition."))
@@ -171,16 +182,23 @@ def _ranking(ev: Evaluation) -> list[Finding]:
 
 def real_recall_drops(ev: Evaluation | RealsEvaluation) -> list[Finding]:
     """The finding of a run of real videos only (:mod:`gateway.evaluation.reals`): per detector, its largest RealR
-    drop from original (more of its real videos decided generated), the largest first."""
+    drop from original (more of its real videos decided generated), the largest first, and the detectors whose
+    RealR fell under no condition."""
     cells = _drift_cells(ev, "real_recall")
-    drops = [c for c in _worst_per_detector(cells, "real_recall_drift") if c.real_recall_drift < 0][:TOP_DROPS]
-    if not drops:
+    every = [c for c in _worst_per_detector(cells, "real_recall_drift") if c.real_recall_drift < 0]
+    steady = sorted({c.detector for c in cells} - {c.detector for c in every})
+    if not every:
         text = "No detector's RealR fell below its value on original under any condition."
         return [Finding("real_recall_drop", text)] if cells else []
-    text = "Largest RealR drops from original (real videos decided generated once disseminated): " + "; ".join(
-        _cell_change(ev, c, "real_recall") for c in drops
+    drops = every[:TOP_DROPS]
+    text = (
+        f"Largest RealR drops from original (real videos decided generated once disseminated)"
+        f"{_largest(len(every))}: " + "; ".join(_cell_change(ev, c, "real_recall") for c in drops) + "."
     )
-    return [Finding("real_recall_drop", text + ".", {"cells": [_cell_data(c, "real_recall") for c in drops]})]
+    if steady:
+        text += f" RealR fell under no condition for {', '.join(steady)}."
+    data = {"cells": [_cell_data(c, "real_recall") for c in drops], "steady": steady}
+    return [Finding("real_recall_drop", text, data)]
 
 
 def key_findings(ev: Evaluation) -> list[Finding]:

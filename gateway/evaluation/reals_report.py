@@ -73,28 +73,42 @@ def reals_table(ev: RealsEvaluation) -> Table:
 
 def cautions(ev: RealsEvaluation) -> list[str]:
     """What a reader must know before trusting the table: too few anchors, no original to drift from, a card's
-    threshold that does not fit this footage."""
+    threshold that does not fit this footage, thresholds fit on the very videos they then measure."""
     out = []
     if ev.anchors < SMALL_SAMPLE_ANCHORS:
+        fewest = min((c.n_real for c in ev.cells if c.n_real), default=0)
+        step = f" (one video moves RealR by {pct(1 / fewest)} points in a cell of {fewest})" if fewest else ""
         out.append(
-            f"Small sample: {counted(ev.anchors, 'real anchor')}, fewer than {SMALL_SAMPLE_ANCHORS}. The intervals "
-            "hold score intervals as well as the bootstrap's, but with this few videos a drift of a few points is "
-            "noise."
+            f"Small sample: {counted(ev.anchors, 'real anchor')}, fewer than {SMALL_SAMPLE_ANCHORS}{step}. The "
+            "intervals are wide and a drift must be large to exclude 0: read the intervals, not the points."
         )
     if "original" not in ev.conditions:
         out.append("This run has no original condition, so no drift is measured: each RealR stands alone.")
-    elif ev.calibrated is None:
-        for det in ev.detectors:
-            c = ev.cell(det, "original")
-            scored = c.n_real - c.failures
-            kept = c.real_recall * c.n_real / scored if scored else None
-            if kept is not None and kept < UNFIT_REAL_RECALL:
-                out.append(
-                    f"{det}'s threshold ({c.threshold:.4g}) keeps only {pct(kept)} % of the scored real videos real "
-                    "on original: it does not fit this footage (a card's threshold is set for RealR 95 % on its own "
-                    "calibration set). `lastmile report RUN --calibrate 0.95` recalibrates it on this run's "
-                    "original reals, after which RealR on original is that target and only the drifts tell."
-                )
+    elif ev.calibrated is not None:
+        out.append(
+            f"The thresholds were recalibrated to RealR {pct(ev.calibrated)}% on this run's own original videos, the "
+            "ones the drifts are measured on: each sits at the edge of their original scores, so a small rise of a "
+            "score under a condition reads as a drop, and on few videos the drifts lean toward drops."
+        )
+    else:
+        out += _unfit(ev)
+    return out
+
+
+def _unfit(ev: RealsEvaluation) -> list[str]:
+    out = []
+    for det in ev.detectors:
+        c = ev.cell(det, "original")
+        scored = c.n_real - c.failures
+        kept = c.real_recall * c.n_real / scored if scored else None
+        if kept is not None and kept < UNFIT_REAL_RECALL:
+            out.append(
+                f"{det}'s threshold ({c.threshold:.4g}) keeps only {pct(kept)}% of the scored real videos real on "
+                "original: it does not fit this footage (a card's threshold is set for RealR 95% on its own "
+                "calibration set). `lastmile report RUN --calibrate 0.95` recalibrates it on this run's original "
+                "reals, after which RealR on original is as near that target as these videos allow and only the "
+                "drifts tell."
+            )
     return out
 
 
@@ -105,11 +119,14 @@ def glossary(ev: RealsEvaluation) -> list[Term]:
              "run's real videos; a video error counts as a miss, an infrastructure error in no metric."),
         Term("95% CI", f"{INTERVAL}: {ev.replicates} bootstrap replicates (seed {ev.seed}), the anchor the unit of "
              "resampling."),
-        Term("RealR drift", "RealR(condition) - RealR(original) in percentage points, with a paired interval on the "
-             "videos decided under both; below 0: the condition makes the detector flag more real videos."),
-        Term("real videos", "Real videos the cell decided, failures included: RealR's denominator."),
+        Term("RealR drift", "RealR(condition) - RealR(original) in percentage points: the difference of the two "
+             "RealRs shown, with a paired interval on the videos decided under both; below 0: the condition makes "
+             "the detector flag more real videos."),
+        Term("real videos", "The cell's real videos, video errors included and infrastructure errors not: RealR's "
+             "denominator."),
         Term("failures", "Real videos of the cell with a video error (in RealR as misses)."),
-        Term("infra errors", "Rows without a decision: the scorer was unavailable (in no metric)."),
+        Term("infra errors", "Rows without a decision: a scorer that could not answer, or no worker that could start "
+             "(in no metric)."),
     ]  # fmt: skip
 
 

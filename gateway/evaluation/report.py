@@ -99,8 +99,8 @@ def _reals_report(
     """The report of a run of real videos only (:mod:`gateway.evaluation.reals_report`)."""
     if paired:
         raise EvaluationError(
-            "this run holds real videos only: a champion vs challenger needs generated videos paired with real "
-            "anchors (its report gives each detector's RealR side by side)"
+            "this run holds real videos only: a champion vs challenger comparison needs generated videos paired "
+            "with real anchors (this run's report shows each detector's RealR side by side)"
         )
     extra = {"seed": seed} if seed is not None else {}
     ev = evaluate_reals(rows, replicates=replicates, calibrate_on_original=calibrate, **extra)
