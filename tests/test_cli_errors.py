@@ -109,6 +109,21 @@ def test_a_replay_of_a_manifest_without_a_generated_video_says_first_that_its_re
     assert cell["real_recall"] == (scored.score < scored.threshold)
 
 
+def test_a_replay_into_a_folder_holding_a_run_says_only_why_it_cannot_start(tmp_path):
+    """Before the reals-only note or any work: one line, exit 1, the folder's run untouched."""
+    row = {"video_id": "c", "uri": "clip.mp4", "label": "real", "source": "real", "anchor_id": "c"}
+    (tmp_path / "m.jsonl").write_text(json.dumps(row) + "\n")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "run.json").write_text("{}")
+    run = _lastmile("replay", "m.jsonl", "--out", "run", cwd=tmp_path)
+    lines = [line for line in run.stderr.splitlines() if line.strip()]
+    assert run.returncode == 1 and len(lines) == 1, run.stderr
+    assert "holds a run already: pass --resume to continue it, or choose another --out" in lines[0]
+    assert (tmp_path / "run" / "run.json").read_text() == "{}" and sorted(
+        p.name for p in (tmp_path / "run").iterdir()
+    ) == ["run.json"]
+
+
 def test_a_bad_manifest_row_is_one_line_from_canary_run_before_any_broker(tmp_path):
     (tmp_path / "m.jsonl").write_text(MANIFEST_CASES[0][0] + "\n")
     run = _lastmile(

@@ -139,14 +139,17 @@ def reals_only_notice(path: Path, rows: list[ManifestRow]) -> str | None:
     )
 
 
+def check_out(run_dir: Path, resume: bool) -> None:
+    """Raise :class:`FileExistsError` where ``run_dir`` holds a run already and ``resume`` is not asked for."""
+    if (run_dir / "run.json").exists() and not resume:
+        raise FileExistsError(f"{run_dir} holds a run already: pass --resume to continue it, or choose another --out")
+
+
 def prepare_run(cfg: ReplayConfig, run_dir: Path, resume: bool, rows: list[ManifestRow]) -> None:
     meta = run_dir / "run.json"
+    check_out(run_dir, resume)
     if meta.exists():
         old = json.loads(meta.read_text())
-        if not resume:
-            raise FileExistsError(
-                f"{run_dir} holds a run already: pass --resume to continue it, or choose another --out"
-            )
         if old["identity"] != cfg.identity():
             raise ValueError(f"{run_dir} was started with another configuration; it cannot be resumed with this one")
         return

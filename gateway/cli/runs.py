@@ -74,7 +74,7 @@ def replay(
     (detector, condition) has no score or infrastructure errors exceed --max-infra-errors."""
     from detectors.manifest import read_manifest
     from gateway.batch.kafka_replay import replay_via_kafka
-    from gateway.batch.replay import ReplayConfig, reals_only_notice
+    from gateway.batch.replay import ReplayConfig, check_out, reals_only_notice
     from gateway.batch.replay import replay as run_replay
 
     cfg = ReplayConfig(
@@ -91,9 +91,11 @@ def replay(
     )
     if via == "kafka" and resume:
         raise click.UsageError("--resume applies to the in-process replay")
-    if notice := reals_only_notice(manifest, read_manifest(manifest)):  # (a bad row: one line, before any work)
-        click.echo(f"replay: note: {notice}", err=True)
+    rows = read_manifest(manifest)  # (a bad row: one line, before any work)
     try:
+        check_out(out, resume)  # (before the note: a run that cannot start says only why)
+        if notice := reals_only_notice(manifest, rows):
+            click.echo(f"replay: note: {notice}", err=True)
         if via == "kafka":
             path = replay_via_kafka(cfg, out, bootstrap=bootstrap, workers=workers or 2)
         else:
