@@ -151,7 +151,8 @@ def _enough_replicates(ctx: click.Context, param: click.Parameter, value: int) -
     "of its model card's",
 )
 def report(run_dir, replicates, seed, comparisons, calibrate) -> None:
-    """Write RUN_DIR/report.md, report.json and a self-contained report.html with plots."""
+    """Write RUN_DIR/report.md, report.json and a self-contained report.html with plots (a run of real videos
+    only: RealR and its drift per condition)."""
     from gateway.batch.results import ResultsError
     from gateway.evaluation.report import build_report
 
