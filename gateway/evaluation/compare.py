@@ -23,9 +23,8 @@ from gateway.evaluation import proportions
 from gateway.evaluation.bootstrap import anchor_resamples, percentile_interval
 from gateway.evaluation.cells import Layout
 from gateway.evaluation.errors import EvaluationError
-from gateway.evaluation.paired import REPLICATES, SEED
+from gateway.evaluation.paired import REPLICATES, SEED, ordered_conditions
 from gateway.evaluation.thresholds import decision_thresholds
-from transforms.spec import LASTMILE
 
 ROLES = ("champion", "challenger")
 Estimate = proportions.Estimate  # point estimate, 95% interval
@@ -127,8 +126,7 @@ def compare_shared(
 ) -> Comparison:
     """:func:`compare` on what :func:`shared_rows` gave for ``champion`` and ``challenger``."""
     scored = [r for r in pair if r.error_kind != "infra"]
-    seen = {r.condition for r in pair}
-    conditions = [c.name for c in LASTMILE if c.name in seen] + sorted(seen - {c.name for c in LASTMILE})
+    conditions = ordered_conditions(pair)
     sources = sorted({r.source for r in pair if r.label == "generated" and r.source})
     anchors = sorted({r.anchor_id for r in pair if r.anchor_id})
     if not (sources and anchors):
