@@ -88,14 +88,14 @@ def test_a_failed_video_is_a_miss_and_an_infrastructure_error_is_in_no_metric(tm
     assert banner["shown"] and "1 video-error row (kept in the RealR denominators as misses)" in banner["headline"]
 
 
-def test_a_run_with_a_generated_video_or_without_anchors_is_not_a_reals_only_evaluation():
+def test_a_run_with_a_generated_video_is_not_a_reals_only_evaluation_and_a_video_without_anchor_is_its_own():
     real = _row("v", "original", False)
     assert is_reals_only([real]) and not is_reals_only([]) and not is_reals_only([real, real.model_copy(
         update={"label": "generated", "source": "g", "video_id": "g"})])  # fmt: skip
     with pytest.raises(EvaluationError, match="real video"):
         evaluate_reals([])
-    with pytest.raises(EvaluationError, match="no anchor_id"):
-        evaluate_reals([real.model_copy(update={"anchor_id": None})])
+    alone = evaluate_reals([real.model_copy(update={"anchor_id": None}), _row("w", "original", True)], replicates=50)
+    assert (alone.anchors, alone.cell("alpha", "original").n_real) == (2, 2)  # (its own anchor: none left out)
 
 
 def test_the_report_of_a_reals_only_run_names_the_largest_drop_and_cautions_on_a_small_sample(tmp_path):
@@ -153,7 +153,9 @@ def test_a_finding_says_how_many_drops_it_leaves_out_and_names_the_steady_detect
     (finding,) = out["key_findings"]
     assert finding["text"].startswith("Largest RealR drops from original (real videos decided generated once "
                                       "disseminated) (3 largest of 4 detectors' drops): e under full")  # fmt: skip
-    assert finding["text"].endswith(" RealR fell under no condition for a.") and finding["data"]["steady"] == ["a"]
+    assert finding["text"].endswith(" The RealR point estimate fell under no condition for a (a point, not a bound: "
+                                    "the table gives each drift's interval).")  # fmt: skip
+    assert finding["data"]["steady"] == ["a"]
 
 
 @pytest.mark.parametrize("reals_only", [True, False])
@@ -182,3 +184,26 @@ def test_counts_of_one_read_in_the_singular(tmp_path):
     assert (
         "1 real anchor, 1 real video, no generated video, 1 condition, 1 result row (1 scored, 0 video failures" in md
     )
+
+
+def test_flips_to_generated_count_what_a_net_drift_of_zero_hides():
+    """Five videos flagged under full that were kept on original, five the other way: drift 0, flips 5 of 35."""
+    rows = _rows(40, {"original": set(range(5)), "full": set(range(5, 10))})
+    c = evaluate_reals(rows, replicates=500).cell("alpha", "full")
+    assert c.real_recall_drift == 0.0 and c.flips_to_generated == 5 / 35
+    _, lo, hi = intervals.wilson_interval(5, 35)
+    assert c.flips_to_generated_ci[0] <= lo and c.flips_to_generated_ci[1] >= hi and c.flips_to_generated_ci[0] > 0
+    assert evaluate_reals(rows, replicates=50).cell("alpha", "original").flips_to_generated is None
+
+
+SAYS = [("user videos (--real-dir)", "your own, as `lastmile corpus synth"),
+        ("synthetic", "synthetic camera-like scenes, not camera footage")]  # fmt: skip
+
+
+@pytest.mark.parametrize("anchors, says", SAYS)
+def test_real_videos_of_the_proxy_corpus_are_said_to_be_what_they_are(tmp_path, anchors, says):
+    corpus = {"notice": "PROXY corpus", "real_anchors": anchors}
+    out = json.loads(build_report(_run(tmp_path / "run", _rows(3, {"original": set()}), ["original"], corpus),
+                                  replicates=50)["json"].read_text())  # fmt: skip
+    assert says in out["notice"] and "generated videos are" not in out["notice"]
+    assert says.replace("`", "<code>", 1) in (tmp_path / "run" / "report.html").read_text()

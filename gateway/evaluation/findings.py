@@ -196,7 +196,10 @@ def real_recall_drops(ev: Evaluation | RealsEvaluation) -> list[Finding]:
         f"{_largest(len(every))}: " + "; ".join(_cell_change(ev, c, "real_recall") for c in drops) + "."
     )
     if steady:
-        text += f" RealR fell under no condition for {', '.join(steady)}."
+        text += (
+            f" The RealR point estimate fell under no condition for {', '.join(steady)} (a point, not a bound: the "
+            "table gives each drift's interval)."
+        )
     data = {"cells": [_cell_data(c, "real_recall") for c in drops], "steady": steady}
     return [Finding("real_recall_drop", text, data)]
 

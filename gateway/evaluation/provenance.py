@@ -85,16 +85,22 @@ def run_context(ev: Evaluation | RealsEvaluation, rows: list[ScoreRow], info: di
     the thresholds and the bootstrap (its ``interval`` described)."""
     ctx = provenance(rows, info)
     recalls = "RealR" if isinstance(ev, RealsEvaluation) else "FakeR/RealR"
-    return ctx | {
-        "corpus_seed": seeds(ev, ctx["corpus"])["corpus_text"],
-        "seeds": seeds(ev, ctx["corpus"]),
+    seeded = seeds(ev, ctx["corpus"])
+    stated = {  # (in the order report.json has always given them)
+        "proxy": ctx["proxy"],
+        "corpus": ctx["corpus"],
+        "corpus_seed": seeded["corpus_text"],
+        "seeds": seeded,
+        "manifest": ctx["manifest"],
         "anchors": ev.anchors,
         "videos": ev.videos,
+        "rows": ctx["rows"],
         "failures": failure_banner(by_version(rows), info.get("conditions") or ev.conditions, recalls),
         "thresholds": thresholds_sentence({c.detector: c.threshold for c in ev.cells}, ev.calibrated),
         "bootstrap": {"replicates": ev.replicates, "seed": ev.seed, "interval": interval},
         "calibrated": ev.calibrated,
     }
+    return stated | ctx
 
 
 def report_json(ev: Evaluation | RealsEvaluation, ctx: dict) -> dict:

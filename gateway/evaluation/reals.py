@@ -40,6 +40,8 @@ class RealsCell:
     infra_errors: int  # rows without a decision, in no metric
     real_recall_drift: float | None = None  # None on original
     real_recall_drift_ci: tuple[float, float] | None = None
+    flips_to_generated: float | None = None  # of the videos kept real on original and decided here; None on original
+    flips_to_generated_ci: tuple[float, float] | None = None
 
 
 @dataclass
@@ -76,12 +78,10 @@ def evaluate_reals(
     construction, and only the drifts tell). A detector with several versions is evaluated per version."""
     if not is_reals_only(rows):
         raise EvaluationError("a reals-only evaluation needs rows, every one of a real video")
-    rows = by_version(rows)
+    rows = [r if r.anchor_id else r.model_copy(update={"anchor_id": r.video_id}) for r in by_version(rows)]
     scored = [r for r in rows if r.error_kind != "infra"]
     detectors, conditions = sorted({r.detector for r in rows}), ordered_conditions(rows)
-    anchors = sorted({r.anchor_id for r in rows if r.anchor_id})
-    if not anchors:
-        raise EvaluationError("the run's real videos have no anchor_id, the unit its bootstrap resamples")
+    anchors = sorted({r.anchor_id for r in rows})  # (a video without one is its own: none is left out)
     thr = decision_thresholds(scored, detectors, thresholds, calibrate_on_original)
     decided = proportions.decisions(scored, thr, paired=False)
     weights = anchor_resamples(rows, anchors, replicates, seed)
@@ -100,6 +100,7 @@ def evaluate_reals(
     ev = RealsEvaluation(cells, detectors, conditions, replicates, seed, len(anchors), len({r.video_id for r in rows}),
                          calibrate_on_original)  # fmt: skip
     _drift(ev, boots, decided)
+    _flips(ev, decided, index, weights)
     return ev
 
 
@@ -132,3 +133,27 @@ def _drift(ev: RealsEvaluation, boots: dict, decided: proportions.Decisions) -> 
         )
         drift = proportions.widened((c.real_recall - base.real_recall, boot), score)
         c.real_recall_drift, c.real_recall_drift_ci = drift
+
+
+def _flips(ev: RealsEvaluation, decided: proportions.Decisions, index: dict[str, int], weights: np.ndarray) -> None:
+    """Flips to generated (PROTOCOL.md): of the real videos kept real on original and decided under the condition,
+    the share decided generated there; the interval the hull of the anchor-clustered bootstrap's and Wilson's.
+    Unlike the drift, it is not net of videos that a condition clears: a drift of 0 can hide flips both ways."""
+    if "original" not in ev.conditions:
+        return
+    for c in ev.cells:
+        base = decided.get((c.detector, "original"), {})
+        here = decided.get((c.detector, c.condition), {})
+        if c.condition == "original":
+            continue
+        flipped, kept = np.zeros(len(index)), np.zeros(len(index))
+        for video, d in here.items():
+            b = base.get(video)
+            if d.flagged is None or b is None or b.flagged is not False:  # (kept real on original, decided here)
+                continue
+            kept[index[d.anchor]] += 1
+            flipped[index[d.anchor]] += d.flagged
+        point = float(flipped.sum() / kept.sum()) if kept.sum() else float("nan")
+        boot = percentile_interval(_ratio(weights @ flipped, weights @ kept))
+        estimate = proportions.widened((point, boot), proportions.share(int(flipped.sum()), int(kept.sum())))
+        c.flips_to_generated, c.flips_to_generated_ci = estimate

@@ -1,13 +1,15 @@
 """``lastmile report`` of a run of real videos only (:mod:`gateway.evaluation.reals`): report.md, report.json and a
-self-contained report.html with one table (RealR per detector and condition, with its drift from original), the
-finding and cautions it supports, and one plot. A platform replaying its own footage learns how many more of its
-real uploads each detector flags once they are disseminated; the AUC and FakeR of the full report need generated
-videos (``lastmile corpus synth --real-dir`` builds proxy counterparts of them)."""
+self-contained report.html with one table (RealR per detector and condition, its drift from original and the
+flips to generated), the finding and cautions it supports, and one plot. A platform replaying its own footage
+learns how many more of its real uploads each detector flags once they are disseminated, net and as flips; the
+AUC and FakeR of the full report need generated videos (``lastmile corpus synth --real-dir`` builds proxy
+counterparts of them)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from detectors.proxy.corpus import USER_ANCHORS
 from gateway.core.messages import ScoreRow
 from gateway.core.wording import counted
 from gateway.evaluation import jsonout
@@ -22,13 +24,22 @@ from gateway.evaluation.tables import Row, Table, defined, interval, pct, points
 
 REALS_ONLY = (
     "This run holds real videos only: it measures RealR, the share of real videos each detector keeps real at its "
-    "fixed threshold, under each condition, and its drift from original (how many more real uploads a detector "
-    "flags once they are disseminated). AUC and FakeR need generated videos: `lastmile corpus synth --real-dir` "
-    "builds proxy counterparts of your own videos."
+    "fixed threshold, under each condition, its drift from original (the net change in the share of real uploads "
+    "a detector flags once they are disseminated) and the flips to generated (the share of those kept real on "
+    "original that it flags under the condition). AUC and FakeR need generated videos: `lastmile corpus synth "
+    "--real-dir` builds proxy counterparts of your own videos."
 )
 INTERVAL = (
     "95% anchor-clustered percentile bootstrap (videos sharing an anchor_id resampled together), widened to hold "
     "Wilson's score interval (RealR) or Newcombe's paired score interval (its drift)"
+)
+SYNTHETIC_REALS = (
+    "This run's real videos are the proxy corpus's synthetic camera-like scenes, not camera footage: their RealR "
+    "shows how detectors respond to dissemination on those scenes, not on your uploads."
+)
+USER_REALS = (
+    "This run's real videos are your own, as `lastmile corpus synth --real-dir` re-encoded them (scaled, "
+    "centre-cropped, resampled): real footage, no proxy, but not byte for byte your uploads."
 )
 CAPTION = (
     "RealR (%) at each detector's fixed threshold under each condition, one marker per detector with its 95% "
@@ -48,10 +59,18 @@ def build_reals_report(run_dir: Path, rows: list[ScoreRow], info: dict, ev: Real
     out = {"json": run_dir / "report.json", "md": run_dir / "report.md", "html": run_dir / "report.html"}
     out["json"].write_text(jsonout.dumps(_as_json(ev, ctx, terms)))
     shown = {"ev": ev, "ctx": ctx, "table": table, "figures": figures, "glossary": terms}
-    shown |= {"notice": corpus_notice(ctx), "generators": {}, "reals_only": REALS_ONLY}
+    shown |= {"notice": reals_notice(ctx), "generators": {}, "reals_only": REALS_ONLY}
     for key, template in (("md", "reals.md.j2"), ("html", "reals.html.j2")):
         out[key].write_text(environment().get_template(template).render(**shown))
     return out
+
+
+def reals_notice(ctx: dict) -> str | None:
+    """What the report says of its real videos where they come from the proxy corpus (its corpus notice speaks of
+    generated videos, which this run has none of); None for other footage."""
+    if corpus_notice(ctx) is None:
+        return None
+    return USER_REALS if ctx["corpus"].get("real_anchors") == USER_ANCHORS else SYNTHETIC_REALS
 
 
 def reals_table(ev: RealsEvaluation) -> Table:
@@ -62,12 +81,19 @@ def reals_table(ev: RealsEvaluation) -> Table:
             return "-"
         return f"{points(c.real_recall_drift)}{interval(c.real_recall_drift_ci)}"
 
+    def flips(c: RealsCell) -> str:
+        if not defined(c.flips_to_generated):
+            return "-"
+        return f"{pct(c.flips_to_generated)}{interval(c.flips_to_generated_ci)}"
+
     def row(c: RealsCell) -> Row:
         recall = f"{pct(c.real_recall)}{interval(c.real_recall_ci)}"
-        return Row((c.detector, c.condition, recall, drift(c), str(c.n_real), str(c.failures), str(c.infra_errors)))
+        counts = (str(c.n_real), str(c.failures), str(c.infra_errors))
+        return Row((c.detector, c.condition, recall, drift(c), flips(c), *counts))
 
     rows = tuple(row(c) for c in ev.cells)
-    header = ("detector", "condition", "RealR", "RealR drift", "real videos", "failures", "infra errors")
+    header = ("detector", "condition", "RealR", "RealR drift", "flips to generated", "real videos", "failures",
+              "infra errors")  # fmt: skip
     return Table("RealR (%) at the fixed threshold, 95% CI, and its drift from original", header, rows)
 
 
@@ -122,6 +148,10 @@ def glossary(ev: RealsEvaluation) -> list[Term]:
         Term("RealR drift", "RealR(condition) - RealR(original) in percentage points: the difference of the two "
              "RealRs shown, with a paired interval on the videos decided under both; below 0: the condition makes "
              "the detector flag more real videos."),
+        Term("flips to generated", "Of the real videos kept real on original and decided under the condition, "
+             "the share decided generated there (%, PROTOCOL.md's flips to generated), with the hull of the "
+             "anchor-clustered bootstrap's and Wilson's interval. The drift is net: videos a condition clears offset "
+             "those it flags, so a drift of 0 can hide flips; this share does not."),
         Term("real videos", "The cell's real videos, video errors included and infrastructure errors not: RealR's "
              "denominator."),
         Term("failures", "Real videos of the cell with a video error (in RealR as misses)."),
@@ -137,4 +167,5 @@ def _context(ev: RealsEvaluation, rows: list[ScoreRow], info: dict) -> dict:
 
 def _as_json(ev: RealsEvaluation, ctx: dict, terms: list[Term]) -> dict:
     head = {"kind": "reals_only", "reals_only": REALS_ONLY}
-    return head | report_json(ev, ctx) | {"glossary": {t.term: t.definition for t in terms}}
+    tail = {"notice": reals_notice(ctx), "glossary": {t.term: t.definition for t in terms}}
+    return head | report_json(ev, ctx) | tail
