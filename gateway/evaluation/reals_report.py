@@ -94,7 +94,8 @@ def reals_table(ev: RealsEvaluation) -> Table:
     rows = tuple(row(c) for c in ev.cells)
     header = ("detector", "condition", "RealR", "RealR drift", "flips to generated", "real videos", "failures",
               "infra errors")  # fmt: skip
-    return Table("RealR (%) at the fixed threshold, 95% CI, and its drift from original", header, rows)
+    title = "RealR (%) at the fixed threshold, 95% CI, its drift from original and the flips to generated"
+    return Table(title, header, rows)
 
 
 def cautions(ev: RealsEvaluation) -> list[str]:
