@@ -110,7 +110,8 @@ def test_a_replay_of_a_manifest_without_a_generated_video_says_first_that_its_re
 
 
 def test_a_replay_into_a_folder_holding_a_run_says_only_why_it_cannot_start(tmp_path):
-    """Before the reals-only note or any work: one line, exit 1, the folder's run untouched."""
+    """Before the reals-only note or any work: one line, exit 1, the folder's run untouched; and so for a resume with
+    another configuration."""
     row = {"video_id": "c", "uri": "clip.mp4", "label": "real", "source": "real", "anchor_id": "c"}
     (tmp_path / "m.jsonl").write_text(json.dumps(row) + "\n")
     (tmp_path / "run").mkdir()
@@ -122,6 +123,10 @@ def test_a_replay_into_a_folder_holding_a_run_says_only_why_it_cannot_start(tmp_
     assert (tmp_path / "run" / "run.json").read_text() == "{}" and sorted(
         p.name for p in (tmp_path / "run").iterdir()
     ) == ["run.json"]
+    resumed = _lastmile("replay", "m.jsonl", "--out", "run", "--resume", cwd=tmp_path)  # (another configuration)
+    lines = [line for line in resumed.stderr.splitlines() if line.strip()]
+    assert resumed.returncode == 1 and len(lines) == 1, resumed.stderr
+    assert "was started with another configuration; it cannot be resumed with this one" in lines[0]
 
 
 def test_a_bad_manifest_row_is_one_line_from_canary_run_before_any_broker(tmp_path):

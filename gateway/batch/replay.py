@@ -139,19 +139,22 @@ def reals_only_notice(path: Path, rows: list[ManifestRow]) -> str | None:
     )
 
 
-def check_out(run_dir: Path, resume: bool) -> None:
-    """Raise :class:`FileExistsError` where ``run_dir`` holds a run already and ``resume`` is not asked for."""
-    if (run_dir / "run.json").exists() and not resume:
+def check_out(cfg: ReplayConfig, run_dir: Path, resume: bool) -> bool:
+    """Whether ``run_dir`` holds a run that ``cfg`` resumes (False: a new run). Raises :class:`FileExistsError`
+    where it holds one and ``resume`` is not asked for, ValueError where that run has another configuration."""
+    meta = run_dir / "run.json"
+    if not meta.exists():
+        return False
+    if not resume:
         raise FileExistsError(f"{run_dir} holds a run already: pass --resume to continue it, or choose another --out")
+    if json.loads(meta.read_text()).get("identity") != cfg.identity():
+        raise ValueError(f"{run_dir} was started with another configuration; it cannot be resumed with this one")
+    return True
 
 
 def prepare_run(cfg: ReplayConfig, run_dir: Path, resume: bool, rows: list[ManifestRow]) -> None:
     meta = run_dir / "run.json"
-    check_out(run_dir, resume)
-    if meta.exists():
-        old = json.loads(meta.read_text())
-        if old["identity"] != cfg.identity():
-            raise ValueError(f"{run_dir} was started with another configuration; it cannot be resumed with this one")
+    if check_out(cfg, run_dir, resume):
         return
     (run_dir / "parts").mkdir(parents=True, exist_ok=True)
     info = {

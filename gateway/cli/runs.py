@@ -93,7 +93,7 @@ def replay(
         raise click.UsageError("--resume applies to the in-process replay")
     rows = read_manifest(manifest)  # (a bad row: one line, before any work)
     try:
-        check_out(out, resume)  # (before the note: a run that cannot start says only why)
+        check_out(cfg, out, resume)  # (before the note: a run that cannot start says only why)
         if notice := reals_only_notice(manifest, rows):
             click.echo(f"replay: note: {notice}", err=True)
         if via == "kafka":
