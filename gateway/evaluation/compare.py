@@ -195,7 +195,7 @@ def _label_free(decided: proportions.Decisions, cond: str, layout: Layout) -> tu
     index = {a: i for i, a in enumerate(layout.anchors)}
     n, differ, both, delta = (np.zeros(len(index)) for _ in range(4))
     champ, champ0, chall, chall0 = (decided.get((role, c), {}) for role in ROLES for c in (cond, "original"))
-    differs, flipped = [], ([], [])  # per video: decided apart; flipped (challenger, champion)
+    flipped = ([], [])  # per video: flipped (challenger, champion)
     for v, h in champ.items():
         c = chall.get(v)
         if c is None or None in (h.flagged, c.flagged):
@@ -203,7 +203,6 @@ def _label_free(decided: proportions.Decisions, cond: str, layout: Layout) -> tu
         i = index[h.anchor]
         n[i] += 1
         differ[i] += h.flagged != c.flagged
-        differs.append(h.flagged != c.flagged)
         h0, c0 = champ0.get(v), chall0.get(v)
         if cond != "original" and h0 is not None and c0 is not None and None not in (h0.flagged, c0.flagged):
             both[i] += 1
@@ -212,8 +211,7 @@ def _label_free(decided: proportions.Decisions, cond: str, layout: Layout) -> tu
             delta[i] += flipped[0][-1] - flipped[1][-1]
     w = layout.weights
     with np.errstate(invalid="ignore", divide="ignore"):
-        share = (float(np.mean(differs)) if differs else float("nan"), percentile_interval((w @ differ) / (w @ n)))
         flips = (float(np.mean(flipped[0]) - np.mean(flipped[1])) if both.any() else float("nan"),
                  percentile_interval((w @ delta) / (w @ both)))  # fmt: skip
-    disagreement = proportions.widened(share, proportions.share(sum(differs), len(differs)))
+    disagreement, _ = proportions.clustered_share(differ, n, w)
     return disagreement, proportions.widened(flips, proportions.paired_difference(*flipped)) if both.any() else None

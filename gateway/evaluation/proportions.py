@@ -25,6 +25,7 @@ import numpy as np
 
 from detectors import intervals
 from gateway.core.messages import ScoreRow
+from gateway.evaluation.bootstrap import percentile_interval
 
 Estimate = tuple[float, tuple[float, float]]  # point estimate, 95% interval
 NO_PAIRS: Estimate = (math.nan, (math.nan, math.nan))
@@ -96,6 +97,19 @@ def share(successes: int, n: int, confidence: float = 0.95) -> Estimate:
         return NO_PAIRS
     p, lo, hi = intervals.wilson_interval(successes, n, confidence)
     return p, (lo, hi)
+
+
+def clustered_share(hits: np.ndarray, n: np.ndarray, weights: np.ndarray) -> tuple[Estimate, np.ndarray]:
+    """sum(hits) / sum(n) from per-anchor counts, its interval the hull of the anchor-clustered bootstrap's (over
+    ``weights``, ``[B, anchors]``) and Wilson's; and the bootstrap's replicates (nan where a replicate has no
+    video). :data:`NO_PAIRS` as the estimate where ``n`` has none."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        replicates = (weights @ hits) / (weights @ n)
+    total = int(n.sum())
+    if not total:
+        return NO_PAIRS, replicates
+    point = float(hits.sum() / n.sum())
+    return widened((point, percentile_interval(replicates)), share(int(hits.sum()), total)), replicates
 
 
 def widened(estimate: Estimate, score: Estimate) -> Estimate:

@@ -90,12 +90,10 @@ def evaluate_reals(
     cells, boots = [], {}
     for det in detectors:
         for cond in conditions:
-            kept, n = _per_anchor(decided.get((det, cond), {}), index)
-            boots[det, cond] = _ratio(weights @ kept, weights @ n)
-            point = float(kept.sum() / n.sum()) if n.sum() else float("nan")
-            score = proportions.share(int(kept.sum()), int(n.sum()))
-            ci = proportions.widened((point, percentile_interval(boots[det, cond])), score)[1]
-            failures = sum(d.flagged is None for d in decided.get((det, cond), {}).values())
+            here = decided.get((det, cond), {})
+            kept, n = _per_anchor(here, index)
+            (point, ci), boots[det, cond] = proportions.clustered_share(kept, n, weights)
+            failures = sum(d.flagged is None for d in here.values())
             cells.append(RealsCell(det, cond, point, ci, thr[det], int(n.sum()), failures, infra[det, cond]))
     ev = RealsEvaluation(cells, detectors, conditions, replicates, seed, len(anchors), len({r.video_id for r in rows}),
                          calibrate_on_original)  # fmt: skip
@@ -111,11 +109,6 @@ def _per_anchor(decisions: dict[str, proportions.Decision], index: dict[str, int
         n[index[d.anchor]] += 1
         kept[index[d.anchor]] += d.correct
     return kept, n
-
-
-def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return num / den
 
 
 def _drift(ev: RealsEvaluation, boots: dict, decided: proportions.Decisions) -> None:
@@ -142,18 +135,14 @@ def _flips(ev: RealsEvaluation, decided: proportions.Decisions, index: dict[str,
     if "original" not in ev.conditions:
         return
     for c in ev.cells:
-        base = decided.get((c.detector, "original"), {})
-        here = decided.get((c.detector, c.condition), {})
         if c.condition == "original":
             continue
+        base = decided.get((c.detector, "original"), {})
         flipped, kept = np.zeros(len(index)), np.zeros(len(index))
-        for video, d in here.items():
+        for video, d in decided.get((c.detector, c.condition), {}).items():
             b = base.get(video)
             if d.flagged is None or b is None or b.flagged is not False:  # (kept real on original, decided here)
                 continue
             kept[index[d.anchor]] += 1
             flipped[index[d.anchor]] += d.flagged
-        point = float(flipped.sum() / kept.sum()) if kept.sum() else float("nan")
-        boot = percentile_interval(_ratio(weights @ flipped, weights @ kept))
-        estimate = proportions.widened((point, boot), proportions.share(int(flipped.sum()), int(kept.sum())))
-        c.flips_to_generated, c.flips_to_generated_ci = estimate
+        (c.flips_to_generated, c.flips_to_generated_ci), _ = proportions.clustered_share(flipped, kept, weights)

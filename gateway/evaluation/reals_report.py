@@ -60,8 +60,9 @@ def build_reals_report(run_dir: Path, rows: list[ScoreRow], info: dict, ev: Real
     out["json"].write_text(jsonout.dumps(_as_json(ev, ctx, terms)))
     shown = {"ev": ev, "ctx": ctx, "table": table, "figures": figures, "glossary": terms}
     shown |= {"notice": reals_notice(ctx), "generators": {}, "reals_only": REALS_ONLY}
+    env = environment()
     for key, template in (("md", "reals.md.j2"), ("html", "reals.html.j2")):
-        out[key].write_text(environment().get_template(template).render(**shown))
+        out[key].write_text(env.get_template(template).render(**shown))
     return out
 
 

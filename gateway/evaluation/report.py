@@ -45,8 +45,14 @@ def evaluate_rows(
 ) -> Evaluation:
     """The rows' evaluation, conditions in the run's own order (a sweep's values as listed, mildest first);
     ``calibrate``: a RealR to recalibrate every threshold to on the run's ``original`` reals (else the cards')."""
+    return _measured(evaluate, rows, info, replicates, seed, calibrate)
+
+
+def _measured(measure, rows: list[ScoreRow], info: dict, replicates: int, seed: int | None, calibrate: float | None):
+    """``measure`` (:func:`~gateway.evaluation.paired.evaluate` or :func:`~gateway.evaluation.reals.evaluate_reals`)
+    of the rows, at the default seed unless one is given, its conditions in the run's own order."""
     extra = {"seed": seed} if seed is not None else {}
-    ev = evaluate(rows, replicates=replicates, calibrate_on_original=calibrate, **extra)
+    ev = measure(rows, replicates=replicates, calibrate_on_original=calibrate, **extra)
     ev.conditions = in_run_order(ev.conditions, info)
     return ev
 
@@ -102,10 +108,7 @@ def _reals_report(
             "this run holds real videos only: a champion vs challenger comparison needs generated videos paired "
             "with real anchors (this run's report shows each detector's RealR side by side)"
         )
-    extra = {"seed": seed} if seed is not None else {}
-    ev = evaluate_reals(rows, replicates=replicates, calibrate_on_original=calibrate, **extra)
-    ev.conditions = in_run_order(ev.conditions, info)
-    return build_reals_report(run_dir, rows, info, ev)
+    return build_reals_report(run_dir, rows, info, _measured(evaluate_reals, rows, info, replicates, seed, calibrate))
 
 
 def render(
