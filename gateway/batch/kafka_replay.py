@@ -35,6 +35,7 @@ def gateway_config(cfg: ReplayConfig, bootstrap: str, run_id: str, workers: int)
         max_poll_interval_ms=5_000,
         session_timeout_ms=5_000,
         heartbeat_interval_ms=500,
+        idle_member_after_s=20.0,  # the only member: holding no partition while videos wait is never right
     )
     pipeline = {name: getattr(cfg, name) for name in PipelineSettings.model_fields}  # every field, none forgotten
     return GatewayConfig(

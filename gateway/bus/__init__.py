@@ -15,12 +15,14 @@ from gateway.bus.errors import (
     RecordTooLarge,
     UnknownTopic,
 )
+from gateway.bus.membership import Backlog, IdleWatch, Unassigned
 from gateway.bus.producer import Delivery, Producer, producer
 from gateway.bus.rebalance import Rebalance
 from gateway.bus.records import Header, OversizeRecord, Partition, Record, UnreadableRecord
 from gateway.bus.stalls import Stall
 
 __all__ = [
+    "Backlog",
     "BatchReader",
     "BrokerError",
     "BrokerUnavailable",
@@ -30,6 +32,7 @@ __all__ = [
     "CorruptBatch",
     "Delivery",
     "Header",
+    "IdleWatch",
     "LocalBroker",
     "OversizeRecord",
     "Partition",
@@ -38,6 +41,7 @@ __all__ = [
     "Record",
     "RecordTooLarge",
     "Stall",
+    "Unassigned",
     "UnknownTopic",
     "UnreadableRecord",
     "client_reader",

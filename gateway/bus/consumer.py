@@ -14,6 +14,7 @@ from gateway.bus import clients
 from gateway.bus.direct import Fetched
 from gateway.bus.errors import CorruptBatch, mapped
 from gateway.bus.fetch import poll_client
+from gateway.bus.membership import Backlog
 from gateway.bus.rebalance import Rebalance
 from gateway.bus.records import Partition
 from gateway.bus.stalls import Stall, Watch
@@ -23,8 +24,9 @@ log = logging.getLogger("lastmile.bus")
 
 
 class Consumer:
-    def __init__(self, client: object, watch: Watch | None = None) -> None:
-        self._client, self._watch = client, watch
+    def __init__(self, client: object, watch: Watch | None = None, settings: KafkaSettings | None = None) -> None:
+        self._client, self._watch, self._settings = client, watch, settings
+        self._admin = None  # for the group's committed offsets (:meth:`backlog`), once asked
         self._next: dict[Partition, int] = {}  # per partition, the offset after the last record handed out
 
     # -- what is read ----------------------------------------------------------------------------------------
@@ -136,8 +138,29 @@ class Consumer:
         end offsets of every partition of the topic, so it also proves that the broker answers."""
         return client_lag(self._client, topic, timeout_ms)
 
+    def backlog(self, topic: str, timeout_ms: int | None = None) -> Backlog:
+        """The group's records on ``topic`` that no member has committed past (a group consumer). The committed
+        offsets come through an admin client of its own: kafka-python's consumer, asked for them while it joins
+        its group, starts the join again, and again (seen on Tansu: it never got its partitions)."""
+        from kafka import TopicPartition
+
+        if self._settings is None:
+            raise ValueError("backlog needs a group consumer")
+        with mapped():
+            tps = [TopicPartition(topic, p) for p in sorted(self._client.partitions_for_topic(topic) or ())]
+            ends = self._client.end_offsets(tps, timeout_ms=timeout_ms)
+            firsts = self._client.beginning_offsets(tps, timeout_ms=timeout_ms)
+            self._admin = self._admin or clients.admin_client(self._settings)
+            group = self._settings.group_id
+            done = self._admin.list_group_offsets(group).get(group, {})
+        committed = tuple(o.offset if (o := done.get(tp)) is not None and o.offset >= 0 else None for tp in tps)
+        behind = sum(max(0, ends[tp] - (firsts[tp] if c is None else c)) for tp, c in zip(tps, committed, strict=True))
+        return Backlog(behind, committed)
+
     def close(self, autocommit: bool = False) -> None:
         with mapped():
+            if self._admin is not None:
+                self._admin.close()
             self._client.close(autocommit=autocommit)
 
 
@@ -157,7 +180,7 @@ def client_lag(client, topic: str, timeout_ms: int | None = None) -> int | None:
 def consumer(settings: KafkaSettings) -> Consumer:
     """A member of ``settings.group_id``: manual commits, from the earliest offset of a new group."""
     with mapped():
-        return Consumer(clients.consumer_client(settings), Watch(settings))
+        return Consumer(clients.consumer_client(settings), Watch(settings), settings)
 
 
 def client_reader(settings: KafkaSettings) -> Consumer:

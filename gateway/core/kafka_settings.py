@@ -43,6 +43,12 @@ class KafkaSettings(BaseModel):
     stall_after_s: float = Field(
         60.0, gt=0, description="not ready once a partition with lag has not moved this long (paused ones aside)"
     )
+    idle_member_after_s: float = Field(
+        300.0,
+        gt=0,
+        description="not ready once it has held no input partition while the group's records there have had no "
+        "commit this long",
+    )
 
     @property
     def dlq(self) -> str:

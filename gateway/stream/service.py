@@ -37,6 +37,7 @@ from gateway.stream.http import Endpoints
 from gateway.stream.jobs import Job, Refused, Waiting, admit, check_shadow
 from gateway.stream.live import LiveMetrics
 from gateway.stream.offsets import OffsetTracker, rebalance_listener
+from gateway.stream.progress import Progress
 from gateway.stream.publisher import Publisher, Source
 from transforms.errors import LimitExceeded
 
@@ -58,7 +59,7 @@ class Gateway:
         self.publisher: Publisher | None = None  # these three once started (_start)
         self.consumer: bus.Consumer | None = None
         self.supervisor: Supervisor | None = None
-        self.stalls: list[bus.Stall] = []  # input partitions with lag that have not moved (kafka.stall_after_s)
+        self.progress = Progress(cfg.kafka, self.metrics)  # stalls and idle membership: readiness is progress
         self._ids = count()
 
     # -- lifecycle -------------------------------------------------------------------------------------------
@@ -261,19 +262,12 @@ class Gateway:
     def _probe_broker(self) -> None:
         """Every few seconds, the input's end offsets: the consumer lag, and proof that the broker answers (so an
         idle gateway notices an outage too). Success clears a broker outage once nothing waits to be published.
-        Also the partitions stuck with lag, which make the gateway not ready (:mod:`gateway.bus.stalls`)."""
-        k = self.cfg.kafka
-        self.stalls = [s for s in self.consumer.stalls(k.stall_after_s) if s.partition.topic == k.input_topic]
-        self.metrics.stalled.set(len(self.stalls))
-        for stall in self.stalls:
-            log.error("not ready: %s", stall)
+        Also whether the input moves, without which the gateway is not ready (:mod:`gateway.stream.progress`)."""
         try:
-            lag = self.consumer.lag(k.input_topic, k.probe_timeout_ms)
+            self.progress.check(self.consumer)
         except bus.BusError as exc:
             self.health.down("broker", f"no answer to an offsets request: {exc or type(exc).__name__}")
             return
-        if lag is not None:
-            self.metrics.lag.set(lag)
         if not self.waiting.publishing:
             self.health.up("broker")
 
@@ -283,11 +277,11 @@ class Gateway:
         return time.monotonic() - self.heartbeat < 60
 
     def is_ready(self) -> bool:
-        return self.ready.is_set() and not self.stop_event.is_set() and self.health.ok and not self.stalls
+        return self.ready.is_set() and not self.stop_event.is_set() and self.health.ok and not self.progress.stuck
 
     def not_ready_reason(self) -> str:
         """What keeps it from being ready, for ``/readyz``'s body."""
-        parts = [f"{c} unavailable: {r}" for c, r in self.health.reasons.items()] + [str(s) for s in self.stalls]
+        parts = [f"{c} unavailable: {r}" for c, r in self.health.reasons.items()] + self.progress.reasons()
         return "; ".join(parts) or ("stopping" if self.stop_event.is_set() else "starting")
 
     def start_http(self) -> int:

@@ -1,0 +1,106 @@
+"""A gateway that holds no input partition while its group's records wait uncommitted is not ready and says why
+(:mod:`gateway.bus.membership`): a replay's only gateway once sat ready with no partition for the whole 300 s of a
+test. Against a real broker, a member of the group that holds the one partition and never commits plays the
+member that keeps the records from the gateway."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from gateway import bus
+from gateway.bus.membership import Backlog, IdleWatch
+from gateway.core.messages import VideoEvent
+from tests.conftest import make_clip
+from tests.streaming import FAST_GROUP, read_topics, require_broker, start_gateway, wait_for
+from tests.test_gateway import _config
+from tests.test_record_limits import _readyz, _stop, _with_kafka
+
+
+@pytest.fixture(scope="module")
+def broker():
+    require_broker()
+    with bus.start_broker() as b:
+        yield b
+
+
+# -- the watch, on its own ---------------------------------------------------------------------------------------
+def test_an_idle_member_is_stuck_once_the_backlog_has_had_no_commit_for_the_period():
+    watch = IdleWatch("t", "g", after_s=10)
+    waiting = Backlog(5, (None, 3))
+    assert watch.observe(waiting, now=0) is None
+    assert watch.observe(waiting, now=9.9) is None
+    stuck = watch.observe(waiting, now=10)
+    assert stuck is not None and (stuck.behind, stuck.for_s) == (5, 10)
+    assert str(stuck) == "holds no partition of t; group g has 5 records there with no commit for 10 s"
+
+
+def test_a_commit_an_empty_backlog_or_a_partition_held_restarts_the_clock():
+    watch = IdleWatch("t", "g", after_s=10)
+    watch.observe(Backlog(5, (None, 3)), now=0)
+    assert watch.observe(Backlog(4, (None, 4)), now=12) is None  # another member committed: the group moves
+    assert watch.observe(Backlog(4, (None, 4)), now=21) is None
+    assert watch.observe(Backlog(4, (None, 4)), now=22) is not None
+    assert watch.observe(None, now=23) is None  # this member holds a partition: the stall watch's to judge
+    assert watch.observe(Backlog(4, (None, 4)), now=30) is None
+    assert watch.observe(Backlog(0, (2, 4)), now=45) is None  # nothing waits: idle is fine (more members than work)
+    assert watch.observe(Backlog(0, (2, 4)), now=99) is None
+
+
+# -- a real group --------------------------------------------------------------------------------------------
+class _Squatter:
+    """A member of the group listed first by the range assignor (whoever leads), so it holds the topic's one
+    partition; it stays in the group and never commits."""
+
+    def __init__(self, k) -> None:
+        from kafka import KafkaConsumer
+
+        self.consumer = KafkaConsumer(
+            bootstrap_servers=k.bootstrap,
+            group_id=k.group_id,
+            client_id="a-squatter",  # range lists members by id, which starts with it: before lastmile-gateway-
+            enable_auto_commit=False,
+            **FAST_GROUP,
+        )
+        self.consumer.subscribe([k.input_topic])
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            self.consumer.pause(*self.consumer.assignment())  # holds, reads nothing
+            self.consumer.poll(100)
+
+    def leave(self) -> None:
+        self.stop.set()
+        self.thread.join(30)
+        self.consumer.close()  # leaves the group: it rebalances
+
+
+def test_a_gateway_with_no_partition_while_its_group_waits_is_not_ready_until_it_gets_one(broker, tmp_path):
+    k = _config(broker, tmp_path, "idle-probe").kafka
+    names = {"input_topic": "idle.videos", "output_topic": "idle.scores", "group_id": "idle-gw"}
+    bus.ensure_topics(k.model_copy(update=names), partitions=1)  # one partition: the squatter's
+    base = _config(broker, tmp_path, "idle", conditions="original", detectors="d3_px", workers=1)
+    cfg = _with_kafka(base, **names, idle_member_after_s=2.0, probe_interval_s=0.3)
+    k, clip = cfg.kafka, tmp_path / "clip.mp4"
+    clip.write_bytes(make_clip(tmp_path, "made.mp4"))
+    squatter = _Squatter(k)
+    wait_for(lambda: squatter.consumer.assignment(), 60, "the squatter to hold the partition")
+    producer = bus.producer(k)
+    producer.send(k.input_topic, VideoEvent(video_id="v", uri=clip.as_uri()).model_dump_json().encode(), key=b"v")
+    producer.flush()
+    gw, thread = start_gateway(cfg)
+    try:
+        _, body = wait_for(lambda: (r := _readyz(gw.port))[0] == 503 and r, 60, "not ready")
+        assert "holds no partition of idle.videos; group idle-gw has 1 record there with no commit for " in body, body
+        assert gw.consumer.assignment() == set() and thread.is_alive() and gw.healthy()
+        squatter.leave()  # the records' holder goes: the group assigns the partition to the gateway
+        got = read_topics(k.bootstrap, [k.output_topic], lambda g: g[k.output_topic], 120)
+        assert [m.key for m in got[k.output_topic]] == [b"v"]
+        assert wait_for(lambda: _readyz(gw.port)[0] == 200, 60, "ready again")
+    finally:
+        squatter.stop.set()
+        _stop(gw, thread)
