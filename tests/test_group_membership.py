@@ -12,6 +12,7 @@ import pytest
 
 from gateway import bus
 from gateway.bus.membership import Backlog, IdleWatch
+from gateway.core.kafka_settings import KafkaSettings
 from gateway.core.messages import VideoEvent
 from tests.conftest import make_clip
 from tests.streaming import FAST_GROUP, require_broker, start_gateway, wait_for
@@ -92,9 +93,8 @@ class _Squatter:
 
 
 def test_a_gateway_with_no_partition_while_its_group_waits_is_not_ready_until_the_group_moves(broker, tmp_path):
-    k = _config(broker, tmp_path, "idle-probe").kafka
     names = {"input_topic": "idle.videos", "output_topic": "idle.scores", "group_id": "idle-gw"}
-    bus.ensure_topics(k.model_copy(update=names), partitions=1)  # one partition: the squatter's
+    bus.ensure_topics(KafkaSettings(bootstrap=broker.bootstrap, **names), partitions=1)  # one: the squatter's
     base = _config(broker, tmp_path, "idle", conditions="original", detectors="d3_px", workers=1)
     cfg = _with_kafka(base, **names, idle_member_after_s=2.0, probe_interval_s=0.3)
     k, clip = cfg.kafka, tmp_path / "clip.mp4"

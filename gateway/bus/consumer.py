@@ -159,9 +159,11 @@ class Consumer:
 
     def close(self, autocommit: bool = False) -> None:
         with mapped():
-            if self._admin is not None:
-                self._admin.close()
-            self._client.close(autocommit=autocommit)
+            try:
+                self._client.close(autocommit=autocommit)
+            finally:  # (an admin client that fails to close leaves the consumer closed all the same)
+                if self._admin is not None:
+                    self._admin.close()
 
 
 def client_lag(client, topic: str, timeout_ms: int | None = None) -> int | None:
