@@ -270,6 +270,24 @@ def test_a_replay_via_kafka_that_times_out_says_where_the_gateway_and_collector_
     assert "; the gateway then: " in text and "its thread running" in text
 
 
+def test_the_command_line_says_a_replay_via_kafka_timed_out_in_one_line(broker, tmp_path):
+    from click.testing import CliRunner
+
+    from detectors.proxy.corpus import CorpusConfig, synthesize
+    from gateway.cli import main
+
+    manifest = synthesize(
+        CorpusConfig(anchors=1, seed=5, width=160, height=128, min_seconds=2, max_seconds=2), tmp_path / "c"
+    )
+    run = ["--conditions", "original", "--detectors", "d3_px", "--profile", "throughput", "--out", str(tmp_path / "r")]
+    kafka = ["--via", "kafka", "--bootstrap", broker.bootstrap, "--kafka-timeout-s", "0.1"]
+    args = ["replay", str(manifest), *run, *kafka]
+    got = CliRunner().invoke(main, args)
+    assert got.exit_code == 1 and isinstance(got.exception, SystemExit), got.output  # not an uncaught exception
+    assert "Error: replay via kafka: " in got.output and "score events missing after 0.1 s" in got.output
+    assert "Traceback" not in got.output
+
+
 def test_a_gateway_whose_port_is_taken_starts_nothing_and_leaves_nothing_running(broker):
     """The health port is bound before the broker clients and the workers start (they used to start first and
     stay running: a worker process and two client threads, never stopped, once the bind failed)."""

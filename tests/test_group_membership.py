@@ -115,3 +115,33 @@ def test_a_gateway_with_no_partition_while_its_group_waits_is_not_ready_until_th
     finally:
         squatter.close()
         _stop(gw, thread)
+
+
+def test_a_replay_whose_gateway_holds_no_partition_starts_it_again_in_a_fresh_group(broker, tmp_path):
+    """The replay's remedy (:class:`~gateway.batch.kafka_replay.ReplayGateway`): its gateway, kept from the input's
+    one partition by a member that never reads, is started again in a group of its own and scores every video."""
+    import pyarrow.parquet as pq
+
+    from detectors.manifest import read_manifest
+    from detectors.proxy.corpus import CorpusConfig, synthesize
+    from gateway.batch.kafka_replay import gateway_config, replay_via_kafka
+    from gateway.batch.replay import ReplayConfig
+
+    manifest = synthesize(
+        CorpusConfig(anchors=1, seed=5, width=160, height=128, min_seconds=2, max_seconds=2), tmp_path / "c"
+    )
+    cfg = ReplayConfig(manifest=manifest, conditions="original", detectors="d3_px", profile="throughput")
+    k = gateway_config(cfg, broker.bootstrap, "squatted", workers=1).kafka
+    bus.ensure_topics(k, partitions=1)  # made before the replay's own (which keeps them): the squatter's one
+    squatter = _Squatter(k)
+    try:
+        wait_for(lambda: squatter.consumer.assignment(), 60, "the squatter to hold the partition")
+        stats: dict = {}
+        path = replay_via_kafka(cfg, tmp_path / "run", broker.bootstrap, 1, 300, stats, run_id="squatted")
+        assert squatter.consumer.assignment()  # it still holds the first group's partition, and read nothing
+    finally:
+        squatter.close()
+    rows = pq.read_table(path).to_pylist()
+    assert stats["groups"] == 2  # the first group, then one fresh one
+    assert sorted(r["video_id"] for r in rows) == sorted(r.video_id for r in read_manifest(manifest))  # each once
+    assert len(rows) > 1 and all(r["error"] is None and r["condition"] == "original" for r in rows)

@@ -3,9 +3,11 @@ events come back as the same results file the in-process replay writes (rows sor
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -20,10 +22,17 @@ from gateway.core.config import GatewayConfig, KafkaSettings, PipelineSettings
 from gateway.core.messages import ScoreEvent, ScoreRow, VideoEvent, idempotency_key
 
 COLLECT_POLL_MS = 500
+MAX_GROUPS = 3  # a gateway that holds no partition is started again in a fresh group, at most this many in all
+
+log = logging.getLogger("lastmile.replay")
 
 
 class ReplayTimeout(RuntimeError):
     """Not every expected score event arrived in time."""
+
+
+class ReplayStuck(ReplayTimeout):
+    """The replay's gateway held no partition of its input, in every group it was started in."""
 
 
 def gateway_config(cfg: ReplayConfig, bootstrap: str, run_id: str, workers: int) -> GatewayConfig:
@@ -62,33 +71,31 @@ def replay_via_kafka(
     timeout_s: float = 1800.0,
     stats: dict | None = None,
     sequential: bool = False,
+    run_id: str | None = None,
 ) -> Path:
     """Produce every manifest row to a fresh input topic, run a gateway (in this process) on it, and write the
-    collected score events as ``run_dir/results.parquet``. Starts a local broker unless ``bootstrap`` is given."""
+    collected score events as ``run_dir/results.parquet``. Starts a local broker unless ``bootstrap`` is given.
+    The topics and groups are named for ``run_id`` (a fresh one by default)."""
     rows = read_manifest(cfg.manifest)
     prepare_run(cfg, run_dir, resume=False, rows=rows)
     broker = None if bootstrap else bus.start_broker()
-    run_id = uuid.uuid4().hex[:10]
-    gw_cfg = gateway_config(cfg, bootstrap or broker.bootstrap, run_id, workers)
+    gw_cfg = gateway_config(cfg, bootstrap or broker.bootstrap, run_id or uuid.uuid4().hex[:10], workers)
     try:
         bus.ensure_topics(gw_cfg.kafka, partitions=max(2, workers))
-        from gateway.stream.service import Gateway
-
-        gateway = Gateway(gw_cfg)
-        thread = threading.Thread(target=gateway.run, daemon=True, name="lastmile-replay-gateway")
-        thread.start()
+        run = ReplayGateway(gw_cfg)
         try:
-            events, sent, received = _produce_and_collect(gw_cfg.kafka, cfg, rows, timeout_s, sequential)
+            events, sent, received = _produce_and_collect(gw_cfg.kafka, cfg, rows, timeout_s, sequential, run)
+        except ReplayStuck:
+            raise
         except ReplayTimeout as exc:  # say where it stopped: the gateway's state when the wait ended
-            raise ReplayTimeout(f"{exc}; the gateway then: {_state(gateway, thread)}") from exc
+            raise ReplayTimeout(f"{exc}; the gateway then: {run.state()}") from exc
         finally:
-            gateway.stop_event.set()
-            thread.join(120)
+            run.stop()
     finally:
         if broker:
             broker.stop()
     if stats is not None:
-        stats.update(sent=sent, received=received)
+        stats.update(sent=sent, received=received, groups=run.groups)
     delivery = {"idempotency_key", "event_time"}  # when this replay sent a video is not part of its results
     table = pa.Table.from_pylist(
         [ScoreRow.model_validate(e.model_dump(exclude=delivery)).model_dump() for e in events.values()],
@@ -99,18 +106,57 @@ def replay_via_kafka(
     return merge(run_dir)
 
 
-def _state(gateway, thread: threading.Thread) -> str:
-    """The gateway's readiness, its thread and its partitions, in words."""
-    ready = "ready" if gateway.is_ready() else f"not ready ({gateway.not_ready_reason()})"
-    try:
-        assigned = sorted(f"{p.topic}/{p.partition}" for p in gateway.consumer.assignment())
-    except (AttributeError, bus.BusError) as exc:  # no consumer yet, or a client that cannot say
-        assigned = [f"unknown: {exc}"]
-    alive = "running" if thread.is_alive() else "stopped"
-    return f"{ready}, its thread {alive}, assigned {', '.join(assigned) or 'no partition'}"
+class ReplayGateway:
+    """The replay's gateway, in this process, the only member of its group. One that holds no partition while the
+    videos wait (:class:`~gateway.bus.Unassigned`: seen once on Tansu, for the 300 s of a test) is stopped and
+    started again in a fresh group (``<group>-1``, ...), at most ``MAX_GROUPS`` in all. A fresh group reads the
+    topic from its start: the collector keeps one event per key, and a repeat that scores otherwise is an error."""
+
+    def __init__(self, cfg: GatewayConfig) -> None:
+        self.cfg, self.groups = cfg, 0
+        self._start()
+
+    def _start(self) -> None:
+        from gateway.stream.service import Gateway
+
+        k = self.cfg.kafka
+        group = k.group_id if self.groups == 0 else f"{k.group_id}-{self.groups}"
+        self.gateway = Gateway(self.cfg.model_copy(update={"kafka": k.model_copy(update={"group_id": group})}))
+        self.thread = threading.Thread(target=self.gateway.run, daemon=True, name="lastmile-replay-gateway")
+        self.thread.start()
+        self.groups += 1
+
+    def check(self) -> None:
+        """While collecting: start the gateway again in a fresh group if it holds no partition while videos wait;
+        :class:`ReplayStuck` once it did so in ``MAX_GROUPS`` groups."""
+        stuck = self.gateway.progress.unassigned
+        if stuck is None:
+            return
+        if self.groups >= MAX_GROUPS:
+            raise ReplayStuck(f"the replay's gateway, started in {self.groups} groups in turn, {stuck}")
+        log.warning("replay: the gateway %s; starting it again in a fresh group", stuck)
+        self.stop()
+        self._start()
+
+    def stop(self) -> None:
+        self.gateway.stop_event.set()
+        self.thread.join(120)
+
+    def state(self) -> str:
+        """The gateway's readiness, its thread and its partitions, in words."""
+        gateway = self.gateway
+        ready = "ready" if gateway.is_ready() else f"not ready ({gateway.not_ready_reason()})"
+        try:
+            assigned = sorted(f"{p.topic}/{p.partition}" for p in gateway.consumer.assignment())
+        except (AttributeError, bus.BusError) as exc:  # no consumer yet, or a client that cannot say
+            assigned = [f"unknown: {exc}"]
+        alive = "running" if self.thread.is_alive() else "stopped"
+        return f"{ready}, its thread {alive}, assigned {', '.join(assigned) or 'no partition'}"
 
 
-def _produce_and_collect(k: KafkaSettings, cfg: ReplayConfig, rows: list, timeout_s: float, sequential: bool) -> tuple:
+def _produce_and_collect(
+    k: KafkaSettings, cfg: ReplayConfig, rows: list, timeout_s: float, sequential: bool, run: ReplayGateway
+) -> tuple:
     """Send the rows (all at once, or one at a time waiting for each) and collect their score events."""
     base = cfg.manifest.resolve().parent
     consumer = bus.consumer(k.model_copy(update={"group_id": f"{k.group_id}-collector"}))  # the replay's fast group
@@ -134,7 +180,8 @@ def _produce_and_collect(k: KafkaSettings, cfg: ReplayConfig, rows: list, timeou
                 producer.send(k.input_topic, event.model_dump_json().encode(), key=r.video_id.encode())
                 sent[r.video_id] = time.monotonic()
             producer.flush()
-            _collect(consumer, events, received, expected_keys(cfg, [r.video_id for r in batch]), deadline, timeout_s)
+            want = expected_keys(cfg, [r.video_id for r in batch])
+            _collect(consumer, events, received, want, deadline, timeout_s, run.check)
     finally:
         producer.close()
         consumer.close()
@@ -143,9 +190,16 @@ def _produce_and_collect(k: KafkaSettings, cfg: ReplayConfig, rows: list, timeou
 
 
 def _collect(
-    consumer: bus.Consumer, events: dict, received: dict, want: set[str], deadline: float, timeout_s: float
+    consumer: bus.Consumer,
+    events: dict,
+    received: dict,
+    want: set[str],
+    deadline: float,
+    timeout_s: float,
+    check: Callable[[], None],
 ) -> None:
     while want - events.keys():
+        check()
         if time.monotonic() > deadline:
             missing = len(want - events.keys())
             mine = len(consumer.assignment())  # 0: the collector never joined its group

@@ -9,6 +9,8 @@ topic, how many records, for how long) once the group's committed offsets there 
 It does not rejoin the group: on Tansu, a group whose leader left kept answering its one remaining member's
 SyncGroup with "rebalance in progress", and a leave-and-join every few seconds kept it there (the member held
 nothing until the rejoins stopped); what a rejoin would mend on another broker could not be shown here.
+The replay, whose gateway is its group's only member, has a remedy of its own: it starts that gateway again in a
+fresh group (:class:`gateway.batch.kafka_replay.ReplayGateway`).
 """
 
 from __future__ import annotations

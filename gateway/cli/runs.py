@@ -44,6 +44,13 @@ def _fail_loudly(failures: RunFailures, what: str, kept: str) -> None:
 )
 @click.option("--bootstrap", default=None, help="with --via kafka: an existing broker")
 @click.option(
+    "--kafka-timeout-s",
+    type=click.FloatRange(min=0, min_open=True),
+    default=1800.0,
+    show_default=True,
+    help="with --via kafka: the most seconds to wait for every score event",
+)
+@click.option(
     "--file-root",
     "file_roots",
     multiple=True,
@@ -66,6 +73,7 @@ def replay(
     resume,
     via,
     bootstrap,
+    kafka_timeout_s,
     file_roots,
     max_infra_errors,
     out,
@@ -73,7 +81,7 @@ def replay(
     """Run every video of MANIFEST through the conditions and detectors into OUT/results.parquet; exit 1 where a
     (detector, condition) has no score or infrastructure errors exceed --max-infra-errors."""
     from detectors.manifest import read_manifest
-    from gateway.batch.kafka_replay import replay_via_kafka
+    from gateway.batch.kafka_replay import ReplayTimeout, replay_via_kafka
     from gateway.batch.replay import ReplayConfig, check_out, reals_only_notice
     from gateway.batch.replay import replay as run_replay
 
@@ -97,13 +105,15 @@ def replay(
         if notice := reals_only_notice(manifest, rows):
             click.echo(f"replay: note: {notice}", err=True)
         if via == "kafka":
-            path = replay_via_kafka(cfg, out, bootstrap=bootstrap, workers=workers or 2)
+            path = replay_via_kafka(cfg, out, bootstrap=bootstrap, workers=workers or 2, timeout_s=kafka_timeout_s)
         else:
             path = run_replay(cfg, out, resume=resume, workers=workers)
     except ConfigError:
         raise
     except (FileExistsError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
+    except ReplayTimeout as exc:  # which events were missing and where the gateway was: one line
+        raise click.ClickException(f"replay via kafka: {exc}") from None
     click.echo(path)
     _fail_loudly(check_results(path, max_infra_errors), "replay", "the results are")
 

@@ -104,6 +104,7 @@ def bench_gateway(workdir: Path, anchors: int = 10, workers: int = 2, profile: s
         "kafka": {
             "videos_per_s": round(kafka_rate, 3),
             "wall_s": round(kafka_wall, 2),
+            "groups": stats["groups"],  # 2 or more: its gateway was started again in a fresh group (kafka_replay)
             "latency_loaded_p50_s": round(float(np.percentile(loaded, 50)), 2),
             "latency_loaded_p99_s": round(float(np.percentile(loaded, 99)), 2),
             "latency_unloaded_p50_s": round(float(np.percentile(single, 50)), 3),
