@@ -288,6 +288,30 @@ def test_the_command_line_says_a_replay_via_kafka_timed_out_in_one_line(broker, 
     assert "Traceback" not in got.output
 
 
+def test_a_replay_whose_gateway_ends_by_itself_raises_its_error_at_once(broker, tmp_path):
+    """The replay's wait ends with the gateway's own error (here its health port taken), not with the timeout."""
+    import socket
+
+    from detectors.proxy.corpus import CorpusConfig, synthesize
+    from gateway.batch.kafka_replay import ReplayGateway, gateway_config
+    from gateway.batch.replay import ReplayConfig
+    from gateway.stream.http import CannotListen
+
+    manifest = synthesize(
+        CorpusConfig(anchors=1, seed=5, width=160, height=128, min_seconds=2, max_seconds=2), tmp_path / "c"
+    )
+    cfg = ReplayConfig(manifest=manifest, conditions="original", detectors="d3_px", profile="throughput")
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        gw_cfg = gateway_config(cfg, broker.bootstrap, "taken", 1).model_copy(
+            update={"http_port": taken.getsockname()[1]}
+        )
+        run = ReplayGateway(gw_cfg)
+        run.thread.join(60)
+    assert not run.thread.is_alive()
+    with pytest.raises(CannotListen, match="Address already in use"):
+        run.check()
+
+
 def test_a_gateway_whose_port_is_taken_starts_nothing_and_leaves_nothing_running(broker):
     """The health port is bound before the broker clients and the workers start (they used to start first and
     stay running: a worker process and two client threads, never stopped, once the bind failed)."""

@@ -110,7 +110,8 @@ class ReplayGateway:
     """The replay's gateway, in this process, the only member of its group. One that holds no partition while the
     videos wait (:class:`~gateway.bus.Unassigned`: seen once on Tansu, for the 300 s of a test) is stopped and
     started again in a fresh group (``<group>-1``, ...), at most ``MAX_GROUPS`` in all. A fresh group reads the
-    topic from its start: the collector keeps one event per key, and a repeat that scores otherwise is an error."""
+    topic from its start: the collector keeps one event per key, and a repeat that scores otherwise is an error.
+    A gateway whose run ends by itself (an error) ends the replay with that error, not with the timeout."""
 
     def __init__(self, cfg: GatewayConfig) -> None:
         self.cfg, self.groups = cfg, 0
@@ -122,13 +123,24 @@ class ReplayGateway:
         k = self.cfg.kafka
         group = k.group_id if self.groups == 0 else f"{k.group_id}-{self.groups}"
         self.gateway = Gateway(self.cfg.model_copy(update={"kafka": k.model_copy(update={"group_id": group})}))
-        self.thread = threading.Thread(target=self.gateway.run, daemon=True, name="lastmile-replay-gateway")
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True, name="lastmile-replay-gateway")
         self.thread.start()
         self.groups += 1
 
+    def _run(self) -> None:
+        try:
+            self.gateway.run()
+        except BaseException as exc:  # (the thread's end: kept for check(), which raises it where the replay waits)
+            self.error = exc
+
     def check(self) -> None:
-        """While collecting: start the gateway again in a fresh group if it holds no partition while videos wait;
-        :class:`ReplayStuck` once it did so in ``MAX_GROUPS`` groups."""
+        """While collecting: the gateway's own error if its run ended; start it again in a fresh group if it holds
+        no partition while videos wait; :class:`ReplayStuck` once it did so in ``MAX_GROUPS`` groups."""
+        if not self.thread.is_alive() and not self.gateway.stop_event.is_set():
+            if self.error is not None:
+                raise self.error
+            raise ReplayTimeout("the replay's gateway stopped before every score event came")
         stuck = self.gateway.progress.unassigned
         if stuck is None:
             return
