@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.core.config import GatewayConfig
+from gateway.core.config import GatewayConfig, ShadowSettings
 from gateway.stream.jobs import fanout, scorers, video_share
 
 DETECTORS = ["npr", "npr_next", "d3"]
@@ -54,7 +54,7 @@ def test_the_gateway_scores_a_shadow_challenger_on_its_share_only(tmp_path):
     ids = [f"shadow-{i}" for i in range(8)]
     with bus.start_broker() as broker:
         cfg = _config(broker, tmp_path, "shadow", conditions="original", detectors="d3_px,spectral", workers=1)
-        cfg = cfg.model_copy(update={"shadow": {"detectors": ["spectral"], "share": 0.5}})
+        cfg = cfg.model_copy(update={"shadow": ShadowSettings(detectors=["spectral"], share=0.5)})
         cfg = GatewayConfig.model_validate(cfg.model_dump())
         producer = bus.producer(cfg.kafka)
         for vid in ids:
