@@ -312,6 +312,29 @@ def test_a_replay_whose_gateway_ends_by_itself_raises_its_error_at_once(broker, 
         run.check()
 
 
+def test_the_replay_collector_keeps_the_first_of_repeats_and_stops_on_a_differing_one_only_if_deterministic():
+    """A fresh group reads the input again: repeats are expected; one that scores otherwise is a bug of a
+    deterministic run, and is kept out (the first stays) of a run without determinism."""
+    from gateway.batch.kafka_replay import keep
+    from gateway.core.messages import idempotency_key
+
+    def ev(score: float) -> ScoreEvent:
+        key = idempotency_key("v1", "original", "d3_px", "1")
+        fields = dict(video_id="v1", condition="original", detector="d3_px", detector_version="1")
+        return ScoreEvent(**fields, runtime="embedded", score=score, decision=False, threshold=1.0, idempotency_key=key)
+
+    first = ev(0.25)
+    for deterministic in (True, False):
+        events: dict = {}
+        keep(events, first, deterministic)
+        keep(events, ev(0.25), deterministic)  # a plain repeat: kept once
+        assert list(events.values()) == [first] and events[first.idempotency_key] is first
+    with pytest.raises(RuntimeError, match=r"two different scores for .*: 0\.25 vs 0\.5"):
+        keep(events, ev(0.5), True)
+    keep(events, ev(0.5), False)
+    assert events[first.idempotency_key] is first
+
+
 def test_a_gateway_whose_port_is_taken_starts_nothing_and_leaves_nothing_running(broker):
     """The health port is bound before the broker clients and the workers start (they used to start first and
     stay running: a worker process and two client threads, never stopped, once the bind failed)."""

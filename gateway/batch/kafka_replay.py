@@ -110,7 +110,7 @@ class ReplayGateway:
     """The replay's gateway, in this process, the only member of its group. One that holds no partition while the
     videos wait (:class:`~gateway.bus.Unassigned`: seen once on Tansu, for the 300 s of a test) is stopped and
     started again in a fresh group (``<group>-1``, ...), at most ``MAX_GROUPS`` in all. A fresh group reads the
-    topic from its start: the collector keeps one event per key, and a repeat that scores otherwise is an error.
+    topic from its start: the collector keeps one event per key (:func:`keep`).
     A gateway whose run ends by itself (an error) ends the replay with that error, not with the timeout."""
 
     def __init__(self, cfg: GatewayConfig) -> None:
@@ -193,7 +193,7 @@ def _produce_and_collect(
                 sent[r.video_id] = time.monotonic()
             producer.flush()
             want = expected_keys(cfg, [r.video_id for r in batch])
-            _collect(consumer, events, received, want, deadline, timeout_s, run.check)
+            _collect(consumer, events, received, want, deadline, timeout_s, run.check, cfg.deterministic)
     finally:
         producer.close()
         consumer.close()
@@ -209,6 +209,7 @@ def _collect(
     deadline: float,
     timeout_s: float,
     check: Callable[[], None],
+    deterministic: bool,
 ) -> None:
     while want - events.keys():
         check()
@@ -219,8 +220,15 @@ def _collect(
                                 f"{mine} partitions, {len(events)} events read)")  # fmt: skip
         for m in consumer.poll(COLLECT_POLL_MS):
             ev = ScoreEvent.model_validate_json(m.value or b"")  # the gateway's own topic: anything else is a bug
-            old = events.get(ev.idempotency_key)
-            if old is not None and old.score != ev.score:
-                raise RuntimeError(f"two different scores for {ev.idempotency_key}: {old.score} vs {ev.score}")
-            events.setdefault(ev.idempotency_key, ev)
+            keep(events, ev, deterministic)
             received[ev.video_id] = time.monotonic()  # the latest event of each video so far
+
+
+def keep(events: dict[str, ScoreEvent], ev: ScoreEvent, deterministic: bool) -> None:
+    """Keep the first event of each key. A repeat (a redelivery, a fresh group's second reading) that scores
+    otherwise is a bug of a deterministic run (an error); without determinism it may, and the first stays."""
+    old = events.setdefault(ev.idempotency_key, ev)
+    if old is not ev and old.score != ev.score:
+        if deterministic:
+            raise RuntimeError(f"two different scores for {ev.idempotency_key}: {old.score} vs {ev.score}")
+        log.info("replay: a repeat of %s scored %s (kept the first, %s)", ev.idempotency_key, ev.score, old.score)
