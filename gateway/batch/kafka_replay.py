@@ -20,6 +20,7 @@ from gateway.batch.replay import ReplayConfig, prepare_run
 from gateway.batch.results import merge, schema
 from gateway.core.config import GatewayConfig, KafkaSettings, PipelineSettings
 from gateway.core.messages import ScoreEvent, ScoreRow, VideoEvent, idempotency_key
+from gateway.stream.send import manifest_item
 
 COLLECT_POLL_MS = 500
 MAX_GROUPS = 3  # a gateway that holds no partition is started again in a fresh group, at most this many in all
@@ -170,7 +171,6 @@ def _produce_and_collect(
     k: KafkaSettings, cfg: ReplayConfig, rows: list, timeout_s: float, sequential: bool, run: ReplayGateway
 ) -> tuple:
     """Send the rows (all at once, or one at a time waiting for each) and collect their score events."""
-    base = cfg.manifest.resolve().parent
     consumer = bus.consumer(k.model_copy(update={"group_id": f"{k.group_id}-collector"}))  # the replay's fast group
     consumer.subscribe([k.output_topic])
     producer = bus.producer(k)
@@ -181,10 +181,9 @@ def _produce_and_collect(
     try:
         for batch in [[r] for r in rows] if sequential else [rows]:
             for r in batch:
-                path = Path(r.uri) if Path(r.uri).is_absolute() else base / r.uri
-                event = VideoEvent(
+                event = VideoEvent(  # the row's URL as it is, its path as a file:// URI (as `lastmile send`)
                     video_id=r.video_id,
-                    uri=path.resolve().as_uri(),
+                    uri=manifest_item(cfg.manifest, r).uri,
                     label=r.label,
                     source=r.source,
                     anchor_id=r.anchor_id,

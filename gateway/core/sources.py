@@ -235,10 +235,15 @@ def _allow_entry(entry: str) -> str | Address:
 
 
 # -- HTTP ------------------------------------------------------------------------------------------------------
-def _fetch_http(uri: str, allow: Sequence[str], max_bytes: int | None, timeout_s: float, total_s: float) -> bytes:
-    allowed, url = allow_set(allow), parse_source_url(uri)
-    if url.host not in allowed:
+def allowed_url(uri: str, allow: Sequence[str]) -> SourceURL:
+    """``uri`` parsed (:func:`parse_source_url`), refused unless its host is in ``allow``; no DNS, no network."""
+    if (url := parse_source_url(uri)).host not in allow_set(allow):
         raise SourceError(f"host {str(url.host)!r} is not in the allow-list")
+    return url
+
+
+def _fetch_http(uri: str, allow: Sequence[str], max_bytes: int | None, timeout_s: float, total_s: float) -> bytes:
+    allowed, url = allow_set(allow), allowed_url(uri, allow)
     deadline = time.monotonic() + total_s
     for _ in range(MAX_REDIRECTS + 1):
         location = _get(url, max_bytes, min(timeout_s, max(deadline - time.monotonic(), 0.001)), deadline)
@@ -257,11 +262,9 @@ def _fetch_http(uri: str, allow: Sequence[str], max_bytes: int | None, timeout_s
 def _get(url: SourceURL, max_bytes: int | None, timeout_s: float, deadline: float) -> bytes | str:
     """One request to exactly ``url``'s host and port: the body, or the ``Location`` of a redirect. Each read
     waits at most ``timeout_s``; at ``deadline`` the socket is shut down (:func:`_cut`), whatever it waits for."""
-    if url.scheme == "https":
-        # (the TLS handshake as a whole is bounded by the timeout, which is at most the time left)
-        conn = http.client.HTTPSConnection(
-            url.connect_host, url.port, timeout=timeout_s, context=ssl.create_default_context()
-        )
+    if url.scheme == "https":  # (the TLS handshake as a whole is bounded by the timeout: at most the time left)
+        tls = ssl.create_default_context()
+        conn = http.client.HTTPSConnection(url.connect_host, url.port, timeout=timeout_s, context=tls)
     else:
         conn = http.client.HTTPConnection(url.connect_host, url.port, timeout=timeout_s)
     cut = threading.Timer(max(deadline - time.monotonic(), 0.0), _cut, (conn,))

@@ -1,8 +1,9 @@
 """``lastmile send``: videos onto the input topic, by ``file://`` reference under the gateway's roots or inline.
 
-Arguments are video files, folders (their video files, sorted) and JSONL manifests (their rows, with labels).
-Every path is checked before anything is sent: one outside the roots the gateway reads is refused, with the
-suggestion to send it inline.
+Arguments are video files, folders (their regular video files, sorted) and JSONL manifests (their rows, with
+labels; a row's ``http(s)://`` URI is sent as it is, for the gateway to fetch). Every video is checked before
+anything is sent: a path outside the roots the gateway reads is refused, with the suggestion to send it inline,
+and a URL whose host is not in its allow-list is refused too.
 """
 
 from __future__ import annotations
@@ -12,10 +13,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import unquote, urlsplit
 
-from detectors.manifest import read_manifest
+from detectors.manifest import ManifestRow, read_manifest
 from gateway import bus
 from gateway.core.messages import VideoEvent, inline_headers
+from gateway.core.sources import DEFAULT_PORTS, SourceError, allowed_url
 
 if TYPE_CHECKING:
     from gateway.core.config import GatewayConfig
@@ -29,11 +32,25 @@ class SendError(ValueError):
 
 @dataclass(frozen=True)
 class Item:
-    path: Path
+    """One video to send: a local file (``path``) or, from a manifest, a URL the gateway fetches (``url``)."""
+
+    path: Path | None
     video_id: str
     label: str | None = None
     source: str | None = None
     anchor_id: str | None = None
+    url: str | None = None
+    origin: str = ""  # where it was named, for errors: "manifest.jsonl, video v1"; empty for a file argument
+
+    @property
+    def uri(self) -> str:
+        """What the event names: the URL, or the file's resolved ``file://`` URI."""
+        return self.url or self.path.resolve().as_uri()
+
+    @property
+    def name(self) -> str:
+        where = f" ({self.origin})" if self.origin else ""
+        return f"{self.url or self.path}{where}"
 
 
 def expand(args: Iterable[Path], label: str | None = None) -> list[Item]:
@@ -41,22 +58,38 @@ def expand(args: Iterable[Path], label: str | None = None) -> list[Item]:
     items: list[Item] = []
     for arg in args:
         if arg.is_dir():
-            items += [_item(p, label) for p in sorted(arg.iterdir()) if p.suffix.lower() in VIDEO_SUFFIXES]
+            items += [_item(p, label) for p in _videos(arg)]
+        elif not arg.is_file():  # a FIFO, a device or a socket would block the read, or never end it
+            raise SendError(f"{arg}: not a regular file" if arg.exists() else f"{arg}: no such file or folder")
         elif arg.suffix == ".jsonl":
-            base = arg.resolve().parent
-            for r in read_manifest(arg):
-                path = Path(r.uri.removeprefix("file://"))
-                items.append(Item(path if path.is_absolute() else base / path, r.video_id, r.label, r.source,
-                                  r.anchor_id))  # fmt: skip
-        elif arg.is_file():
-            items.append(_item(arg, label))
+            items += [manifest_item(arg, r) for r in read_manifest(arg)]
         else:
-            raise SendError(f"{arg}: no such file or folder")
+            items.append(_item(arg, label))
     return items
 
 
+def _videos(folder: Path) -> list[Path]:
+    """A folder's regular video files, sorted (not a FIFO or a socket named .mp4: reading one would block)."""
+    return sorted(p for p in folder.iterdir() if p.suffix.lower() in VIDEO_SUFFIXES and p.is_file())
+
+
+def manifest_item(manifest: Path, r: ManifestRow) -> Item:
+    """A manifest row: a URL stays a URL; a path or ``file://`` URI is resolved against the manifest's folder."""
+    fields = {"video_id": r.video_id, "label": r.label, "source": r.source, "anchor_id": r.anchor_id}
+    origin = f"{manifest}, video {r.video_id}"
+    parts = urlsplit(r.uri)
+    scheme = parts.scheme.lower() if len(parts.scheme) > 1 else ""  # (a one-letter scheme is a Windows drive)
+    if scheme in DEFAULT_PORTS:
+        return Item(None, **fields, url=r.uri, origin=origin)
+    if scheme not in ("", "file"):
+        raise SendError(f"{r.uri}: unsupported URI scheme {scheme!r} ({origin}); send a path, file:// or http(s)://")
+    path = Path(unquote(parts.path) if scheme else r.uri)
+    return Item(path if path.is_absolute() else manifest.resolve().parent / path, **fields, origin=origin)
+
+
 def _item(path: Path, label: str | None) -> Item:
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:10]
+    with path.open("rb") as f:
+        digest = hashlib.file_digest(f, "sha256").hexdigest()[:10]  # in chunks: a large file is never all in memory
     return Item(path, f"{path.stem}-{digest}", label)
 
 
@@ -68,23 +101,34 @@ class Sender:
     def check(self, items: list[Item]) -> None:
         """Refuse the whole batch before sending any of it, if one video cannot be sent as asked."""
         for item in items:
+            if item.url is not None:
+                self._check_url(item)
+                continue
             path = item.path.resolve()
             if self.inline:
                 size = path.stat().st_size
                 if size > min(self.cfg.kafka.max_message_bytes, self.cfg.limits.max_bytes):
-                    raise SendError(f"{item.path} is {size} bytes: too large to send inline")
+                    raise SendError(f"{item.name} is {size} bytes: too large to send inline")
             elif not any(path.is_relative_to(root) for root in self.roots):
                 roots = ", ".join(map(str, self.roots)) or "none configured"
                 raise SendError(
-                    f"{item.path} lies outside the folders the gateway reads ({roots}); "
+                    f"{item.name} lies outside the folders the gateway reads ({roots}); "
                     "send it with --inline, or start `lastmile up` in a folder above it"
                 )
+
+    def _check_url(self, item: Item) -> None:
+        if self.inline:
+            raise SendError(f"{item.name}: a URL cannot be sent inline (the gateway fetches it); leave out --inline")
+        try:
+            allowed_url(item.url, self.cfg.sources.http_allow_hosts)
+        except SourceError as exc:
+            raise SendError(f"{item.name}: {exc} of the gateway (sources.http_allow_hosts)") from exc
 
     def message(self, item: Item) -> tuple[bytes, list[tuple[str, bytes]] | None]:
         fields = {"video_id": item.video_id, "label": item.label, "source": item.source, "anchor_id": item.anchor_id}
         if self.inline:
             return item.path.read_bytes(), inline_headers(VideoEvent(**fields))
-        return VideoEvent(**fields, uri=item.path.resolve().as_uri()).model_dump_json().encode(), None
+        return VideoEvent(**fields, uri=item.uri).model_dump_json().encode(), None
 
     def send(self, items: list[Item], progress: bool = True) -> int:
         """Send every item, each acknowledged by the broker; returns how many."""

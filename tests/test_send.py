@@ -1,0 +1,100 @@
+"""`lastmile send`'s client side: what each argument becomes, and what is refused before anything is sent. (The
+round trip through a broker and a gateway: tests/test_up.py.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from gateway.core.config import GatewayConfig
+from gateway.core.messages import VideoEvent
+from gateway.stream.send import Sender, SendError, expand
+
+
+def _manifest(folder: Path, *uris: str) -> Path:
+    rows = [{"video_id": "r", "uri": uris[0], "label": "real", "source": "real", "anchor_id": "r"}]
+    rows += [{"video_id": f"g{i}", "uri": u, "label": "generated", "source": "gen", "anchor_id": "r"}
+             for i, u in enumerate(uris[1:])]  # fmt: skip
+    path = folder / "m.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _event(sender: Sender, item) -> VideoEvent:
+    value, headers = sender.message(item)
+    assert headers is None
+    return VideoEvent.model_validate_json(value)
+
+
+def test_a_manifest_url_is_sent_as_it_is_for_the_gateway_to_fetch(tmp_path):
+    """It was made a path under the manifest's folder (`file:///.../m/http%3A/...`), so no manifest could name a
+    URL, and the dead letter blamed a missing file instead of the allow-list."""
+    (tmp_path / "a b.mp4").write_bytes(b"x")
+    url = "https://cdn.example.com/v.mp4?sig=1"
+    items = expand([_manifest(tmp_path, "file://" + str(tmp_path / "a%20b.mp4"), url, "a b.mp4")])
+    cfg = GatewayConfig(sources={"file_roots": [str(tmp_path)], "http_allow_hosts": ["CDN.example.com"]})
+    sender = Sender(cfg)
+    sender.check(items)
+    events = [_event(sender, i) for i in items]
+    assert [e.uri for e in events] == [(tmp_path / "a b.mp4").as_uri(), url, (tmp_path / "a b.mp4").as_uri()]
+    assert [e.video_id for e in events] == ["r", "g0", "g1"] and events[1].label == "generated"
+
+
+@pytest.mark.parametrize(
+    ("uri", "inline", "message"),
+    [
+        ("http://example.com/v.mp4", False, r"host 'example.com' is not in the allow-list of the gateway"),
+        ("http://169.254.169.254/latest", False, r"host '169.254.169.254' is not in the allow-list"),
+        ("http://user@cdn.example.com/v.mp4", False, r"has a user part"),
+        ("ftp://cdn.example.com/v.mp4", False, r"unsupported URI scheme 'ftp'"),
+        ("https://cdn.example.com/v.mp4", True, r"a URL cannot be sent inline"),
+    ],
+)
+def test_a_url_the_gateway_would_refuse_is_refused_before_anything_is_sent(tmp_path, uri, inline, message):
+    (tmp_path / "r.mp4").write_bytes(b"x")
+    cfg = GatewayConfig(sources={"file_roots": [str(tmp_path)], "http_allow_hosts": ["cdn.example.com"]})
+    with pytest.raises(SendError, match=message) as caught:
+        Sender(cfg, inline=inline).check(expand([_manifest(tmp_path, "r.mp4", uri)]))
+    assert "m.jsonl, video g0" in str(caught.value)  # which row of which manifest
+
+
+def test_a_manifest_row_outside_the_roots_names_its_manifest_and_video(tmp_path):
+    (tmp_path / "r.mp4").write_bytes(b"x")
+    cfg = GatewayConfig(sources={"file_roots": [str(tmp_path)]})
+    with pytest.raises(SendError, match=r"/etc/hostname \(.*m\.jsonl, video g0\) lies outside the folders"):
+        Sender(cfg).check(expand([_manifest(tmp_path, "r.mp4", "/etc/hostname")]))
+
+
+def _expand_within(args: list[Path], timeout_s: float = 60.0):
+    """expand(), failing (not hanging) if it blocks: reading a FIFO waits for a writer that never comes."""
+    out: dict = {}
+
+    def run() -> None:
+        try:
+            out["items"] = expand(args, "real")
+        except SendError as exc:
+            out["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    assert not thread.is_alive(), f"expand({args}) blocked for {timeout_s} s"
+    return out
+
+
+def test_a_fifo_named_like_a_video_is_left_out_of_a_folder_and_refused_by_name(tmp_path):
+    """`lastmile send FOLDER` hung for ever on a FIFO named .mp4 (it read every file to hash it), and a FIFO given
+    by name was "no such file or folder"."""
+    (tmp_path / "clip.mp4").write_bytes(b"x" * 10)
+    os.mkfifo(tmp_path / "pipe.mp4")
+    got = _expand_within([tmp_path])
+    assert [i.path.name for i in got["items"]] == ["clip.mp4"]
+    got = _expand_within([tmp_path / "pipe.mp4"])
+    assert str(got["error"]) == f"{tmp_path / 'pipe.mp4'}: not a regular file"
+    os.mkfifo(tmp_path / "rows.jsonl")
+    assert str(_expand_within([tmp_path / "rows.jsonl"])["error"]).endswith("rows.jsonl: not a regular file")
+    assert str(_expand_within([tmp_path / "gone.mp4"])["error"]).endswith("gone.mp4: no such file or folder")
