@@ -52,6 +52,16 @@ def test_bad_input_gives_a_typed_error(media, make, error, match):
     assert isinstance(info.value, VideoError) and str(info.value)
 
 
+@pytest.mark.parametrize("fraction", [0.3, 0.5, 0.6, 0.8])
+def test_a_cut_video_is_refused_in_ffmpegs_words_without_pyavs_errno(media, fraction):
+    """A faststart mp4 cut in half was dead-lettered as "decoding failed: [Errno 1094995529] Invalid data found when
+    processing input: 'avcodec_send_packet()'": PyAV's error code and function, not a reason for a user."""
+    data = media["faststart"]
+    with pytest.raises(InvalidVideo) as info:
+        _run(data[: int(len(data) * fraction)])
+    assert "Errno" not in str(info.value) and "avcodec" not in str(info.value), str(info.value)
+
+
 @pytest.mark.parametrize(
     "limits, match",
     [

@@ -21,7 +21,7 @@ from transforms.errors import InvalidVideo
 from transforms.limits import Limits
 from transforms.nodes import Node, NormalizeNode, Sink
 from transforms.passes import PassRunner, count_passes, schedule
-from transforms.probe import ProbeInfo, open_input, probe
+from transforms.probe import ProbeInfo, ffmpeg_says, open_input, probe
 from transforms.spec import PROFILES, Condition, Profile, canonical_json, spec_hash
 from transforms.steps.kind import NodeContext
 from transforms.steps.registry import STEPS
@@ -161,7 +161,7 @@ class Engine:
                 for packet in container.demux(stream):
                     yield from packet.decode()
             except av.error.FFmpegError as exc:
-                raise InvalidVideo(f"decoding failed: {exc}") from exc
+                raise InvalidVideo(f"decoding failed: {ffmpeg_says(exc)}") from exc
 
     # -- outputs --------------------------------------------------------------------------------------
     def _original(self, condition: Condition, data: bytes, info: ProbeInfo, digest: str) -> Variant:

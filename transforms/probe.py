@@ -41,12 +41,12 @@ def open_input(data: bytes) -> av.container.InputContainer:
     try:
         return av.open(io.BytesIO(data), mode="r", options=_PROBE_OPTIONS)
     except (av.error.InvalidDataError, av.error.EOFError) as exc:
-        raise InvalidVideo(f"not a decodable container ({len(data)} bytes): {_ffmpeg_says(exc)}") from exc
+        raise InvalidVideo(f"not a decodable container ({len(data)} bytes): {ffmpeg_says(exc)}") from exc
     except av.error.FFmpegError as exc:
-        raise InvalidVideo(f"cannot open input ({len(data)} bytes): {_ffmpeg_says(exc)}") from exc
+        raise InvalidVideo(f"cannot open input ({len(data)} bytes): {ffmpeg_says(exc)}") from exc
 
 
-def _ffmpeg_says(exc: av.error.FFmpegError) -> str:
+def ffmpeg_says(exc: av.error.FFmpegError) -> str:
     """FFmpeg's words alone: PyAV's text adds its error code as an errno and the file name, here '<none>'."""
     return exc.strerror or str(exc)
 

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from transforms.errors import InvalidVideo
 from transforms.limits import Limits
-from transforms.probe import open_input
+from transforms.probe import ffmpeg_says, open_input
 
 
 class SamplingPolicy(BaseModel):
@@ -110,7 +110,7 @@ def _frames(data: bytes, limits: Limits) -> Iterator[av.VideoFrame]:
                 limits.check_frame(frame, i)  # the original is sampled without the engine's decode
                 yield frame
         except av.error.FFmpegError as exc:
-            raise InvalidVideo(f"decoding failed while sampling: {exc}") from exc
+            raise InvalidVideo(f"decoding failed while sampling: {ffmpeg_says(exc)}") from exc
 
 
 def _resize(frame: av.VideoFrame, policy: SamplingPolicy) -> np.ndarray:
