@@ -4,10 +4,15 @@ server with everything it started. Each server runs in its own session, so its p
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import socket
 import subprocess
+import sys
+from collections.abc import Callable
+
+PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent thread ends (linux/prctl.h)
 
 
 def free_port() -> int:
@@ -28,3 +33,22 @@ def stop_group(process: subprocess.Popen, timeout_s: float = 30.0) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
     process.wait()
+
+
+def die_with_parent() -> Callable[[], None] | None:
+    """A ``preexec_fn`` for a server this process starts: on Linux the kernel sends the server SIGTERM when the
+    thread that started it ends, so a parent killed outright (SIGKILL, the OOM killer) leaves no server behind
+    (each runs in its own session: no terminal's hangup or group signal reaches it). Start servers from the
+    main thread. None elsewhere than Linux."""
+    if not sys.platform.startswith("linux"):
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up here: the child, between fork and exec, only calls
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    parent = os.getpid()
+
+    def guard() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)  # (kept across exec for a binary that is not set-uid)
+        if os.getppid() != parent:  # the parent died before the call took effect
+            os._exit(1)
+
+    return guard

@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from detectors.serving import processes
 from detectors.serving.processes import free_port, stop_group
 from gateway.bus.admin import ping
 from gateway.bus.errors import BusError
@@ -68,14 +69,18 @@ class LocalBroker:
         self.stop()
 
 
-def start_broker(port: int | None = None, timeout_s: float = 30.0, log: Path | None = None) -> LocalBroker:
-    """Start Tansu on ``127.0.0.1:port`` (memory storage) and wait until it accepts Kafka clients."""
+def start_broker(
+    port: int | None = None, timeout_s: float = 30.0, log: Path | None = None, die_with_parent: bool = False
+) -> LocalBroker:
+    """Start Tansu on ``127.0.0.1:port`` (memory storage) and wait until it accepts Kafka clients; with
+    ``die_with_parent`` (from the main thread) it also ends when this process is killed outright."""
     binary = tansu_binary()  # first: a missing extra leaves no log file behind
     port = port or free_port()
     url = f"tcp://127.0.0.1:{port}"
     out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 - the broker outlives this call
     args = ["broker", "--listener-url", url, "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"]
-    proc = subprocess.Popen([str(binary), *args], stdout=out, stderr=out, start_new_session=True)
+    guard = processes.die_with_parent() if die_with_parent else None
+    proc = subprocess.Popen([str(binary), *args], stdout=out, stderr=out, start_new_session=True, preexec_fn=guard)
     broker = LocalBroker(proc, port)
     deadline = time.monotonic() + timeout_s
     while True:

@@ -1,5 +1,6 @@
-"""SIGTERM and SIGINT (a supervisor, Kubernetes, Ctrl-C) for every long-running command, handled one way: the
-first signal asks the command to stop, and a second one cannot interrupt its clean-up."""
+"""SIGTERM, SIGINT and SIGHUP (a supervisor or Kubernetes, Ctrl-C, a closed terminal) for every long-running
+command, handled one way: the first signal asks the command to stop, and a second one cannot interrupt its
+clean-up. SIGHUP is left alone where it is ignored already (``nohup``)."""
 
 from __future__ import annotations
 
@@ -13,22 +14,23 @@ from typing import Protocol
 
 from gateway.cli.logs import configure_logging
 
-SIGNALS = (signal.SIGTERM, signal.SIGINT)
+SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 Handler = Callable[[int, FrameType | None], None] | signal.Handlers
 
 
 class Service(Protocol):
-    """A long-lived service (the gateway, the monitor) that handles the signals itself."""
+    """A long-lived service (the gateway, the monitor): it runs until its stop event is set."""
 
-    def install_signal_handlers(self) -> None: ...
+    stop_event: threading.Event
 
     def run(self) -> None: ...
 
 
 @contextlib.contextmanager
 def _handling(handler: Handler) -> Iterator[None]:
-    """``handler`` for both signals while the block runs; the previous handlers afterwards."""
-    previous = {sig: signal.signal(sig, handler) for sig in SIGNALS}
+    """``handler`` for the signals while the block runs; the previous handlers afterwards."""
+    mine = [s for s in SIGNALS if not (s == signal.SIGHUP and signal.getsignal(s) == signal.SIG_IGN)]  # nohup
+    previous = {sig: signal.signal(sig, handler) for sig in mine}
     try:
         yield
     finally:
@@ -38,14 +40,14 @@ def _handling(handler: Handler) -> Iterator[None]:
 
 @contextlib.contextmanager
 def stop_on_signal() -> Iterator[threading.Event]:
-    """An event that either signal sets, for the block to check as it works."""
+    """An event that any of the signals sets, for the block to check as it works."""
     stop = threading.Event()
     with _handling(lambda *_: stop.set()):
         yield stop
 
 
 def shielded(cleanup: Callable[[], None]) -> None:
-    """Run ``cleanup`` with both signals ignored: a second Ctrl-C must not interrupt the clean-up."""
+    """Run ``cleanup`` with the signals ignored: a second Ctrl-C must not interrupt the clean-up."""
     with _handling(signal.SIG_IGN):
         cleanup()
 
@@ -55,7 +57,7 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 
 
 def serve_until_signalled(process: subprocess.Popen, stop: Callable[[], None]) -> None:
-    """Wait for a local server's process; either signal or the server's own exit ends the wait, and ``stop`` then
+    """Wait for a local server's process; a signal or the server's own exit ends the wait, and ``stop`` then
     stops it with everything it started and cleans up."""
     with _handling(_interrupt):
         try:
@@ -66,9 +68,8 @@ def serve_until_signalled(process: subprocess.Popen, stop: Callable[[], None]) -
 
 
 def serve(make: Callable[[], Service], log_level: str) -> None:
-    """Run a long-lived service until either signal (the service installs its own handlers), logging at
-    ``log_level``."""
+    """Run a long-lived service until a signal sets its stop event, logging at ``log_level``."""
     configure_logging(log_level)
     service = make()
-    service.install_signal_handlers()
-    service.run()
+    with _handling(lambda *_: service.stop_event.set()):
+        service.run()

@@ -96,7 +96,7 @@ def kafka_group() -> None:
 def kafka_up(port, config_path, partitions) -> None:
     """Start the broker on 127.0.0.1:PORT, create the gateway's topics, print the bootstrap address; Ctrl-C stops it."""
     cfg = gateway_config(config_path)
-    broker = bus.start_broker(port)
+    broker = bus.start_broker(port, die_with_parent=True)  # (it ends with this command, even one killed outright)
     settings = with_bootstrap(cfg.kafka, broker.bootstrap)
     topics = bus.ensure_topics(settings, partitions, extra=(MonitorKafka().labels_topic,))
     click.echo(f"bootstrap: {broker.bootstrap}\ntopics: {', '.join(topics)}", err=False)

@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 
 from detectors.backoff import Backoff
+from detectors.serving.processes import PR_SET_PDEATHSIG
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 RESTART_BACKOFF = Backoff(0.5, 30.0)  # between starts of a worker, while workers fail to start
-PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent thread ends (linux/prctl.h)
 
 
 class WorkerFailure(Exception):

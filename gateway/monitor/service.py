@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
-import signal
 import threading
 import time
 from collections.abc import Callable
@@ -82,10 +81,6 @@ class Monitor:
             if self.http:
                 self.http.close()
             log.info("monitor stopped")
-
-    def install_signal_handlers(self) -> None:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: self.stop_event.set())
 
     def _topics(self) -> dict[str, float]:
         """Each topic read, with how far back (seconds) a start reads it."""

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from detectors.serving.processes import free_port, stop_group
+from detectors.serving.processes import die_with_parent, free_port, stop_group
 from gateway import bus
 from gateway.core.kafka_settings import KafkaSettings
 from gateway.core.settings_file import commented_yaml
@@ -85,7 +85,7 @@ class Stack:
         self.folder.mkdir(parents=True, exist_ok=True)
         ports = {k: _port(getattr(o, f"{k}_port")) for k in ("kafka", "gateway", "monitor")}
         try:
-            broker = bus.start_broker(ports["kafka"], log=self.folder / "broker.log")
+            broker = bus.start_broker(ports["kafka"], log=self.folder / "broker.log", die_with_parent=True)
             self.processes["broker"] = broker.process
             self.addresses["bootstrap"] = broker.bootstrap
             gateway, monitor = self._configs(broker.bootstrap, ports)
@@ -131,7 +131,9 @@ class Stack:
 
     def _launch(self, name: str, command: list[str]) -> None:
         log = open(self.folder / f"{name}.log", "ab")  # noqa: SIM115 - the child keeps it
-        self.processes[name] = subprocess.Popen(command, stdout=log, stderr=log, start_new_session=True)
+        self.processes[name] = subprocess.Popen(
+            command, stdout=log, stderr=log, start_new_session=True, preexec_fn=die_with_parent()
+        )  # its own session (a Ctrl-C is `up`'s to pass on); and it ends if `up` is killed outright
         self._commands[name] = command
         log.close()
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import signal
 import threading
 import time
 from itertools import count
@@ -92,10 +91,6 @@ class Gateway:
         rules = FetchRules(sources=self.cfg.sources, max_bytes=limits.max_bytes)
         self.supervisor = Supervisor(self.cfg, rules, self.cfg.workers, self.pipeline, self.entry, self._attempt_failed)
         log.info("gateway consuming %s as group %s", topics, k.group_id)
-
-    def install_signal_handlers(self) -> None:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: self.stop_event.set())
 
     def _loop(self) -> None:
         last_probe = 0.0
