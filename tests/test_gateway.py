@@ -333,6 +333,12 @@ def test_the_replay_collector_keeps_the_first_of_repeats_and_stops_on_a_differin
         keep(events, ev(0.5), True)
     keep(events, ev(0.5), False)
     assert events[first.idempotency_key] is first
+    failed = ev(0.25).model_copy(update={"score": None, "decision": None, "error": "timed out", "error_kind": "video"})
+    for deterministic in (True, False):  # an error, then a score (a fresh group's second try): the score stays
+        events = {}
+        for e in (failed, first, failed):
+            keep(events, e, deterministic)
+        assert events[first.idempotency_key] is first
 
 
 def test_a_gateway_whose_port_is_taken_starts_nothing_and_leaves_nothing_running(broker):

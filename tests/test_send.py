@@ -47,11 +47,15 @@ def test_a_manifest_url_is_sent_as_it_is_for_the_gateway_to_fetch(tmp_path):
 @pytest.mark.parametrize(
     ("uri", "inline", "message"),
     [
-        ("http://example.com/v.mp4", False, r"host 'example.com' is not in the allow-list of the gateway"),
+        ("http://example.com/v.mp4", False, r"host 'example.com' is not in the allow-list \(the gateway's sources"),
         ("http://169.254.169.254/latest", False, r"host '169.254.169.254' is not in the allow-list"),
         ("http://user@cdn.example.com/v.mp4", False, r"has a user part"),
         ("ftp://cdn.example.com/v.mp4", False, r"unsupported URI scheme 'ftp'"),
         ("https://cdn.example.com/v.mp4", True, r"a URL cannot be sent inline"),
+        ("file://videos/r.mp4", False, r"a file:// URI naming host 'videos'"),  # (was /r.mp4 on host "videos")
+        ("gone.mp4", False, r"gone.mp4 \(.*\): No such file or directory"),
+        ("gone.mp4", True, r"gone.mp4 \(.*\): No such file or directory"),
+        ("file:///a%00b.mp4", False, r"embedded null byte"),
     ],
 )
 def test_a_url_the_gateway_would_refuse_is_refused_before_anything_is_sent(tmp_path, uri, inline, message):
@@ -98,3 +102,12 @@ def test_a_fifo_named_like_a_video_is_left_out_of_a_folder_and_refused_by_name(t
     os.mkfifo(tmp_path / "rows.jsonl")
     assert str(_expand_within([tmp_path / "rows.jsonl"])["error"]).endswith("rows.jsonl: not a regular file")
     assert str(_expand_within([tmp_path / "gone.mp4"])["error"]).endswith("gone.mp4: no such file or folder")
+
+
+def test_a_fifo_named_by_a_manifest_is_refused_before_an_inline_read_could_block(tmp_path):
+    (tmp_path / "r.mp4").write_bytes(b"x")
+    os.mkfifo(tmp_path / "pipe.mp4")
+    cfg = GatewayConfig(sources={"file_roots": [str(tmp_path)]})
+    for inline in (True, False):
+        with pytest.raises(SendError, match=r"pipe\.mp4 \(.*video g0\): not a regular file"):
+            Sender(cfg, inline=inline).check(expand([_manifest(tmp_path, "r.mp4", "pipe.mp4")]))

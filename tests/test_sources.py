@@ -65,6 +65,15 @@ def http_root(tmp_path):
     server.shutdown()
 
 
+def test_a_file_uri_naming_a_host_is_refused_not_read_as_a_path_on_this_one(tmp_path):
+    """`file://videos/x/a.mp4` is `/x/a.mp4` on host `videos` (RFC 8089), not `videos/x/a.mp4` here: it was read as
+    `/x/a.mp4` on this machine without a word."""
+    (tmp_path / "a.mp4").write_bytes(b"v")
+    assert fetch(f"file://localhost{tmp_path}/a.mp4", roots=[tmp_path]) == b"v"
+    with pytest.raises(SourceError, match=r"names host 'videos' \(a local file: file:///PATH\)"):
+        fetch(f"file://videos{tmp_path}/a.mp4", roots=[tmp_path])
+
+
 def test_http_fetch_needs_the_host_on_the_allow_list(http_root):
     assert fetch(f"{http_root}/clip.mp4", http_allow_hosts=["127.0.0.1"]) == b"x" * 5000
     with pytest.raises(SourceError, match="not in the allow-list"):

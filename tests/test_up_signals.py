@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import signal
 import subprocess
+import sys
 
 import pytest
 
@@ -17,10 +19,17 @@ from tests.streaming import require_broker, wait_for
 from tests.test_up import NARROW, PORTS, _cli, _stack_left, _until
 
 
-def _start_up(tmp_path) -> tuple[subprocess.Popen, set[int]]:
-    up = subprocess.Popen(_cli(["lastmile", "up", *NARROW, *PORTS]), cwd=tmp_path, stdout=subprocess.PIPE,
-                          text=True, start_new_session=True)  # fmt: skip
-    _until(up, "ready:")
+def _hangups_as_by_default() -> None:
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)  # a test run under nohup would hand `up` an ignored SIGHUP
+
+
+def _start_up(tmp_path, stdout=subprocess.PIPE) -> tuple[subprocess.Popen, set[int]]:
+    up = subprocess.Popen(_cli(["lastmile", "up", *NARROW, *PORTS]), cwd=tmp_path, stdout=stdout, text=True,
+                          start_new_session=True, preexec_fn=_hangups_as_by_default)  # fmt: skip
+    if stdout is subprocess.PIPE:
+        _until(up, "ready:")
+    else:  # a terminal: `up`'s lines come from its other end
+        wait_for(lambda: (tmp_path / "lastmile-up" / "stack.json").exists(), 120, "lastmile up to start its parts")
     pids = json.loads((tmp_path / "lastmile-up" / "stack.json").read_text())["pids"]
     assert {"broker", "gateway", "monitor"} <= pids.keys()
     return up, set(pids.values())
@@ -39,14 +48,56 @@ def test_up_stops_its_whole_stack_on_a_hangup(tmp_path):
     up, pgids = _start_up(tmp_path)
     try:
         up.send_signal(signal.SIGHUP)
-        lines = up.stdout.read().splitlines()  # to its end: `up` exits once everything it started has stopped
-        assert up.wait(120) == 0 and lines[-2:] == ["stopping", "stopped"], lines
+        out, _ = up.communicate(timeout=150)  # to its end: `up` exits once everything it started has stopped
+        assert up.returncode == 0 and out.splitlines()[-2:] == ["stopping", "stopped"], out
         left = _stack_left(pgids)
     finally:
         _kill_all(up, pgids)
     assert left == []
 
 
+def test_up_stops_its_whole_stack_in_order_when_its_terminal_is_gone(tmp_path):
+    """A closed terminal: the hangup comes, and every write to the terminal fails (EIO). `up` died on writing
+    "stopping", before stopping anything in order (on Linux the parent-death signal then ended the parts at once,
+    the broker with the gateway; elsewhere they ran on)."""
+    import pty
+
+    require_broker()
+    main, tty = pty.openpty()
+    up, pgids = _start_up(tmp_path, stdout=tty)
+    os.close(tty)
+    try:
+        wait_for(lambda: b"ready:" in _read_all(main), 120, "lastmile up to be ready")
+        os.close(main)  # the terminal goes: `up`'s writes to it fail from now on
+        up.send_signal(signal.SIGHUP)
+        assert up.wait(150) == 0  # not 1: no traceback on the way
+        left = _stack_left(pgids)
+    finally:
+        _kill_all(up, pgids)
+    assert left == []
+    gateway_log = (tmp_path / "lastmile-up" / "gateway.log").read_text()
+    assert "gateway stopped" in gateway_log, gateway_log[-2000:]  # stopped in order, not cut off
+
+
+_seen = bytearray()
+
+
+def _read_all(fd: int) -> bytes:
+    """What the terminal showed so far (reads what is there, without waiting)."""
+    import select
+
+    while select.select([fd], [], [], 0)[0]:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:  # (the other end closed)
+            break
+        if not chunk:
+            break
+        _seen.extend(chunk)
+    return bytes(_seen)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the parent-death signal is Linux's (prctl PR_SET_PDEATHSIG)")
 def test_every_part_of_the_stack_ends_when_up_is_killed_outright(tmp_path):
     require_broker()
     up, pgids = _start_up(tmp_path)
@@ -59,7 +110,7 @@ def test_every_part_of_the_stack_ends_when_up_is_killed_outright(tmp_path):
         _kill_all(up, pgids)
 
 
-def test_a_hangup_already_ignored_is_left_ignored_and_otherwise_stops(monkeypatch):
+def test_a_hangup_already_ignored_is_left_ignored_and_otherwise_stops():
     """`nohup lastmile up &` must keep running when its terminal closes; without nohup a hangup stops it."""
     from gateway.cli.signals import stop_on_signal
 
@@ -96,10 +147,17 @@ def test_a_service_run_by_the_command_line_stops_on_either_signal(sig):
 
     service = Service()
     previous = signal.signal(sig, lambda *_: None)  # (not the default: a signal not handled would end the test run)
+    levels = {name: logging.getLogger(name).level for name in ("", "kafka", "lastmile")}
+    handlers = {h: list(h.filters) for h in logging.getLogger().handlers}
     try:
         serve(lambda: service, "WARNING")
     finally:
         signal.signal(sig, previous)
+        for name, level in levels.items():  # serve configures logging: put this test run's back
+            logging.getLogger(name).setLevel(level)
+        logging.getLogger().handlers[:] = list(handlers)
+        for handler, filters in handlers.items():
+            handler.filters[:] = filters
     assert service.saw == [True]
 
 

@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 
 PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent thread ends (linux/prctl.h)
@@ -38,9 +39,9 @@ def stop_group(process: subprocess.Popen, timeout_s: float = 30.0) -> None:
 def die_with_parent() -> Callable[[], None] | None:
     """A ``preexec_fn`` for a server this process starts: on Linux the kernel sends the server SIGTERM when the
     thread that started it ends, so a parent killed outright (SIGKILL, the OOM killer) leaves no server behind
-    (each runs in its own session: no terminal's hangup or group signal reaches it). Start servers from the
-    main thread. None elsewhere than Linux."""
-    if not sys.platform.startswith("linux"):
+    (each runs in its own session: no terminal's hangup or group signal reaches it). None elsewhere than Linux,
+    and off the main thread (that thread's end would stop the server; ``preexec_fn`` is unsafe beside threads)."""
+    if not sys.platform.startswith("linux") or threading.current_thread() is not threading.main_thread():
         return None
     prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up here: the child, between fork and exec, only calls
     prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]

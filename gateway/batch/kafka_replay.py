@@ -20,7 +20,7 @@ from gateway.batch.replay import ReplayConfig, prepare_run
 from gateway.batch.results import merge, schema
 from gateway.core.config import GatewayConfig, KafkaSettings, PipelineSettings
 from gateway.core.messages import ScoreEvent, ScoreRow, VideoEvent, idempotency_key
-from gateway.stream.send import manifest_item
+from gateway.stream.send import SendError, manifest_item
 
 COLLECT_POLL_MS = 500
 MAX_GROUPS = 3  # a gateway that holds no partition is started again in a fresh group, at most this many in all
@@ -183,7 +183,7 @@ def _produce_and_collect(
             for r in batch:
                 event = VideoEvent(  # the row's URL as it is, its path as a file:// URI (as `lastmile send`)
                     video_id=r.video_id,
-                    uri=manifest_item(cfg.manifest, r).uri,
+                    uri=_uri(cfg.manifest, r),
                     label=r.label,
                     source=r.source,
                     anchor_id=r.anchor_id,
@@ -198,6 +198,15 @@ def _produce_and_collect(
         consumer.close()
     want = expected_keys(cfg, [r.video_id for r in rows])
     return {key: events[key] for key in want}, sent, received
+
+
+def _uri(manifest: Path, row) -> str:
+    """The row's URI as `lastmile send` would send it; one it would refuse goes as written, for the gateway to
+    refuse as the in-process replay does (that video's error rows), not to end the replay halfway."""
+    try:
+        return manifest_item(manifest, row).uri
+    except SendError:
+        return row.uri
 
 
 def _collect(
@@ -224,10 +233,15 @@ def _collect(
 
 
 def keep(events: dict[str, ScoreEvent], ev: ScoreEvent, deterministic: bool) -> None:
-    """Keep the first event of each key. A repeat (a redelivery, a fresh group's second reading) that scores
-    otherwise is a bug of a deterministic run (an error); without determinism it may, and the first stays."""
+    """Keep the first event of each key, unless it is an error and the repeat (a redelivery, a fresh group's
+    second reading) a score. Two scores that differ are a bug of a deterministic run (an error); without
+    determinism they may, and the first stays."""
     old = events.setdefault(ev.idempotency_key, ev)
-    if old is not ev and old.score != ev.score:
+    if old is ev or ev.error is not None:
+        return
+    if old.error is not None:
+        events[ev.idempotency_key] = ev
+    elif old.score != ev.score:
         if deterministic:
             raise RuntimeError(f"two different scores for {ev.idempotency_key}: {old.score} vs {ev.score}")
         log.info("replay: a repeat of %s scored %s (kept the first, %s)", ev.idempotency_key, ev.score, old.score)

@@ -3,6 +3,7 @@ and ``lastmile gateway run`` (the gateway service)."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from pathlib import Path
@@ -59,9 +60,9 @@ def _watch(stack: Stack, stop: threading.Event) -> None:
         for name in [n for n in stack.exited() if n != "broker" and stack.processes[n].returncode < 0]:
             recent = restarts[name] = [t for t in restarts.get(name, []) if now_s - t < RESTART_WINDOW_S]
             if len(recent) >= RESTARTS:
-                click.echo(f"{name:<11}killed {len(recent) + 1} times in {RESTART_WINDOW_S:g} s; not starting it again")
+                _say(f"{name:<11}killed {len(recent) + 1} times in {RESTART_WINDOW_S:g} s; not starting it again")
                 break
-            click.echo(f"{name:<11}killed ({stack.processes[name].returncode}); starting it again")
+            _say(f"{name:<11}killed ({stack.processes[name].returncode}); starting it again")
             stack.relaunch(name)
             recent.append(now_s)
         if stack.exited():
@@ -69,19 +70,27 @@ def _watch(stack: Stack, stop: threading.Event) -> None:
         now = stack.status()
         for name, state in now.items():
             if shown.get(name) != state:
-                click.echo(f"{name:<11}{state}")
+                _say(f"{name:<11}{state}")
         if now != shown and all(v == "ready" for v in now.values()):
-            click.echo("ready: lastmile send VIDEO... ; lastmile scores --follow")
+            _say("ready: lastmile send VIDEO... ; lastmile scores --follow")
         shown = now
         stop.wait(STATUS_EVERY_S)
     for name in stack.exited():
-        click.echo(f"{name:<11}exited ({stack.processes[name].returncode}); see {stack.folder}/{name}.log")
+        _say(f"{name:<11}exited ({stack.processes[name].returncode}); see {stack.folder}/{name}.log")
 
 
 def _stop(stack: Stack) -> None:
-    click.echo("stopping")
-    stack.stop()
-    click.echo("stopped")
+    _say("stopping")
+    try:
+        stack.stop()
+    finally:
+        _say("stopped")
+
+
+def _say(line: str) -> None:
+    """A line to a terminal that may be gone (hung up: a write fails with EIO); the stop goes on without it."""
+    with contextlib.suppress(OSError):
+        click.echo(line)
 
 
 @click.group("kafka")

@@ -233,7 +233,8 @@ def _exit(worker: _Worker) -> str:
 def _worker_main(conn: Connection, target: Callable, initializer: Callable, initargs: tuple, parent: int) -> None:
     """A worker: initialise once, then run one job at a time until told to stop (``None``) or its parent is gone
     (then it ends quietly: nobody is left to answer)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when workers stop
+    for sig in (signal.SIGINT, signal.SIGHUP):  # the parent decides when workers stop (a closed terminal signals all)
+        signal.signal(sig, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _die_with(parent)
     try:

@@ -1,16 +1,14 @@
 """Where video bytes come from, confined and bounded: files under configured roots, and ``http(s)://`` only to
-allow-listed hosts. Secure by default: with no roots no file is read at all, and no host is reached without an
-allow-list.
+allow-listed hosts. Secure by default: with no roots no file is read, and no host is reached without an allow-list.
 
-- Files: the path (a manifest's relative path against ``base``, or a ``file://`` URI) is resolved (symlinks
-  followed) and must lie under one of ``roots``; only a regular file is read (not ``/dev/zero``, a FIFO or a
-  directory), and never more than ``max_bytes``, whatever ``stat`` says.
-- HTTP(S): one parse (:func:`parse_source_url`) gives the scheme, host, port and target that the allow-list
-  checks *and* that the connection uses, on the first request and on every redirect. A user part, a control
-  character, an unparseable port or host is refused before any DNS lookup or connection. Hosts compare
-  case-insensitively without a trailing dot; IP literals (decimal, hex, octal, short IPv4, IPv6, IPv4-mapped
-  IPv6) compare as addresses, names as names. Reads time out, a download ends at its wall-clock deadline however
-  slowly a server drips, and the body is read in chunks up to ``max_bytes``. No proxy: it connects to that host.
+- Files: the path (a manifest's relative path against ``base``, or a ``file://`` URI with no host but localhost) is
+  resolved (symlinks followed) and must lie under one of ``roots``; only a regular file is read (not a FIFO,
+  ``/dev/zero`` or a directory), and never more than ``max_bytes``, whatever ``stat`` says.
+- HTTP(S): one parse (:func:`parse_source_url`) gives the scheme, host, port and target that the allow-list checks
+  *and* the connection uses, on the first request and on every redirect. A user part, a control character, an
+  unparseable port or host is refused before any DNS lookup. Hosts compare case-insensitively without a trailing
+  dot; IP literals (decimal, hex, octal, short IPv4, IPv6, IPv4-mapped IPv6) as addresses. Reads time out, a
+  download ends at its deadline however slowly a server drips, the body is read in chunks up to ``max_bytes``; no proxy.
 """
 
 from __future__ import annotations
@@ -68,7 +66,7 @@ def fetch(
     http_total_s: float = 120.0,
 ) -> bytes:
     """Bytes of ``uri``: a path (relative to ``base``) or ``file://`` URI under ``roots``, or an ``http(s)://`` URI
-    whose host is in ``http_allow_hosts``. Raises :class:`SourceError` or :class:`LimitExceeded`."""
+    whose host is in ``http_allow_hosts``; else :class:`SourceError` (or :class:`LimitExceeded`)."""
     if _CONTROL.search(uri):
         raise SourceError(f"control character in URI {show(uri)}")
     match = _SCHEME.match(uri)
@@ -77,11 +75,14 @@ def fetch(
         return _fetch_http(uri, http_allow_hosts, max_bytes, http_timeout_s, http_total_s)
     if scheme in ("", "file"):
         try:
-            name = unquote(urlparse(uri).path) if scheme == "file" else uri
+            parts = urlparse(uri) if scheme == "file" else None
         except ValueError as exc:
             raise SourceError(f"unparseable URI {show(uri)}: {exc}") from exc
-        if scheme == "file" and _CONTROL.search(name):  # %00 and the like, once percent-decoded (the URI was checked)
+        name = unquote(parts.path) if parts else uri
+        if parts and _CONTROL.search(name):  # %00 and the like, once percent-decoded (the URI was checked)
             raise SourceError(f"control character in the path of {show(uri)}")
+        if parts and parts.netloc not in ("", "localhost"):  # file://videos/a.mp4 is /a.mp4 on host "videos"
+            raise SourceError(f"file URI {show(uri)} names host {parts.netloc!r} (a local file: file:///PATH)")
         path = Path(name)
         return _read_file(path if path.is_absolute() else (base or Path.cwd()) / path, roots, max_bytes)
     raise SourceError(f"unsupported URI scheme {scheme!r} in {show(uri)}")
@@ -183,10 +184,9 @@ def _port(text: str, uri: str) -> int:
 
 
 def canonical_host(text: str) -> str | Address:
-    """A host as the allow-list and the connection see it: an address (IPv4 in any numeric spelling that WHATWG
-    URL parsing and ``inet_aton`` accept, IPv6 in brackets, an IPv4-mapped IPv6 address as its IPv4 address), or
-    a lowercase ASCII name without its trailing dot. :class:`SourceError` for anything else, including a
-    number-like host that is no valid address."""
+    """A host as the allow-list and the connection see it: an address (IPv4 in any numeric spelling WHATWG URL
+    parsing and ``inet_aton`` accept, IPv6 in brackets, IPv4-mapped IPv6 as IPv4), or a lowercase ASCII name
+    without its trailing dot. :class:`SourceError` otherwise, also for a number-like host that is no address."""
     if text.startswith("[") and text.endswith("]") and "%" not in text:  # no IPv6 zone id
         try:
             address = ipaddress.IPv6Address(text[1:-1])

@@ -21,6 +21,7 @@ from detectors.manifest import ManifestRow, read_manifest
 from gateway import bus
 from gateway.core.kafka_settings import KafkaSettings
 from gateway.core.messages import VideoEvent, inline_headers
+from gateway.stream.send import SendError, manifest_item
 
 log = logging.getLogger("lastmile.canary")
 
@@ -61,12 +62,17 @@ class CanaryFeed:
     def message(self, row: ManifestRow) -> Message:
         """One canary message for a manifest row: a fresh video_id each time, the row's label and source."""
         video_id = f"canary-{row.video_id}-{uuid.uuid4().hex[:12]}"
-        path = Path(row.uri.removeprefix("file://"))
-        path = path if path.is_absolute() else (self.manifest.resolve().parent / path)
+        try:
+            item = manifest_item(self.manifest, row)  # a URL as it is, a path as file:// (as `lastmile send`)
+        except SendError as exc:
+            raise CanaryError(str(exc)) from exc
         fields = {"video_id": video_id, "label": row.label, "source": row.source, "anchor_id": row.anchor_id}
         if not self.inline:
-            event = VideoEvent(**fields, uri=path.resolve().as_uri(), canary=True)
+            event = VideoEvent(**fields, uri=item.uri, canary=True)
             return Message(video_id.encode(), event.model_dump_json().encode(), None)
+        if item.path is None:
+            raise CanaryError(f"{item.name}: a URL cannot be sent inline (the gateway fetches it); use --by-reference")
+        path = item.path
         data = path.read_bytes()
         if len(data) > self.kafka.max_message_bytes:
             raise CanaryError(f"{path} is {len(data)} bytes, over kafka.max_message_bytes; send it by reference")

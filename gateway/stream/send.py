@@ -9,6 +9,7 @@ and a URL whose host is not in its allow-list is refused too.
 from __future__ import annotations
 
 import hashlib
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,6 +84,8 @@ def manifest_item(manifest: Path, r: ManifestRow) -> Item:
         return Item(None, **fields, url=r.uri, origin=origin)
     if scheme not in ("", "file"):
         raise SendError(f"{r.uri}: unsupported URI scheme {scheme!r} ({origin}); send a path, file:// or http(s)://")
+    if scheme and parts.netloc not in ("", "localhost"):  # file://videos/a.mp4 names /a.mp4 on host "videos"
+        raise SendError(f"{r.uri}: a file:// URI naming host {parts.netloc!r} ({origin}); write file:///PATH")
     path = Path(unquote(parts.path) if scheme else r.uri)
     return Item(path if path.is_absolute() else manifest.resolve().parent / path, **fields, origin=origin)
 
@@ -91,6 +94,18 @@ def _item(path: Path, label: str | None) -> Item:
     with path.open("rb") as f:
         digest = hashlib.file_digest(f, "sha256").hexdigest()[:10]  # in chunks: a large file is never all in memory
     return Item(path, f"{path.stem}-{digest}", label)
+
+
+def _regular_file(item: Item) -> tuple[Path, int]:
+    """The item's resolved path and size, if it is a regular file (a FIFO would block an inline read)."""
+    try:
+        path = item.path.resolve()
+        info = path.stat()
+    except (OSError, ValueError) as exc:  # missing, unreadable, a NUL in the name
+        raise SendError(f"{item.name}: {getattr(exc, 'strerror', None) or exc}") from exc
+    if not stat.S_ISREG(info.st_mode):
+        raise SendError(f"{item.name}: not a regular file")
+    return path, info.st_size
 
 
 class Sender:
@@ -104,9 +119,8 @@ class Sender:
             if item.url is not None:
                 self._check_url(item)
                 continue
-            path = item.path.resolve()
+            path, size = _regular_file(item)
             if self.inline:
-                size = path.stat().st_size
                 if size > min(self.cfg.kafka.max_message_bytes, self.cfg.limits.max_bytes):
                     raise SendError(f"{item.name} is {size} bytes: too large to send inline")
             elif not any(path.is_relative_to(root) for root in self.roots):
@@ -119,10 +133,11 @@ class Sender:
     def _check_url(self, item: Item) -> None:
         if self.inline:
             raise SendError(f"{item.name}: a URL cannot be sent inline (the gateway fetches it); leave out --inline")
+        hosts = self.cfg.sources.http_allow_hosts
         try:
-            allowed_url(item.url, self.cfg.sources.http_allow_hosts)
+            allowed_url(item.url, hosts)
         except SourceError as exc:
-            raise SendError(f"{item.name}: {exc} of the gateway (sources.http_allow_hosts)") from exc
+            raise SendError(f"{item.name}: {exc} (the gateway's sources.http_allow_hosts: {hosts or 'none'})") from exc
 
     def message(self, item: Item) -> tuple[bytes, list[tuple[str, bytes]] | None]:
         fields = {"video_id": item.video_id, "label": item.label, "source": item.source, "anchor_id": item.anchor_id}
