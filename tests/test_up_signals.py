@@ -174,3 +174,16 @@ def test_up_without_the_local_extra_says_so_and_leaves_no_folder(tmp_path):
                          timeout=120)  # fmt: skip
     assert got.returncode == 1 and "needs the `local` extra" in got.stderr, got.stderr
     assert list(user.iterdir()) == []
+
+
+def test_up_with_a_port_taken_says_so_and_leaves_no_folder(tmp_path):
+    import socket
+
+    require_broker()
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = str(taken.getsockname()[1])
+        args = ["lastmile", "up", *PORTS]
+        args[args.index("--kafka-port") + 1] = port
+        got = subprocess.run(_cli(args), cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert got.returncode == 1 and f"port {port} is taken" in got.stderr, got.stderr
+    assert list(tmp_path.iterdir()) == []

@@ -82,9 +82,9 @@ class Stack:
             raise StackError(
                 "--prometheus needs the prometheus server binary on PATH (Debian: apt-get install prometheus)"
             )
-        bus.tansu_binary()  # first: without the `local` extra, say so and leave no folder behind
-        self.folder.mkdir(parents=True, exist_ok=True)
+        bus.tansu_binary()  # first: without the `local` extra (or a port taken), say so and leave no folder behind
         ports = {k: _port(getattr(o, f"{k}_port")) for k in ("kafka", "gateway", "monitor")}
+        self.folder.mkdir(parents=True, exist_ok=True)
         try:
             broker = bus.start_broker(ports["kafka"], log=self.folder / "broker.log", die_with_parent=True)
             self.processes["broker"] = broker.process
