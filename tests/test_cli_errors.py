@@ -365,6 +365,15 @@ def test_an_unknown_detector_is_a_configuration_error_as_an_unknown_condition_is
     assert not (tmp_path / "run").exists()
 
 
+def test_an_empty_condition_list_is_refused_before_any_video_is_decoded(tmp_path):
+    """`--conditions ''` (or `','`) decoded every video of the manifest, then ended with "no result rows at all"."""
+    manifest = str(Path(__file__).resolve().parent.parent / "examples" / "manifest.jsonl")
+    for names in ("", ","):
+        run = _lastmile("replay", manifest, "--conditions", names, "--out", "run", cwd=tmp_path)
+        _one_line_exit_2(run, "no condition named; name some (known: [")
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_transform_whose_input_fails_says_so_per_input_and_ends_with_one_error_line(tmp_path):
     (tmp_path / "bad.mp4").write_bytes(b"not a video")
     run = _lastmile("transform", "bad.mp4", "--conditions", "original", "--out", "out", cwd=tmp_path)

@@ -387,3 +387,29 @@ def test_calibrate_without_scored_original_reals_is_one_line_and_failed_reals_ar
     ev = evaluate(rows, replicates=50)
     assert ev.cell(DETECTORS[0], "original").real_recall < 0.5  # the failures are misses
     assert not [w for w in sample_warnings(ev, rows) if "threshold" in w]
+
+
+@pytest.mark.parametrize("conditions", [CONDITIONS, ["original", "spatial"]])
+def test_the_roc_caption_says_full_only_where_the_run_has_full(tmp_path, conditions):
+    """A sweep without `full` drew the original curves alone under a caption naming "full dissemination (dashed)"."""
+    from gateway.evaluation.paired import evaluate
+    from gateway.evaluation.plots import make_plots
+
+    rows = _rows(6, conditions=conditions)
+    (roc,) = [f for f in make_plots(evaluate(rows, replicates=50), rows, tmp_path) if f.key == "roc"]
+    assert ("full dissemination (dashed)" in roc.caption) == ("full" in conditions), roc.caption
+    assert "no `full` condition" in roc.caption or "full" in conditions
+
+
+def test_a_run_with_nothing_scored_states_no_threshold_it_never_used(tmp_path):
+    """Every threshold read `0 (each its model card's)`, with the cards' own values far from 0."""
+    from click.testing import CliRunner
+
+    from gateway.cli import main as cli
+
+    failed = [_fail(r, "video", "DecodeError", "bad") for r in _rows(4)]
+    result = CliRunner().invoke(cli, ["report", str(_run(tmp_path / "b", failed)), "--replicates", "100"])
+    assert result.exit_code == 1
+    text = (tmp_path / "b" / "report.md").read_text()
+    assert "alpha none (nothing scored), beta none (nothing scored)" in text
+    assert "alpha 0," not in text

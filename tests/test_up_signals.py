@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -187,3 +188,37 @@ def test_up_with_a_port_taken_says_so_and_leaves_no_folder(tmp_path):
         got = subprocess.run(_cli(args), cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert got.returncode == 1 and f"port {port} is taken" in got.stderr, got.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def _children(pid: int, name: str) -> list[int]:
+    """The processes whose parent is ``pid`` and whose command line contains ``name``."""
+    found = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            with contextlib.suppress(OSError):
+                stat = Path(f"/proc/{d}/stat").read_text()
+                if (
+                    int(stat.rsplit(")", 1)[1].split()[1]) == pid
+                    and name.encode() in Path(f"/proc/{d}/cmdline").read_bytes()
+                ):
+                    found.append(int(d))
+    return found
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the parent-death signal is Linux's (prctl PR_SET_PDEATHSIG)")
+def test_a_replay_via_kafka_killed_outright_leaves_no_broker(tmp_path):
+    """Its local Tansu ran on, adopted by init and listening, after a kill -9 (or a SIGTERM) of the replay."""
+    from detectors.proxy.corpus import CorpusConfig, synthesize
+
+    require_broker()
+    manifest = synthesize(CorpusConfig(anchors=2, seed=5, width=160, height=128), tmp_path / "c")
+    args = ["lastmile", "replay", str(manifest), "--via", "kafka", "--out", str(tmp_path / "r")]
+    replay = subprocess.Popen(_cli(args), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    brokers: list[int] = []
+    try:
+        brokers = wait_for(lambda: _children(replay.pid, "tansu"), 120, "the replay's broker")
+        os.kill(replay.pid, signal.SIGKILL)
+        replay.wait(30)
+        wait_for(lambda: _stack_left(set(brokers)) == [], 60, "the broker to end with the replay")
+    finally:
+        _kill_all(replay, set(brokers))

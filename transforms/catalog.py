@@ -64,6 +64,8 @@ def select_conditions(names: str | list[str], extra: list[Condition] | None = No
     pool.update({c.name: c for c in extra or []})
     wanted = names.split(",") if isinstance(names, str) else list(names)
     wanted = [n.strip() for n in wanted if n.strip()]
+    if not wanted:  # `--conditions ''` would decode every video for no result
+        raise SpecError(f"no condition named; name some (known: {sorted(pool)}) or `all`")
     if wanted == ["all"]:
         return tuple(pool.values())
     unknown = [n for n in wanted if n not in pool]

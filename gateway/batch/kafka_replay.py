@@ -79,7 +79,7 @@ def replay_via_kafka(
     The topics and groups are named for ``run_id`` (a fresh one by default)."""
     rows = read_manifest(cfg.manifest)
     prepare_run(cfg, run_dir, resume=False, rows=rows)
-    broker = None if bootstrap else bus.start_broker()
+    broker = None if bootstrap else bus.start_broker(die_with_parent=True)  # (a killed replay leaves no broker)
     gw_cfg = gateway_config(cfg, bootstrap or broker.bootstrap, run_id or uuid.uuid4().hex[:10], workers)
     try:
         bus.ensure_topics(gw_cfg.kafka, partitions=max(2, workers))

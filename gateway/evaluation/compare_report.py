@@ -65,8 +65,8 @@ def comparison_table(cmp: Comparison) -> Table:
     names = {"champion": cmp.champion, "challenger": cmp.challenger}
     thresholds = ", ".join(f"{names[role]} ({role}) {t:.4g}" for role, t in cmp.thresholds.items())
     origin = "their cards'" if cmp.calibrated is None else f"recalibrated to RealR {pct(cmp.calibrated)} % on original"
-    notes = (NOTE, f"Thresholds: {thresholds} ({origin}); {cmp.anchors} anchors, {cmp.replicates} replicates, "
-             f"seed {cmp.seed}.")  # fmt: skip
+    notes = (NOTE, f"Thresholds: {thresholds} ({origin}); {counted(cmp.anchors, 'anchor')}, "
+             f"{cmp.replicates} replicates, seed {cmp.seed}.")  # fmt: skip
     title = f"{cmp.challenger} (challenger) vs {cmp.champion} (champion)"
     return Table(title, ("condition", "videos", *(h for _, h in QUANTITIES)), rows, notes, tuple(cmp.warnings))
 

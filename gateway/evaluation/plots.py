@@ -53,8 +53,12 @@ def make_plots(ev: Evaluation, rows: list[ScoreRow], folder: Path) -> list[Figur
         Figure(
             "roc",
             _plot_roc(rows, ev, folder / "roc_original_vs_full.png"),
-            "ROC curves of each detector on original (solid) and under full dissemination (dashed), "
-            "pooled over sources, with their AUCs (%).",
+            (
+                "ROC curves of each detector on original (solid) and under full dissemination (dashed), "
+                if "full" in ev.conditions
+                else "ROC curves of each detector on original (this run has no `full` condition to set beside it), "
+            )
+            + "pooled over sources, with their AUCs (%).",
         ),
         Figure(
             "heatmap",

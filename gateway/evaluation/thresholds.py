@@ -43,10 +43,13 @@ def decision_thresholds(
     return out
 
 
-def thresholds_sentence(fixed: dict[str, float], calibrated: float | None) -> str:
+def thresholds_sentence(
+    fixed: dict[str, float], calibrated: float | None, unscored: frozenset[str] = frozenset()
+) -> str:
     """The report's sentence that names each detector's threshold and where it comes from (``calibrated``: the
-    RealR they were recalibrated to on original; None: their cards')."""
-    named = ", ".join(f"{d} {t:.4g}" for d, t in fixed.items()) or "none"
+    RealR they were recalibrated to on original; None: their cards'); an ``unscored`` detector used none."""
+    named = ", ".join(f"{d} none (nothing scored)" if d in unscored else f"{d} {t:.4g}" for d, t in fixed.items())
+    named = named or "none"
     origin = (
         "each its model card's" if calibrated is None
         else f"each recalibrated on this run's original reals to RealR {100 * calibrated:.1f} %"
