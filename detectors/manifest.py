@@ -24,11 +24,11 @@ class ManifestRow(BaseModel):
     """One video of a manifest (PROTOCOL.md's JSONL format)."""
 
     model_config = ConfigDict(extra="allow")
-    video_id: str
-    uri: str
+    video_id: str = Field(min_length=1)  # (an empty id or URI passed, and the URI became the manifest's folder)
+    uri: str = Field(min_length=1)
     label: str = Field(pattern="^(real|generated)$")
-    source: str
-    anchor_id: str
+    source: str = Field(min_length=1)
+    anchor_id: str = Field(min_length=1)
     category: str | None = None
     sha256: str | None = None
 

@@ -70,6 +70,8 @@ MANIFEST_CASES = [
     ('{"video_id": "a", "uri": "a.mp4", "label": "real", "source": "real", "anchor_id": "a"}\n'
      '{"video_id": "a", "uri": "b.mp4", "label": "real", "source": "real", "anchor_id": "a"}', ":2: video_id: "),
     ('{"video_id": "a", "uri": "a.mp4",\n', ":1: not a JSON object"),
+    ('{"video_id": "", "uri": "a.mp4", "label": "real", "source": "real", "anchor_id": ""}', ":1: video_id: "),
+    ('{"video_id": "a", "uri": "", "label": "real", "source": "real", "anchor_id": "a"}', ":1: uri: "),
 ]  # fmt: skip
 
 
