@@ -243,6 +243,9 @@ def test_canary_messages_carry_a_fresh_id_the_label_and_the_flag(tmp_path):
     assert ref.canary and ref.uri == (tmp_path / "v" / "a.mp4").resolve().as_uri() and by_ref.headers is None
     with pytest.raises(CanaryError, match="by reference"):
         CanaryFeed(KafkaSettings(max_message_bytes=1024), manifest, 1.0).message(feed.rows()[0])
+    elsewhere = feed.rows()[0].model_copy(update={"uri": "file://videos/a.mp4"})  # the gateway's refusal, said first
+    with pytest.raises(CanaryError, match=r"names host .videos. \(a local file: .*\) \(.*m\.jsonl, video a\)"):
+        feed.message(elsewhere)
 
 
 def test_the_monitor_benchmark_fills_its_windows_from_a_broker_scrapes_and_restarts():

@@ -12,6 +12,7 @@ import pytest
 
 from gateway.core.config import GatewayConfig
 from gateway.core.messages import VideoEvent
+from gateway.core.sources import SourceError, fetch
 from gateway.stream.send import Sender, SendError, expand
 
 
@@ -52,10 +53,10 @@ def test_a_manifest_url_is_sent_as_it_is_for_the_gateway_to_fetch(tmp_path):
         ("http://user@cdn.example.com/v.mp4", False, r"has a user part"),
         ("ftp://cdn.example.com/v.mp4", False, r"unsupported URI scheme 'ftp'"),
         ("https://cdn.example.com/v.mp4", True, r"a URL cannot be sent inline"),
-        ("file://videos/r.mp4", False, r"a file:// URI naming host 'videos'"),  # (was /r.mp4 on host "videos")
+        ("file://videos/r.mp4", False, r"names host 'videos' \(a local file: file:///PATH\)"),  # (not /r.mp4 here)
         ("gone.mp4", False, r"gone.mp4 \(.*\): No such file or directory"),
         ("gone.mp4", True, r"gone.mp4 \(.*\): No such file or directory"),
-        ("file:///a%00b.mp4", False, r"embedded null byte"),
+        ("file:///a%00b.mp4", False, r"control character in the path of"),
     ],
 )
 def test_a_url_the_gateway_would_refuse_is_refused_before_anything_is_sent(tmp_path, uri, inline, message):
@@ -111,3 +112,43 @@ def test_a_fifo_named_by_a_manifest_is_refused_before_an_inline_read_could_block
     for inline in (True, False):
         with pytest.raises(SendError, match=r"pipe\.mp4 \(.*video g0\): not a regular file"):
             Sender(cfg, inline=inline).check(expand([_manifest(tmp_path, "r.mp4", "pipe.mp4")]))
+
+
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "r.mp4", "./c:/r.mp4", "sub/../r.mp4", "file:///{d}/r.mp4", "file://localhost/{d}/r.mp4", "file:///{d}/%72.mp4",
+        "c:/r.mp4", "clip:r.mp4", "file://videos/{d}/r.mp4", "ftp://cdn.example.com/r.mp4", "file:///{d}/r%00.mp4",
+        "r\x01.mp4", "mailto:r.mp4",
+    ],
+)  # fmt: skip
+def test_a_manifest_row_names_the_file_the_gateway_would_read_or_is_refused_as_the_gateway_would(tmp_path, uri):
+    """`lastmile send` and the gateway's fetch had a rule each for what a row's URI names: `c:/r.mp4` was a path
+    to send but an unsupported scheme 'c' to fetch. Now one rule (sources.local_path) serves both."""
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "c:").mkdir()
+    (tmp_path / "r.mp4").write_bytes(b"top")
+    (tmp_path / "c:" / "r.mp4").write_bytes(b"drive-like")
+    uri = uri.format(d=str(tmp_path).lstrip("/"))
+    try:
+        fetched, refused = fetch(uri, base=tmp_path, roots=[tmp_path]), None
+    except SourceError as exc:
+        fetched, refused = None, str(exc)
+    try:
+        (item,) = expand([_manifest(tmp_path, uri)])
+        sent, send_refused = item.path.read_bytes(), None
+    except SendError as exc:
+        sent, send_refused = None, str(exc)
+    assert (sent, send_refused is None) == (fetched, refused is None)
+    if refused:
+        assert send_refused.startswith(f"{refused} ({tmp_path / 'm.jsonl'}, video r)")
+
+
+def test_a_path_that_looks_like_a_scheme_is_refused_with_the_way_to_write_it(tmp_path):
+    (tmp_path / "c:").mkdir()
+    (tmp_path / "c:" / "r.mp4").write_bytes(b"x")
+    with pytest.raises(SendError, match=r"unsupported URI scheme 'c' in 'c:/r.mp4' \(a path whose .*write \./PATH\)"):
+        expand([_manifest(tmp_path, "c:/r.mp4")])
+    with pytest.raises(SourceError, match=r"unsupported URI scheme 'ftp' in 'ftp://h/r.mp4'$"):  # (no hint: a URL)
+        fetch("ftp://h/r.mp4")
+    assert fetch("./c:/r.mp4", base=tmp_path, roots=[tmp_path]) == b"x"

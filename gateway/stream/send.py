@@ -14,12 +14,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import unquote, urlsplit
 
 from detectors.manifest import ManifestRow, read_manifest
 from gateway import bus
 from gateway.core.messages import VideoEvent, inline_headers
-from gateway.core.sources import DEFAULT_PORTS, SourceError, allowed_url
+from gateway.core.sources import SourceError, allowed_url, is_web_url, local_path
 
 if TYPE_CHECKING:
     from gateway.core.config import GatewayConfig
@@ -75,19 +74,16 @@ def _videos(folder: Path) -> list[Path]:
 
 
 def manifest_item(manifest: Path, r: ManifestRow) -> Item:
-    """A manifest row: a URL stays a URL; a path or ``file://`` URI is resolved against the manifest's folder."""
+    """A manifest row: a URL stays a URL; a path or ``file://`` URI is resolved against the manifest's folder, by
+    the rule the gateway's fetch reads it by (:func:`gateway.core.sources.local_path`)."""
     fields = {"video_id": r.video_id, "label": r.label, "source": r.source, "anchor_id": r.anchor_id}
     origin = f"{manifest}, video {r.video_id}"
-    parts = urlsplit(r.uri)
-    scheme = parts.scheme.lower() if len(parts.scheme) > 1 else ""  # (a one-letter scheme is a Windows drive)
-    if scheme in DEFAULT_PORTS:
+    if is_web_url(r.uri):
         return Item(None, **fields, url=r.uri, origin=origin)
-    if scheme not in ("", "file"):
-        raise SendError(f"{r.uri}: unsupported URI scheme {scheme!r} ({origin}); send a path, file:// or http(s)://")
-    if scheme and parts.netloc not in ("", "localhost"):  # file://videos/a.mp4 names /a.mp4 on host "videos"
-        raise SendError(f"{r.uri}: a file:// URI naming host {parts.netloc!r} ({origin}); write file:///PATH")
-    path = Path(unquote(parts.path) if scheme else r.uri)
-    return Item(path if path.is_absolute() else manifest.resolve().parent / path, **fields, origin=origin)
+    try:
+        return Item(local_path(r.uri, manifest.resolve().parent), **fields, origin=origin)
+    except SourceError as exc:
+        raise SendError(f"{exc} ({origin}); send a path, file:// or http(s)://") from exc
 
 
 def _item(path: Path, label: str | None) -> Item:
