@@ -170,6 +170,46 @@ def test_a_replay_reads_under_its_manifests_folder_unless_given_more_roots(tmp_p
     assert len(scored) == 2 and all(r.error is None and r.score is not None for r in scored)
 
 
+@pytest.fixture
+def served(tmp_path):
+    """A loopback HTTP server of the folder ``tmp_path / "served"``: its base URL."""
+    import http.server
+    import threading
+    from functools import partial
+
+    (tmp_path / "served").mkdir()
+    handler = partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path / "served"))
+    handler.log_message = lambda *a: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def test_a_replay_fetches_a_manifests_urls_only_from_the_hosts_it_is_given(tmp_path, media, served):
+    """A manifest of URLs could not be replayed: no replay option reached sources.http_allow_hosts, so every URL row
+    was a SourceError. Now --http-allow-host does; without it the refusal says which option to give."""
+    (tmp_path / "served" / "v.mp4").write_bytes(media["basic"])
+    (tmp_path / "w.mp4").write_bytes(media["basic"])
+    manifest = tmp_path / "m.jsonl"
+    rows = [{"video_id": "v", "uri": f"{served}/v.mp4", "label": "real", "source": "real", "anchor_id": "v"},
+            {"video_id": "w", "uri": "w.mp4", "label": "real", "source": "real", "anchor_id": "w"}]  # fmt: skip
+    manifest.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    cfg = ReplayConfig(manifest=manifest, conditions="original", detectors="d3_px", profile="throughput")
+    by_video = {r.video_id: r for r in read_results(replay(cfg, tmp_path / "r1", workers=1, progress=False))}
+    assert by_video["v"].error_class == "SourceError" and "not in the allow-list" in by_video["v"].error
+    from gateway.batch.failures import summarize
+
+    (line,) = summarize(list(by_video.values())).lines()
+    assert "--http-allow-host" in line
+    allowed = cfg.model_copy(update={"http_allow_hosts": ["127.0.0.1"]})
+    assert allowed.identity() == cfg.identity()  # where videos may come from does not change what a run yields
+    v, w = sorted(read_results(replay(allowed, tmp_path / "r2", workers=1, progress=False)), key=lambda r: r.video_id)
+    assert v.error is None and v.score == w.score and v.input_sha256 == w.input_sha256  # the same bytes, fetched
+    with pytest.raises(ValueError, match="allow-list entry 'a b' is no host name"):
+        ReplayConfig(manifest=manifest, http_allow_hosts=["a b"])
+
+
 def test_a_video_that_always_overruns_is_retried_up_to_the_cap_then_gets_rows(tmp_path, media, bikes):
     """Its worker is killed at the deadline each time (VideoTimeout); after max_attempts the video's rows carry
     the class, and the other videos of the run are scored as usual: the run is never aborted."""

@@ -34,6 +34,7 @@ class ErrorGroup:
 
 HINTS = {  # a first message's cue -> what to do about it, added to its line
     "outside the allowed roots": " (a replay reads under its manifest's folder and the folders given by --file-root)",
+    "not in the allow-list": " (a replay fetches http(s):// only from the hosts given by --http-allow-host)",
 }
 
 

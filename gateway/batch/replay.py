@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, field_validator
 from tqdm import tqdm
 
 from detectors.manifest import ManifestRow, read_manifest
@@ -23,7 +23,7 @@ from detectors.proxy.corpus import marked_description
 from gateway import __version__
 from gateway.batch.results import done_videos, drop_infra_videos, merge, write_part
 from gateway.core.assembly import build_pipeline
-from gateway.core.config import OPERATIONAL_LIMITS, PipelineSettings, SourceSettings
+from gateway.core.config import OPERATIONAL_LIMITS, PipelineSettings, SourceSettings, checked_hosts
 from gateway.core.messages import ScoreRow, VideoFacts
 from gateway.core.pipeline import Pipeline
 from gateway.core.supervisor import Supervisor
@@ -39,11 +39,20 @@ class ReplayConfig(PipelineSettings):
     file_roots: list[Path] = Field(
         default_factory=list, description="folders the manifest's videos may be read from, besides its own folder"
     )
+    http_allow_hosts: list[str] = Field(
+        default_factory=list, description="hosts the manifest's http(s):// videos may be fetched from; none: no host"
+    )
+
+    @field_validator("http_allow_hosts")
+    @classmethod
+    def _hosts_parse(cls, hosts: list[str]) -> list[str]:
+        return checked_hosts(hosts)
 
     def identity(self) -> str:
         """A hash of what changes results (not of how many workers run them, nor where files may be read)."""
         exclude = {
             "file_roots": True,
+            "http_allow_hosts": True,
             "triton_startup_timeout_s": True,
             "limits": set(OPERATIONAL_LIMITS),
             "onnxruntime": {"device_id", "gpu_mem_limit", "trt_engine_cache_path"},  # where, not what, it computes
@@ -51,10 +60,11 @@ class ReplayConfig(PipelineSettings):
         return hashlib.sha256(self.model_dump_json(exclude=exclude).encode()).hexdigest()
 
     def fetch_rules(self) -> FetchRules:
-        """The replay reads the files its manifest names, under the manifest's folder and ``file_roots``."""
+        """The replay reads the files its manifest names, under the manifest's folder and ``file_roots``, and its
+        URLs from ``http_allow_hosts``."""
         base = self.manifest.resolve().parent
-        roots = [base, *self.file_roots]
-        return FetchRules(sources=SourceSettings(file_roots=roots), base=base, max_bytes=self.limits.max_bytes)
+        sources = SourceSettings(file_roots=[base, *self.file_roots], http_allow_hosts=self.http_allow_hosts)
+        return FetchRules(sources=sources, base=base, max_bytes=self.limits.max_bytes)
 
 
 def requests(rows: list[ManifestRow]) -> list[VideoRequest]:

@@ -57,6 +57,12 @@ def _fail_loudly(failures: RunFailures, what: str, kept: str) -> None:
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     help="a folder the manifest's videos may be read from, besides the manifest's own (repeatable)",
 )
+@click.option(
+    "--http-allow-host",
+    "http_allow_hosts",
+    multiple=True,
+    help="a host (name or IP address) the manifest's http(s):// videos may be fetched from (repeatable; none: no host)",
+)
 @MAX_INFRA_ERRORS
 @click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path))
 def replay(
@@ -75,6 +81,7 @@ def replay(
     bootstrap,
     kafka_timeout_s,
     file_roots,
+    http_allow_hosts,
     max_infra_errors,
     out,
 ) -> None:
@@ -96,6 +103,7 @@ def replay(
         profile=profile,
         deterministic=deterministic,
         file_roots=list(file_roots),
+        http_allow_hosts=list(http_allow_hosts),
     )
     if via == "kafka" and resume:
         raise click.UsageError("--resume applies to the in-process replay")

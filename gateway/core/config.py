@@ -37,11 +37,16 @@ class SourceSettings(BaseModel):
     @field_validator("http_allow_hosts")
     @classmethod
     def _hosts_parse(cls, hosts: list[str]) -> list[str]:
-        try:
-            allow_set(hosts)  # each entry is a host name or an address, as a URL's host is parsed
-        except SourceError as exc:
-            raise ValueError(str(exc)) from exc
-        return hosts
+        return checked_hosts(hosts)
+
+
+def checked_hosts(hosts: list[str]) -> list[str]:
+    """``hosts``, if each is a host name or an address as a URL's host is parsed; else ``ValueError`` (a field's)."""
+    try:
+        allow_set(hosts)
+    except SourceError as exc:
+        raise ValueError(str(exc)) from exc
+    return hosts
 
 
 class MessageSettings(BaseModel):
