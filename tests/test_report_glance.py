@@ -413,3 +413,31 @@ def test_a_run_with_nothing_scored_states_no_threshold_it_never_used(tmp_path):
     text = (tmp_path / "b" / "report.md").read_text()
     assert "alpha none (nothing scored), beta none (nothing scored)" in text
     assert "alpha 0," not in text
+
+
+def test_a_detector_that_scored_nothing_has_no_operating_point_not_a_recall_of_0(tmp_path):
+    """With no score there is no threshold, yet its cells read FakeR 0.0 [0.0, 0.0]† and RealR 0.0 (every failure
+    a miss) and a FakeR drift of +0.0 [-79.3, 79.3], under a banner saying no metric could be computed."""
+    from dataclasses import asdict
+
+    from gateway.evaluation.paired import evaluate
+    from gateway.evaluation.reals import evaluate_reals
+
+    rows = [_fail(r, "video", "DecodeError", "bad") if r.detector == "beta" else r for r in _rows(8)]
+    ev = evaluate(rows, replicates=50)
+    alone = evaluate([r for r in rows if r.detector == "alpha"], replicates=50)
+    for cond in CONDITIONS:
+        beta = ev.cell("beta", cond)
+        assert np.isnan([beta.fake_recall, beta.real_recall, beta.bacc, beta.macro_f1, beta.threshold]).all()
+        assert np.isnan([*beta.fake_recall_ci, *beta.real_recall_ci]).all() and beta.failures > 0
+        assert beta.fake_recall_drift is None and beta.real_recall_drift is None
+        assert asdict(ev.cell("alpha", cond)) == asdict(alone.cell("alpha", cond))  # the other detector's as alone
+    md, _, _, report = _report(_run(tmp_path / "r", rows))
+    (line,) = [x for x in md.splitlines() if x.startswith("| beta | full |") and x.count("|") == 12]  # operating
+    assert line.split(" | ")[2:10] == ["-"] * 8, line  # FakeR .. FakeR drift
+    assert [c["fake_recall"] for c in report["cells"] if c["detector"] == "beta"] == [None] * len(CONDITIONS)
+    assert "beta none (nothing scored)" in md and "alpha 1," in md
+    reals = [r for r in rows if r.label == "real"]
+    cells = {(c.detector, c.condition): c for c in evaluate_reals(reals, replicates=50).cells}
+    assert np.isnan(cells["beta", "full"].real_recall) and cells["beta", "full"].real_recall_drift is None
+    assert np.isfinite(cells["alpha", "full"].real_recall) and cells["alpha", "full"].real_recall_drift is not None

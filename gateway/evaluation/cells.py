@@ -18,6 +18,9 @@ import numpy as np
 from detectors import metrics
 from gateway.core.messages import ScoreRow
 from gateway.evaluation.bootstrap import percentile_interval
+from gateway.evaluation.thresholds import has_threshold
+
+DECIDED = ("fake_recall", "real_recall", "bacc")  # the bootstrapped metrics that need a decision threshold
 
 
 @dataclass
@@ -154,9 +157,12 @@ def cell_metrics(
     with warnings.catch_warnings():  # a replicate where every source is undefined stays nan, and is counted
         warnings.simplefilter("ignore", RuntimeWarning)
         boot = {k: np.nanmean(np.stack(v), axis=0) for k, v in samples.items()}
+    decided = has_threshold(threshold)  # (a detector that scored nothing decided nothing: no operating point)
+    for k in DECIDED if not decided else ():
+        boot[k] = np.full_like(boot[k], np.nan)
     undefined = {k: int(np.isnan(v).sum()) for k, v in boot.items()}
     fr, rr, bacc, f1 = (
-        float(np.mean([getattr(p, k) for p in points]))
+        float(np.mean([getattr(p, k) for p in points])) if decided else float("nan")
         for k in ("fake_recall", "real_recall", "balanced_accuracy", "macro_f1")
     )
     cell = CellMetrics(

@@ -21,6 +21,7 @@ from gateway.evaluation.compare import ROLES, Comparison, Contender, Estimate, c
 from gateway.evaluation.errors import EvaluationError
 from gateway.evaluation.plots import Figure
 from gateway.evaluation.tables import ZERO_WIDTH, Row, Table, pct, points, zero_width
+from gateway.evaluation.thresholds import threshold_text
 
 BOOTSTRAPPED = (  # (attribute, heading): the bootstrap's alone, so their intervals can have zero width
     ("auc_difference", "ΔAUC"),
@@ -63,7 +64,7 @@ def comparison_table(cmp: Comparison) -> Table:
         for c in cmp.conditions
     )
     names = {"champion": cmp.champion, "challenger": cmp.challenger}
-    thresholds = ", ".join(f"{names[role]} ({role}) {t:.4g}" for role, t in cmp.thresholds.items())
+    thresholds = ", ".join(f"{names[role]} ({role}) {threshold_text(t)}" for role, t in cmp.thresholds.items())
     origin = "their cards'" if cmp.calibrated is None else f"recalibrated to RealR {pct(cmp.calibrated)} % on original"
     notes = (NOTE, f"Thresholds: {thresholds} ({origin}); {counted(cmp.anchors, 'anchor')}, "
              f"{cmp.replicates} replicates, seed {cmp.seed}.")  # fmt: skip

@@ -21,7 +21,7 @@ from gateway.evaluation import proportions
 from gateway.evaluation.bootstrap import anchor_resamples, percentile_interval
 from gateway.evaluation.cells import CellMetrics, Layout
 from gateway.evaluation.errors import EvaluationError
-from gateway.evaluation.thresholds import decision_thresholds
+from gateway.evaluation.thresholds import decision_thresholds, has_threshold
 from transforms.spec import LASTMILE
 
 REPLICATES = 2000
@@ -129,6 +129,8 @@ def _drift(layout: Layout, selections: dict, computed: dict, conditions: list[st
         b, boot0 = computed[keys[1]]
         (here, auc), (there, auc0) = layout.aucs_on_same_videos(keys, selections, computed)
         c.auc_drift, c.auc_drift_ci = here - there, percentile_interval(auc - auc0)
+        if not has_threshold(c.threshold):  # (it scored nothing: no decision, so no FakeR or RealR to drift)
+            continue
         scores = proportions.recall_differences(decided.get(keys[0], {}), decided.get(keys[1], {}))
         for key, score in zip(("fake_recall", "real_recall"), scores, strict=True):
             drift = (getattr(c, key) - getattr(b, key), percentile_interval(boot[key] - boot0[key]))

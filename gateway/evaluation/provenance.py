@@ -84,7 +84,6 @@ def run_context(ev: Evaluation | RealsEvaluation, rows: list[ScoreRow], info: di
     """:func:`provenance` with what every report states beside it: seeds, anchors and videos, the failure banner,
     the thresholds and the bootstrap (its ``interval`` described)."""
     ctx = provenance(rows, info)
-    unscored = frozenset(c.detector for c in ev.cells) - {r.detector for r in by_version(rows) if r.score is not None}
     recalls = "RealR" if isinstance(ev, RealsEvaluation) else "FakeR/RealR"
     seeded = seeds(ev, ctx["corpus"])
     stated = {  # (in the order report.json has always given them)
@@ -97,7 +96,7 @@ def run_context(ev: Evaluation | RealsEvaluation, rows: list[ScoreRow], info: di
         "videos": ev.videos,
         "rows": ctx["rows"],
         "failures": failure_banner(by_version(rows), info.get("conditions") or ev.conditions, recalls),
-        "thresholds": thresholds_sentence({c.detector: c.threshold for c in ev.cells}, ev.calibrated, unscored),
+        "thresholds": thresholds_sentence({c.detector: c.threshold for c in ev.cells}, ev.calibrated),
         "bootstrap": {"replicates": ev.replicates, "seed": ev.seed, "interval": interval},
         "calibrated": ev.calibrated,
     }

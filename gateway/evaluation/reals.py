@@ -23,7 +23,7 @@ from gateway.evaluation import proportions
 from gateway.evaluation.bootstrap import anchor_resamples, percentile_interval
 from gateway.evaluation.errors import EvaluationError
 from gateway.evaluation.paired import REPLICATES, SEED, by_version, ordered_conditions
-from gateway.evaluation.thresholds import decision_thresholds
+from gateway.evaluation.thresholds import decision_thresholds, has_threshold
 
 
 @dataclass
@@ -93,6 +93,8 @@ def evaluate_reals(
             here = decided.get((det, cond), {})
             kept, n = _per_anchor(here, index)
             (point, ci), boots[det, cond] = proportions.clustered_share(kept, n, weights)
+            if not has_threshold(thr[det]):  # (it scored nothing: no decision, no RealR; its failures are counted)
+                point, ci = float("nan"), (float("nan"), float("nan"))
             failures = sum(d.flagged is None for d in here.values())
             cells.append(RealsCell(det, cond, point, ci, thr[det], int(n.sum()), failures, infra[det, cond]))
     ev = RealsEvaluation(cells, detectors, conditions, replicates, seed, len(anchors), len({r.video_id for r in rows}),
@@ -117,7 +119,7 @@ def _drift(ev: RealsEvaluation, boots: dict, decided: proportions.Decisions) -> 
     if "original" not in ev.conditions:
         return
     for c in ev.cells:
-        if c.condition == "original":
+        if c.condition == "original" or not has_threshold(c.threshold):
             continue
         base = ev.cell(c.detector, "original")
         boot = percentile_interval(boots[c.detector, c.condition] - boots[c.detector, "original"])

@@ -8,20 +8,25 @@ from detectors import metrics
 from gateway.core.messages import ScoreRow
 from gateway.evaluation.errors import EvaluationError
 
+NO_THRESHOLD = float("nan")  # a detector that scored nothing: no decision, no operating point
+
 
 def decision_thresholds(
     rows: list[ScoreRow], detectors: list[str], override: dict[str, float] | None, target: float | None
 ) -> dict[str, float]:
     """Per detector, the threshold its scores are decided at: ``override``'s, else recalibrated to RealR
     ``target`` on the run's ``original`` reals (:func:`detectors.metrics.calibrate_threshold`), else the one its rows
-    state (its model card's, fixed once, as the protocol asks). Raises :class:`EvaluationError` where its scored
-    rows state none, or several, or where it is to be recalibrated but has no scored real video on ``original``."""
+    state (its model card's, fixed once, as the protocol asks); :data:`NO_THRESHOLD` for a detector with no score
+    at all (it decided nothing: its FakeR, RealR and their drifts are undefined, not 0). Raises
+    :class:`EvaluationError` where its scored rows state none, or several, or where it is to be recalibrated but
+    has no scored real video on ``original``."""
     out = {}
     for det in detectors:
-        scored = any(r.detector == det and r.score is not None for r in rows)
-        if override and det in override:
+        if not any(r.detector == det and r.score is not None for r in rows):
+            out[det] = NO_THRESHOLD  # (no score to decide on, whatever its failed rows state: no threshold is used)
+        elif override and det in override:
             out[det] = override[det]
-        elif target is not None and scored:  # (no score to decide on: no threshold is used)
+        elif target is not None:
             reals = [
                 r.score
                 for r in rows
@@ -37,19 +42,26 @@ def decision_thresholds(
             if len(stated) > 1:
                 several = sorted(stated)
                 raise EvaluationError(f"{det}: its rows state several thresholds ({several}): its card changed")
-            if not stated and scored:
+            if not stated:
                 raise EvaluationError(f"{det}: its scored rows state no threshold (the gateway's carry their card's)")
-            out[det] = stated.pop() if stated else 0.0  # (no score to decide on: no threshold is used)
+            out[det] = stated.pop()
     return out
 
 
-def thresholds_sentence(
-    fixed: dict[str, float], calibrated: float | None, unscored: frozenset[str] = frozenset()
-) -> str:
+def has_threshold(threshold: float) -> bool:
+    """Whether a detector had a threshold to decide at (it scored something): not :data:`NO_THRESHOLD`."""
+    return bool(np.isfinite(threshold))
+
+
+def threshold_text(threshold: float) -> str:
+    """A threshold as a report names it: four significant figures, or ``none (nothing scored)``."""
+    return f"{threshold:.4g}" if has_threshold(threshold) else "none (nothing scored)"
+
+
+def thresholds_sentence(fixed: dict[str, float], calibrated: float | None) -> str:
     """The report's sentence that names each detector's threshold and where it comes from (``calibrated``: the
-    RealR they were recalibrated to on original; None: their cards'); an ``unscored`` detector used none."""
-    named = ", ".join(f"{d} none (nothing scored)" if d in unscored else f"{d} {t:.4g}" for d, t in fixed.items())
-    named = named or "none"
+    RealR they were recalibrated to on original; None: their cards'); a detector that scored nothing used none."""
+    named = ", ".join(f"{d} {threshold_text(t)}" for d, t in fixed.items()) or "none"
     origin = (
         "each its model card's" if calibrated is None
         else f"each recalibrated on this run's original reals to RealR {100 * calibrated:.1f} %"
