@@ -62,6 +62,22 @@ def test_a_cut_video_is_refused_in_ffmpegs_words_without_pyavs_errno(media, frac
     assert "Errno" not in str(info.value) and "avcodec" not in str(info.value), str(info.value)
 
 
+def test_a_video_corrupt_past_its_header_is_refused_in_ffmpegs_words_when_sampled(media):
+    """The frame sampler (detectors' view of the original) said PyAV's errno and function too; its bytes past the
+    first fifth replaced with noise, the header still opens and decoding fails."""
+    import random
+
+    from transforms.sampling import SamplingPolicy, sample_frames
+
+    rng = random.Random(1)
+    data = bytearray(media["faststart"])
+    cut = len(data) // 5
+    data[cut:] = bytes(rng.randrange(256) for _ in range(len(data) - cut))
+    with pytest.raises(InvalidVideo, match=r"^decoding failed while sampling: \w") as info:
+        sample_frames(bytes(data), SamplingPolicy())
+    assert "Errno" not in str(info.value) and "avcodec" not in str(info.value), str(info.value)
+
+
 @pytest.mark.parametrize(
     "limits, match",
     [
