@@ -178,7 +178,7 @@ def test_a_replay_whose_every_video_fails_exits_1_with_one_line_per_error_kind_a
     assert json.loads((tmp_path / "run" / "report.json").read_text())["failures"]["video_rows"] == 8
 
 
-def test_a_report_of_a_run_without_generated_videos_measures_realr_and_refuses_a_comparison_in_one_line(tmp_path):
+def test_a_report_of_a_run_without_generated_videos_measures_realr_and_compares_contenders_on_it(tmp_path):
     from gateway.batch.results import merge, write_part
     from gateway.core.messages import ScoreRow
 
@@ -193,9 +193,12 @@ def test_a_report_of_a_run_without_generated_videos_measures_realr_and_refuses_a
     text = (tmp_path / "run" / "report.md").read_text()
     assert "real videos only" in text and "| npr | original | 100.0 [" in text, text
     compared = _lastmile("report", "run", "--replicates", "50", "--compare", "npr:d3_px", cwd=tmp_path)
-    lines = [line for line in compared.stderr.splitlines() if line.strip()]
-    assert compared.returncode == 1 and len(lines) == 1 and "Traceback" not in compared.stderr, compared.stderr
-    assert "this run holds real videos only: a champion vs challenger comparison needs generated videos" in lines[0]
+    assert compared.returncode == 0 and "Traceback" not in compared.stderr, compared.stderr
+    assert "| original | 1 | 100.0 [" in (tmp_path / "run" / "comparison.md").read_text()  # RealR side by side
+    unknown = _lastmile("report", "run", "--replicates", "50", "--compare", "npr:gone", cwd=tmp_path)
+    lines = [line for line in unknown.stderr.splitlines() if line.strip()]
+    assert unknown.returncode == 1 and len(lines) == 1 and "Traceback" not in unknown.stderr, unknown.stderr
+    assert "no rows for gone in this run" in lines[0]
 
 
 def test_the_demo_exits_1_when_its_run_has_infrastructure_errors(tmp_path, monkeypatch):

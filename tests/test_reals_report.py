@@ -141,7 +141,7 @@ def test_a_reals_only_report_recalibrates_its_thresholds_and_names_an_unfit_one(
     html = (run / "report.html").read_text()
     assert "<code>lastmile corpus synth --real-dir</code>" in html and "`" not in html.split("<body>")[1]
     assert "recalibrated on this run's original reals to RealR 95.0 %" in fitted["context"]["thresholds"]
-    with pytest.raises(EvaluationError, match="real videos only: a champion vs challenger"):
+    with pytest.raises(EvaluationError, match="no rows for beta in this run"):  # (a pair needs both contenders)
         build_report(run, replicates=100, comparisons=["alpha:beta"])
 
 
@@ -207,3 +207,39 @@ def test_real_videos_of_the_proxy_corpus_are_said_to_be_what_they_are(tmp_path, 
                                   replicates=50)["json"].read_text())  # fmt: skip
     assert says in out["notice"] and "generated videos are" not in out["notice"]
     assert says.replace("`", "<code>", 1) in (tmp_path / "run" / "report.html").read_text()
+
+
+def test_a_reals_only_run_compares_champion_and_challenger_on_the_real_videos_both_decided(tmp_path):
+    """`--compare` was refused on a run of real videos only, though the A/B question a platform with real uploads
+    asks first is there: does the challenger flag more of them, and more so once they are disseminated?"""
+    infra = {"error": "down", "error_kind": "infra", "score": None}
+    champion = _rows(40, {"original": {0}, "full": {0, 1}}, "alpha")
+    challenger = [_row(f"v{i:03d}", "original", i in {0, 2}, "beta") for i in range(40)]
+    challenger += [_row(f"v{i:03d}", "full", i < 12, "beta") for i in range(38)]
+    challenger += [_row("v038", "full", None, "beta"), _row("v039", "full", None, "beta").model_copy(update=infra)]
+    failed = [_row(f"v{i:03d}", cond, None, "gamma") for cond in ("original", "full") for i in range(40)]
+    run = _run(tmp_path / "run", champion + challenger + failed, conditions=["original", "full"])
+    paths = build_report(run, replicates=300, comparisons=["alpha:beta", "alpha:gamma"])
+    (beta, gamma) = json.loads(paths["comparison_json"].read_text())
+    full = next(c for c in beta["conditions"] if c["condition"] == "full")
+    assert full["videos"] == 39  # v039: no decision by beta, so in neither side
+    assert full["champion_real_recall"][0] == pytest.approx(37 / 39)
+    assert full["challenger_real_recall"][0] == pytest.approx(26 / 39)  # 12 flagged, 1 failure (a miss)
+    d, (lo, hi) = full["real_recall_difference"]
+    kept = lambda bad: [i not in bad for i in range(39)]  # noqa: E731
+    n_d, n_lo, n_hi = intervals.paired_proportion_difference(kept(set(range(12)) | {38}), kept({0, 1}))
+    assert d == pytest.approx(n_d) == pytest.approx(-11 / 39) and lo <= n_lo and hi >= n_hi and hi < 0
+    assert full["disagreement"][0] == pytest.approx(10 / 38)  # decided by both: v038 failed for beta
+    original = next(c for c in beta["conditions"] if c["condition"] == "original")
+    assert original["real_recall_difference"][0] == pytest.approx(-1 / 40) and original["videos"] == 40
+    assert all(
+        c["challenger_real_recall"][0] is None and c["real_recall_difference"][0] is None for c in gamma["conditions"]
+    )  # fmt: skip  (it scored nothing: no RealR, no difference)
+    md = paths["md"].read_text()
+    assert "## Champion vs challenger" in md and "### beta (challenger) vs alpha (champion), real videos only" in md
+    assert "| full | 39 | 94.9 [" in md and "| full | 40 | 95.0 [" in md and "| - | - | - |" in md
+    assert "gamma (challenger) none (nothing scored)" in md and "nan" not in md.lower()
+    assert json.loads(paths["json"].read_text())["comparisons"] == [beta, gamma]
+    assert "Champion vs challenger" in paths["html"].read_text() and (run / "comparison.md").is_file()
+    build_report(run, replicates=100)  # without --compare: no comparison outlives the report it belonged to
+    assert not (run / "comparison.md").exists() and not (run / "comparison.json").exists()

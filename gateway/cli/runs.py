@@ -159,7 +159,7 @@ def _enough_replicates(ctx: click.Context, param: click.Parameter, value: int) -
     metavar="CHAMPION:CHALLENGER",
     callback=_pairs,
     help="also compare two detectors (NAME or NAME@VERSION) on the videos both scored: a section of the report "
-    "with a forest plot, and comparison.md/.json (repeatable)",
+    "with a forest plot, and comparison.md/.json (repeatable; a run of real videos only: their RealR, no plot)",
 )
 @click.option(
     "--calibrate",

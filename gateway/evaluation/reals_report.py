@@ -14,11 +14,13 @@ from gateway.core.messages import ScoreRow
 from gateway.core.wording import counted
 from gateway.evaluation import jsonout
 from gateway.evaluation.caveats import SMALL_SAMPLE_ANCHORS, UNFIT_REAL_RECALL
+from gateway.evaluation.compare_report import clear_comparisons
 from gateway.evaluation.findings import real_recall_drops
 from gateway.evaluation.glossary import Term
 from gateway.evaluation.plots import Figure, recall_figure, write
 from gateway.evaluation.provenance import corpus_notice, report_json, run_context
 from gateway.evaluation.reals import RealsCell, RealsEvaluation
+from gateway.evaluation.reals_compare import RealsComparison, reals_comparison_table, reals_comparisons_json
 from gateway.evaluation.rendering import environment
 from gateway.evaluation.tables import Row, Table, defined, interval, pct, points
 
@@ -47,22 +49,40 @@ CAPTION = (
 )
 
 
-def build_reals_report(run_dir: Path, rows: list[ScoreRow], info: dict, ev: RealsEvaluation) -> dict[str, Path]:
-    """Write ``run_dir``'s report of ``ev``, the evaluation of its ``rows`` (every one of a real video)."""
+def build_reals_report(
+    run_dir: Path, rows: list[ScoreRow], info: dict, ev: RealsEvaluation, comparisons: list[RealsComparison] = ()
+) -> dict[str, Path]:
+    """Write ``run_dir``'s report of ``ev``, the evaluation of its ``rows`` (every one of a real video), with a
+    section per champion vs challenger of ``comparisons`` (and comparison.md/.json beside it)."""
     ctx = _context(ev, rows, info)
     figures = []  # a run without a single score has nothing to plot: its banner says so
     if ctx["failures"]["scored_rows"]:
         (run_dir / "plots").mkdir(exist_ok=True)
         path = write(recall_figure(ev, ("real_recall",)), run_dir / "plots" / "real_recall.png")
         figures.append(Figure("real_recall", path, CAPTION))
-    table, terms = reals_table(ev), glossary(ev)
+    table, terms, notice = reals_table(ev), glossary(ev), reals_notice(ctx)
+    contests = [reals_comparison_table(c) for c in comparisons]
     out = {"json": run_dir / "report.json", "md": run_dir / "report.md", "html": run_dir / "report.html"}
-    out["json"].write_text(jsonout.dumps(_as_json(ev, ctx, terms)))
-    shown = {"ev": ev, "ctx": ctx, "table": table, "figures": figures, "glossary": terms}
-    shown |= {"notice": reals_notice(ctx), "generators": {}, "reals_only": REALS_ONLY}
+    report = _as_json(ev, ctx, terms) | {"comparisons": reals_comparisons_json(comparisons, notice)}
+    out["json"].write_text(jsonout.dumps(report))
+    shown = {"ev": ev, "ctx": ctx, "table": table, "figures": figures, "glossary": terms, "comparisons": contests}
+    shown |= {"notice": notice, "generators": {}, "reals_only": REALS_ONLY}
     env = environment()
     for key, template in (("md", "reals.md.j2"), ("html", "reals.html.j2")):
         out[key].write_text(env.get_template(template).render(**shown))
+    clear_comparisons(run_dir)
+    if comparisons:
+        out |= _write_comparisons(comparisons, contests, run_dir, notice)
+    return out
+
+
+def _write_comparisons(comparisons: list[RealsComparison], tables: list[Table], folder: Path, notice: str | None):
+    """``comparison.md`` and ``comparison.json`` in ``folder``, as a run with generated videos has them."""
+    parts = ["# Champion vs challenger: real videos only\n", *([f"\n> **{notice}**\n"] if notice else [])]
+    parts += [f"\n## {t.title}\n\n{t.to_markdown()}" for t in tables]
+    out = {"comparison_md": folder / "comparison.md", "comparison_json": folder / "comparison.json"}
+    out["comparison_md"].write_text("".join(parts))
+    out["comparison_json"].write_text(jsonout.dumps(reals_comparisons_json(comparisons, notice)))
     return out
 
 

@@ -23,13 +23,13 @@ from gateway.evaluation.compare_report import (
     parse_pairs,
     write_comparisons,
 )
-from gateway.evaluation.errors import EvaluationError
 from gateway.evaluation.findings import key_findings
 from gateway.evaluation.glossary import glossary
 from gateway.evaluation.paired import Evaluation, by_version, evaluate
 from gateway.evaluation.plots import Figure, make_plots
 from gateway.evaluation.provenance import corpus_notice, in_run_order, read_run, report_json, run_context
 from gateway.evaluation.reals import evaluate_reals, is_reals_only
+from gateway.evaluation.reals_compare import compare_reals
 from gateway.evaluation.reals_report import build_reals_report
 from gateway.evaluation.rendering import environment
 from gateway.evaluation.sweeps import sweep_figures, sweep_json, sweep_tables
@@ -79,7 +79,7 @@ def build_report(
     pairs = parse_pairs(comparisons)
     rows, info = read_run(run_dir)
     if is_reals_only(rows):
-        return _reals_report(run_dir, rows, info, replicates, seed, bool(pairs), calibrate)
+        return _reals_report(run_dir, rows, info, replicates, seed, pairs, calibrate)
     shared = paired_rows(rows, pairs)  # raises where a contender has no rows
     ev = evaluate_rows(rows, info, replicates, seed, calibrate)
     contests = compare_pairs(shared, pairs, ev.replicates, seed, calibrate)
@@ -100,15 +100,18 @@ def build_report(
 
 
 def _reals_report(
-    run_dir: Path, rows: list[ScoreRow], info: dict, replicates: int, seed: int | None, paired: bool, calibrate
+    run_dir: Path, rows: list[ScoreRow], info: dict, replicates: int, seed: int | None, pairs: list, calibrate
 ) -> dict[str, Path]:
-    """The report of a run of real videos only (:mod:`gateway.evaluation.reals_report`)."""
-    if paired:
-        raise EvaluationError(
-            "this run holds real videos only: a champion vs challenger comparison needs generated videos paired "
-            "with real anchors (this run's report shows each detector's RealR side by side)"
-        )
-    return build_reals_report(run_dir, rows, info, _measured(evaluate_reals, rows, info, replicates, seed, calibrate))
+    """The report of a run of real videos only (:mod:`gateway.evaluation.reals_report`), with a RealR comparison
+    (:mod:`gateway.evaluation.reals_compare`) per pair."""
+    shared = paired_rows(rows, pairs)  # raises where a contender has no rows, before the bootstrap
+    ev = _measured(evaluate_reals, rows, info, replicates, seed, calibrate)
+    extra = {"seed": seed} if seed is not None else {}
+    contests = [
+        compare_reals(s, *pair, ev.replicates, calibrate=calibrate, **extra)
+        for s, pair in zip(shared, pairs, strict=True)
+    ]
+    return build_reals_report(run_dir, rows, info, ev, contests)
 
 
 def render(
