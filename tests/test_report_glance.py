@@ -437,6 +437,10 @@ def test_a_detector_that_scored_nothing_has_no_operating_point_not_a_recall_of_0
     assert line.split(" | ")[2:10] == ["-"] * 8, line  # FakeR .. FakeR drift
     assert [c["fake_recall"] for c in report["cells"] if c["detector"] == "beta"] == [None] * len(CONDITIONS)
     assert "beta none (nothing scored)" in md and "alpha 1," in md
+    compared = json.loads(build_report(tmp_path / "r", replicates=50, comparisons=["alpha:beta"])["comparison_json"]
+                          .read_text())[0]  # fmt: skip
+    for key in ("fake_recall_difference", "real_recall_difference"):  # no bounds around an undefined difference
+        assert [c[key] for c in compared["conditions"]] == [[None, [None, None]]] * len(CONDITIONS), key
     reals = [r for r in rows if r.label == "real"]
     cells = {(c.detector, c.condition): c for c in evaluate_reals(reals, replicates=50).cells}
     assert np.isnan(cells["beta", "full"].real_recall) and cells["beta", "full"].real_recall_drift is None

@@ -167,6 +167,8 @@ def _contrast(cond: str, computed: dict, aucs: _AUCs, conditions: list[str], dec
     def diff(key: str, score: Estimate) -> Estimate:
         (champ, b_champ), (chall, b_chall) = computed["champion", cond], computed["challenger", cond]
         point = getattr(chall, key) - getattr(champ, key)
+        if not np.isfinite(point):  # (a contender that scored nothing decided nothing: no difference to bound)
+            return proportions.NO_PAIRS
         return proportions.widened((float(point), percentile_interval(b_chall[key] - b_champ[key])), score)
 
     rob = aucs.robustness(cond) if "original" in conditions and cond != "original" else None
