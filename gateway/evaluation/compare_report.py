@@ -45,7 +45,9 @@ NOTE = (
 )
 
 
-def _cell(e: Estimate | None, signed: bool = True) -> str:
+def estimate_cell(e: Estimate | None, signed: bool = True) -> str:
+    """A point with its interval in a comparison table, in points (``signed``: a difference) or %; ``-`` where
+    it is undefined."""
     if e is None or not math.isfinite(e[0]):
         return "-"
     point, (lo, hi) = e
@@ -55,7 +57,7 @@ def _cell(e: Estimate | None, signed: bool = True) -> str:
 def _marked(e: Estimate | None, key: str) -> str:
     """A cell of the table, its interval marked † by the caution's own rule (a bootstrap-only zero width)."""
     zero = key in dict(BOOTSTRAPPED) and e is not None and math.isfinite(e[0]) and zero_width(e[1])
-    return _cell(e, key != "disagreement") + (ZERO_WIDTH if zero else "")
+    return estimate_cell(e, key != "disagreement") + (ZERO_WIDTH if zero else "")
 
 
 def comparison_table(cmp: Comparison) -> Table:
@@ -63,13 +65,21 @@ def comparison_table(cmp: Comparison) -> Table:
         Row((c.condition, str(c.videos), *(_marked(getattr(c, key), key) for key, _ in QUANTITIES)))
         for c in cmp.conditions
     )
+    title = f"{cmp.challenger} (challenger) vs {cmp.champion} (champion)"
+    header = ("condition", "videos", *(h for _, h in QUANTITIES))
+    return Table(title, header, rows, (NOTE, thresholds_note(cmp)), tuple(cmp.warnings))
+
+
+def thresholds_note(cmp) -> str:
+    """The note under a comparison's table (of a :class:`Comparison` or a reals-only one): each contender's
+    threshold and where it comes from, the anchors and the bootstrap."""
     names = {"champion": cmp.champion, "challenger": cmp.challenger}
     thresholds = ", ".join(f"{names[role]} ({role}) {threshold_text(t)}" for role, t in cmp.thresholds.items())
     origin = "their cards'" if cmp.calibrated is None else f"recalibrated to RealR {pct(cmp.calibrated)} % on original"
-    notes = (NOTE, f"Thresholds: {thresholds} ({origin}); {counted(cmp.anchors, 'anchor')}, "
-             f"{cmp.replicates} replicates, seed {cmp.seed}.")  # fmt: skip
-    title = f"{cmp.challenger} (challenger) vs {cmp.champion} (champion)"
-    return Table(title, ("condition", "videos", *(h for _, h in QUANTITIES)), rows, notes, tuple(cmp.warnings))
+    return (
+        f"Thresholds: {thresholds} ({origin}); {counted(cmp.anchors, 'anchor')}, {cmp.replicates} replicates, "
+        f"seed {cmp.seed}."
+    )
 
 
 def forest_plot(cmp: Comparison, path: Path) -> Path:

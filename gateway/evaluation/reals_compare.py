@@ -20,13 +20,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from gateway.core.messages import ScoreRow
-from gateway.core.wording import counted
 from gateway.evaluation import proportions
 from gateway.evaluation.bootstrap import anchor_resamples, percentile_interval
 from gateway.evaluation.compare import ROLES, Contender, Estimate
+from gateway.evaluation.compare_report import estimate_cell, thresholds_note
 from gateway.evaluation.paired import REPLICATES, SEED, ordered_conditions
-from gateway.evaluation.tables import Row, Table, pct, points
-from gateway.evaluation.thresholds import decision_thresholds, has_threshold, threshold_text
+from gateway.evaluation.tables import Row, Table
+from gateway.evaluation.thresholds import decision_thresholds, has_threshold
 
 NOTE = (
     "On the real videos both contenders decided under each condition: each RealR (%) and the challenger's minus "
@@ -117,25 +117,15 @@ def _contrast(
 
 def reals_comparison_table(cmp: RealsComparison) -> Table:
     """The comparison as the report shows it: one row per condition."""
-    names = {"champion": cmp.champion, "challenger": cmp.challenger}
     rows = tuple(
-        Row((c.condition, str(c.videos), _cell(c.champion_real_recall, False), _cell(c.challenger_real_recall, False),
-             _cell(c.real_recall_difference, True), _cell(c.disagreement, False)))
+        Row((c.condition, str(c.videos), estimate_cell(c.champion_real_recall, False),
+             estimate_cell(c.challenger_real_recall, False), estimate_cell(c.real_recall_difference),
+             estimate_cell(c.disagreement, False)))
         for c in cmp.conditions
     )  # fmt: skip
-    thresholds = ", ".join(f"{names[role]} ({role}) {threshold_text(t)}" for role, t in cmp.thresholds.items())
-    origin = "their cards'" if cmp.calibrated is None else f"recalibrated to RealR {pct(cmp.calibrated)} % on original"
-    notes = (NOTE, f"Thresholds: {thresholds} ({origin}); {counted(cmp.anchors, 'anchor')}, "
-             f"{cmp.replicates} replicates, seed {cmp.seed}.")  # fmt: skip
+    notes = (NOTE, thresholds_note(cmp))
     header = ("condition", "real videos", f"RealR {cmp.champion}", f"RealR {cmp.challenger}", "ΔRealR", "disagree")
     return Table(f"{cmp.challenger} (challenger) vs {cmp.champion} (champion), real videos only", header, rows, notes)
-
-
-def _cell(e: Estimate, signed: bool) -> str:
-    point, (lo, hi) = e
-    if not np.isfinite(point):
-        return "-"
-    return f"{points(point) if signed else pct(point)} [{pct(lo)}, {pct(hi)}]"
 
 
 def reals_comparisons_json(comparisons: list[RealsComparison], notice: str | None = None) -> list[dict]:
