@@ -64,6 +64,11 @@ def is_reals_only(rows: list[ScoreRow]) -> bool:
     return bool(rows) and all(r.label == "real" for r in rows)
 
 
+def own_anchors(rows: list[ScoreRow]) -> list[ScoreRow]:
+    """``rows`` with a video that has no ``anchor_id`` its own anchor (none is left out of the bootstrap)."""
+    return [r if r.anchor_id else r.model_copy(update={"anchor_id": r.video_id}) for r in rows]
+
+
 def evaluate_reals(
     rows: list[ScoreRow],
     replicates: int = REPLICATES,
@@ -78,7 +83,7 @@ def evaluate_reals(
     construction, and only the drifts tell). A detector with several versions is evaluated per version."""
     if not is_reals_only(rows):
         raise EvaluationError("a reals-only evaluation needs rows, every one of a real video")
-    rows = [r if r.anchor_id else r.model_copy(update={"anchor_id": r.video_id}) for r in by_version(rows)]
+    rows = own_anchors(by_version(rows))
     scored = [r for r in rows if r.error_kind != "infra"]
     detectors, conditions = sorted({r.detector for r in rows}), ordered_conditions(rows)
     anchors = sorted({r.anchor_id for r in rows})  # (a video without one is its own: none is left out)

@@ -25,6 +25,7 @@ from gateway.evaluation.bootstrap import anchor_resamples, percentile_interval
 from gateway.evaluation.compare import ROLES, Contender, Estimate
 from gateway.evaluation.compare_report import estimate_cell, thresholds_note
 from gateway.evaluation.paired import REPLICATES, SEED, ordered_conditions
+from gateway.evaluation.reals import own_anchors
 from gateway.evaluation.tables import Row, Table
 from gateway.evaluation.thresholds import decision_thresholds, has_threshold
 
@@ -74,7 +75,7 @@ def compare_reals(
 ) -> RealsComparison:
     """The comparison of ``pair`` (:func:`~gateway.evaluation.compare.shared_rows`' rows of a reals-only run), each
     contender deciding at its card's threshold or at the one giving RealR ``calibrate`` on its original reals."""
-    pair = [r if r.anchor_id else r.model_copy(update={"anchor_id": r.video_id}) for r in pair]
+    pair = own_anchors(pair)
     scored = [r for r in pair if r.error_kind != "infra"]
     thr = decision_thresholds(scored, list(ROLES), None, calibrate)
     decided = proportions.decisions(scored, thr, paired=False)
@@ -109,7 +110,7 @@ def _contrast(
         recall_h, recall_c = (r if ok else proportions.NO_PAIRS for r, ok in pairs)
         return RealsContrast(cond, recall_h, recall_c, proportions.NO_PAIRS, proportions.NO_PAIRS, len(shared))
     bootstrap = (recall_c[0] - recall_h[0], percentile_interval(boot_c - boot_h))
-    _, newcombe = proportions.recall_differences({v: chall[v] for v in shared}, {v: champ[v] for v in shared})
+    _, newcombe = proportions.recall_differences(chall, champ)  # (on the videos both decided, as above)
     disagreement, _ = proportions.clustered_share(differ, both, weights)
     difference = proportions.widened(bootstrap, newcombe) if shared else proportions.NO_PAIRS
     return RealsContrast(cond, recall_h, recall_c, difference, disagreement, len(shared))
