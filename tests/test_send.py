@@ -136,7 +136,7 @@ def test_a_manifest_row_names_the_file_the_gateway_would_read_or_is_refused_as_t
         fetched, refused = None, str(exc)
     try:
         (item,) = expand([_manifest(tmp_path, uri)])
-        sent, send_refused = item.path.read_bytes(), None
+        sent, send_refused = fetch(item.uri, roots=[tmp_path]), None  # the URI on the wire, as the gateway reads it
     except SendError as exc:
         sent, send_refused = None, str(exc)
     assert (sent, send_refused is None) == (fetched, refused is None)
@@ -152,3 +152,15 @@ def test_a_path_that_looks_like_a_scheme_is_refused_with_the_way_to_write_it(tmp
     with pytest.raises(SourceError, match=r"unsupported URI scheme 'ftp' in 'ftp://h/r.mp4'$"):  # (no hint: a URL)
         fetch("ftp://h/r.mp4")
     assert fetch("./c:/r.mp4", base=tmp_path, roots=[tmp_path]) == b"x"
+
+
+@pytest.mark.parametrize("folder", ["\udcff", "caf\u00e9", "a b%41", "%2e%2e", "\u00ff\udce9"])
+def test_a_folder_whose_name_is_not_utf8_is_carried_through_the_file_uri_send_puts_on_the_wire(tmp_path, folder):
+    """`Path.as_uri()` percent-encodes a path's bytes (`%FF` for a byte that is not UTF-8), but the fetch decoded
+    the URI as UTF-8 and looked for `\ufffd`: a file sent by reference from such a folder was never found."""
+    where = tmp_path / folder
+    where.mkdir()
+    (where / "r.mp4").write_bytes(folder.encode("utf-8", "surrogateescape"))
+    (item,) = expand([_manifest(where, "r.mp4")])
+    assert item.uri.startswith("file:///") and item.uri.isascii()
+    assert fetch(item.uri, roots=[tmp_path]) == folder.encode("utf-8", "surrogateescape")

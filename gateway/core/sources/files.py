@@ -8,7 +8,7 @@ import stat
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from urllib.parse import unquote, urlparse
+from urllib.parse import unquote_to_bytes, urlparse
 
 from gateway.core.sources.errors import SourceError, show
 from gateway.core.sources.urls import CONTROL, scheme_of
@@ -37,7 +37,7 @@ def local_path(uri: str, base: Path) -> Path:
             raise SourceError(f"unparseable URI {show(uri)}: {exc}") from exc
         if parts.netloc not in LOCAL_HOSTS:  # RFC 8089: file://videos/a.mp4 is /a.mp4 on host "videos"
             raise SourceError(f"file URI {show(uri)} names host {parts.netloc!r} (a local file: file:///PATH)")
-        path = Path(unquote(parts.path))
+        path = Path(os.fsdecode(unquote_to_bytes(parts.path)))  # %FF is the byte a folder's name holds, as_uri's way
         if CONTROL.search(str(path)):  # %00 and the like, once percent-decoded
             raise SourceError(f"control character in the path of {show(uri)}")
     return path if path.is_absolute() else base / path
