@@ -119,11 +119,13 @@ def bench_gateway(workdir: Path, anchors: int = 10, workers: int = 2, profile: s
 def _unloaded_latency(workdir: Path, cfg: Any, workers: int, videos: int = 6) -> list[float]:
     from detectors.manifest import read_manifest
     from gateway.batch.kafka_replay import replay_via_kafka
+    from gateway.core.sources import local_path
 
     rows = read_manifest(cfg.manifest)[: videos + 1]
     small = workdir / "unloaded.jsonl"
     base = cfg.manifest.resolve().parent
-    small.write_text("".join(r.model_copy(update={"uri": str(base / r.uri)}).model_dump_json() + "\n" for r in rows))
+    absolute = [r.model_copy(update={"uri": str(local_path(r.uri, base))}) for r in rows]  # the gateway's rule
+    small.write_text("".join(r.model_dump_json() + "\n" for r in absolute))
     stats: dict = {}
     replay_via_kafka(
         cfg.model_copy(update={"manifest": small}), workdir / "unloaded", workers=workers, stats=stats, sequential=True
