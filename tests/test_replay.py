@@ -163,9 +163,11 @@ def test_a_replay_reads_under_its_manifests_folder_unless_given_more_roots(tmp_p
     from gateway.batch.failures import summarize
 
     (line,) = summarize(list(by_video.values())).lines()
-    assert "outside the allowed roots" in line and "--file-root" in line
+    assert "outside the allowed roots" in line and "--file-root" in line and "into a new --out" in line
     wider = cfg.model_copy(update={"file_roots": [elsewhere]})
     assert wider.identity() == cfg.identity()  # where files may be read does not change what a run yields
+    resumed = {r.video_id: r for r in read_results(replay(wider, tmp_path / "r1", resume=True, progress=False))}
+    assert resumed["v"].error == refused.error  # what the hint says: a --resume keeps a refused video's rows
     scored = read_results(replay(wider, tmp_path / "r2", workers=1, progress=False))
     assert len(scored) == 2 and all(r.error is None and r.score is not None for r in scored)
 
@@ -201,7 +203,7 @@ def test_a_replay_fetches_a_manifests_urls_only_from_the_hosts_it_is_given(tmp_p
     from gateway.batch.failures import summarize
 
     (line,) = summarize(list(by_video.values())).lines()
-    assert "--http-allow-host" in line
+    assert "--http-allow-host" in line and "into a new --out" in line
     allowed = cfg.model_copy(update={"http_allow_hosts": ["127.0.0.1"]})
     assert allowed.identity() == cfg.identity()  # where videos may come from does not change what a run yields
     v, w = sorted(read_results(replay(allowed, tmp_path / "r2", workers=1, progress=False)), key=lambda r: r.video_id)

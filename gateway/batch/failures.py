@@ -32,9 +32,10 @@ class ErrorGroup:
         )
 
 
+RERUN = "; a --resume keeps these rows: run again into a new --out"  # (a refused video's rows are its outcome)
 HINTS = {  # a first message's cue -> what to do about it, added to its line
-    "outside the allowed roots": " (a replay reads under its manifest's folder and the folders given by --file-root)",
-    "not in the allow-list": " (a replay fetches http(s):// only from the hosts given by --http-allow-host)",
+    "outside the allowed roots": f" (a replay reads under its manifest's folder and those given by --file-root{RERUN})",
+    "not in the allow-list": f" (a replay fetches http(s):// only from the hosts given by --http-allow-host{RERUN})",
 }
 
 
