@@ -415,6 +415,7 @@ def test_a_run_with_nothing_scored_states_no_threshold_it_never_used(tmp_path):
     assert "alpha 0," not in text
 
 
+@pytest.mark.filterwarnings("error::UserWarning")  # (its empty ROC panel warned of a legend with no entries)
 def test_a_detector_that_scored_nothing_has_no_operating_point_not_a_recall_of_0(tmp_path):
     """With no score there is no threshold, yet its cells read FakeR 0.0 [0.0, 0.0]† and RealR 0.0 (every failure
     a miss) and a FakeR drift of +0.0 [-79.3, 79.3], under a banner saying no metric could be computed."""
@@ -445,3 +446,8 @@ def test_a_detector_that_scored_nothing_has_no_operating_point_not_a_recall_of_0
     cells = {(c.detector, c.condition): c for c in evaluate_reals(reals, replicates=50).cells}
     assert np.isnan(cells["beta", "full"].real_recall) and cells["beta", "full"].real_recall_drift is None
     assert np.isfinite(cells["alpha", "full"].real_recall) and cells["alpha", "full"].real_recall_drift is not None
+    reals_md, _, _, reals_report = _report(_run(tmp_path / "reals", reals))
+    (line,) = [x for x in reals_md.splitlines() if x.startswith("| beta | full |")]
+    assert line.split(" | ")[2] == "-", line  # RealR undefined, not 0
+    assert "scored nothing has no threshold" in reals_report["glossary"]["RealR"]  # what the - means, said
+    assert "scored nothing has no threshold" in report["glossary"]["FakeR"]

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from gateway.evaluation.paired import Evaluation
 from gateway.evaluation.sweeps import AUC_BREAK, sweeps_of
 from gateway.evaluation.tables import RESOLVES
+from gateway.evaluation.thresholds import UNDECIDED
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,8 @@ def glossary(ev: Evaluation) -> list[Term]:
             "Recall on generated videos at the fixed threshold: TP / (TP + FN), a video being flagged generated "
             f"when its score >= the threshold; a generated video that failed counts as a miss; {_PER_SOURCE}. "
             "The threshold (the model card's, or calibrated on original) is fixed once and held for every "
-            "condition, so a drop in FakeR is the operating point drifting toward Real.",
+            "condition, so a drop in FakeR is the operating point drifting toward Real. "
+            + UNDECIDED.format(metrics="FakeR, RealR, BAcc, macro-F1 and their drifts"),
         ),
         Term(
             "RealR",

@@ -164,7 +164,10 @@ def _plot_roc(rows: list[ScoreRow], ev: Evaluation, path: Path) -> Path:
         ax.plot([0, 1], [0, 1], color="grey", lw=0.6)
         ax.set_title(det, fontsize=9)
         ax.set_xlabel("FPR")
-        ax.legend(fontsize=7, loc="lower right")
+        if ax.get_legend_handles_labels()[1]:
+            ax.legend(fontsize=7, loc="lower right")
+        else:  # (a detector that scored nothing, or one class missing: no curve, said on its panel)
+            ax.text(0.5, 0.5, "no ROC: no scored videos\nof both classes", ha="center", va="center", fontsize=8)
     axes[0][0].set_ylabel("TPR")
     return write(fig, path, tight=True)
 

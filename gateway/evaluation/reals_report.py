@@ -23,6 +23,7 @@ from gateway.evaluation.reals import RealsCell, RealsEvaluation
 from gateway.evaluation.reals_compare import RealsComparison, reals_comparison_table, reals_comparisons_json
 from gateway.evaluation.rendering import environment
 from gateway.evaluation.tables import Row, Table, defined, interval, pct, points
+from gateway.evaluation.thresholds import UNDECIDED
 
 REALS_ONLY = (
     "This run holds real videos only: it measures RealR, the share of real videos each detector keeps real at its "
@@ -164,7 +165,8 @@ def glossary(ev: RealsEvaluation) -> list[Term]:
     """Every quantity the table shows."""
     return [
         Term("RealR", "Share of the real videos kept real (scored below the detector's threshold), pooled over the "
-             "run's real videos; a video error counts as a miss, an infrastructure error in no metric."),
+             "run's real videos; a video error counts as a miss, an infrastructure error in no metric. "
+             + UNDECIDED.format(metrics="RealR, RealR drift and flips to generated")),
         Term("95% CI", f"{INTERVAL}: {ev.replicates} bootstrap replicates (seed {ev.seed}), the anchor the unit of "
              "resampling."),
         Term("RealR drift", "RealR(condition) - RealR(original) in percentage points: the difference of the two "

@@ -9,6 +9,10 @@ from gateway.core.messages import ScoreRow
 from gateway.evaluation.errors import EvaluationError
 
 NO_THRESHOLD = float("nan")  # a detector that scored nothing: no decision, no operating point
+UNDECIDED = (  # what a report's glossary says of such a detector's decided metrics
+    "A detector that scored nothing has no threshold and decides nothing: its {metrics} are shown - (null in "
+    "report.json), not 0."
+)
 
 
 def decision_thresholds(
