@@ -212,6 +212,42 @@ def test_a_replay_fetches_a_manifests_urls_only_from_the_hosts_it_is_given(tmp_p
         ReplayConfig(manifest=manifest, http_allow_hosts=["a b"])
 
 
+@pytest.fixture
+def broker():
+    from gateway import bus
+    from tests.streaming import require_broker
+
+    require_broker()
+    with bus.start_broker() as b:
+        yield b
+
+
+def test_the_command_line_gives_the_allow_list_to_a_replay_via_kafka_and_a_host_not_on_it_is_refused(
+    tmp_path, media, served, broker
+):
+    """--http-allow-host reaches the gateway that a --via kafka replay configures (its fetch, not the in-process
+    one), and holds only the host named: the same server under another name (localhost) is refused."""
+    from click.testing import CliRunner
+
+    from gateway.cli import main
+
+    (tmp_path / "served" / "v.mp4").write_bytes(media["basic"])
+    port = served.rsplit(":", 1)[1]
+    rows = [{"video_id": "v", "uri": f"{served}/v.mp4", "label": "real", "source": "real", "anchor_id": "v"},
+            {"video_id": "x", "uri": f"http://localhost:{port}/v.mp4", "label": "real", "source": "real",
+             "anchor_id": "x"}]  # fmt: skip
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    run = ["--conditions", "original", "--detectors", "d3_px", "--profile", "throughput", "--out", str(tmp_path / "r")]
+    args = ["replay", str(manifest), *run, "--http-allow-host", "127.0.0.1", "--via", "kafka", "--bootstrap"]
+    got = CliRunner().invoke(main, [*args, broker.bootstrap])
+    assert got.exit_code == 0, got.output
+    by_video = {r.video_id: r for r in read_results(tmp_path / "r" / "results.parquet")}
+    assert by_video["v"].error is None and by_video["v"].score is not None  # fetched by the gateway from 127.0.0.1
+    assert by_video["x"].error_class == "SourceError" and "'localhost' is not in the allow-list" in by_video["x"].error
+    assert "--http-allow-host" in got.output and "into a new --out" in got.output  # the hint, on the CLI's stderr
+
+
 def test_a_video_that_always_overruns_is_retried_up_to_the_cap_then_gets_rows(tmp_path, media, bikes):
     """Its worker is killed at the deadline each time (VideoTimeout); after max_attempts the video's rows carry
     the class, and the other videos of the run are scored as usual: the run is never aborted."""
