@@ -24,8 +24,12 @@ def _lastmile(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 def _one_line_exit_2(run: subprocess.CompletedProcess, *fragments: str) -> None:
+    _one_line_exit(run, 2, *fragments)
+
+
+def _one_line_exit(run: subprocess.CompletedProcess, status: int, *fragments: str) -> None:
     lines = [line for line in run.stderr.splitlines() if line.strip()]
-    assert run.returncode == 2, run.stderr
+    assert run.returncode == status, run.stderr
     assert "Traceback" not in run.stderr and len(lines) == 1, run.stderr
     for fragment in fragments:
         assert fragment in lines[0], (fragment, lines[0])
@@ -137,6 +141,39 @@ def test_a_bad_manifest_row_is_one_line_from_canary_run_before_any_broker(tmp_pa
         "canary", "run", "--manifest", "m.jsonl", "--count", "1", "--bootstrap", "127.0.0.1:1", cwd=tmp_path
     )
     _one_line_exit_2(run, "m.jsonl:1: source: Field required")
+
+
+@pytest.mark.parametrize(
+    ("uri", "by_reference", "config", "fragments"),
+    [
+        ("a.mp4", True, None, ["lies outside the folders the gateway reads (none configured)", "leave out --by-ref"]),
+        ("a.mp4", True, "sources:\n  file_roots: [{d}]\n", None),  # under the gateways' roots: sent
+        ("https://cdn.example.com/a.mp4", True, "sources:\n  http_allow_hosts: [other.example.com]\n",
+         ["'cdn.example.com' is not in the allow-list", "sources.http_allow_hosts: ['other.example.com']"]),
+        ("https://cdn.example.com/a.mp4", False, None, ["a URL cannot be sent inline", "use --by-reference"]),
+    ],
+)  # fmt: skip
+def test_canary_run_refuses_a_row_the_gateways_would_refuse_before_any_broker(tmp_path, uri, by_reference, config,
+                                                                              fragments):  # fmt: skip
+    """By reference it checked the URI's form only: a video outside the gateways' file roots, or on a host they do
+    not fetch from, was sent over and over, and every canary dead-lettered. Now it reads --config's sources."""
+    (tmp_path / "a.mp4").write_bytes(b"x")
+    (tmp_path / "m.jsonl").write_text(json.dumps({"video_id": "a", "uri": uri, "label": "real", "source": "real",
+                                                  "anchor_id": "a"}) + "\n")  # fmt: skip
+    args = ["canary", "run", "--manifest", "m.jsonl", "--count", "1", *(["--by-reference"] if by_reference else [])]
+    if config:
+        (tmp_path / "g.yaml").write_text(config.format(d=json.dumps(str(tmp_path))))
+        args += ["--config", "g.yaml"]
+    if fragments is None:  # under the roots: checked, then sent to a real broker
+        from gateway import bus
+        from tests.streaming import require_broker
+
+        require_broker()
+        with bus.start_broker() as broker:
+            run = _lastmile(*args, "--bootstrap", broker.bootstrap, cwd=tmp_path)
+        assert run.returncode == 0 and run.stdout.startswith("1 canaries sent"), run.stderr
+        return
+    _one_line_exit(_lastmile(*args, "--bootstrap", "127.0.0.1:1", cwd=tmp_path), 1, *fragments)
 
 
 def test_a_bad_settings_variable_is_one_line(tmp_path):

@@ -14,7 +14,7 @@ from gateway.cli.options import BOOTSTRAP, UP_CONFIG_HELP, config_option, gatewa
 from gateway.cli.signals import stop_on_signal
 from gateway.monitor.canary import CanaryError, CanaryFeed, parse_rate
 from gateway.stream.follow import follow, row_line
-from gateway.stream.send import Sender, SendError, expand
+from gateway.stream.send import Advice, Sender, SendError, expand
 
 CLEAR_SCREEN = "\x1b[H\x1b[2J"  # cursor home, clear: the live table is redrawn in place
 
@@ -66,6 +66,12 @@ def scores(keep_following, as_json, video_ids, config_path, bootstrap) -> None:
         click.echo(table.render(last=10**9))
 
 
+CANARY_ADVICE = Advice(
+    outside_roots="leave out --by-reference, or add its folder to sources.file_roots in --config",
+    url_inline="use --by-reference",
+)
+
+
 @click.group("canary")
 def canary_group() -> None:
     """Labelled canary videos fed into the input topic, so live AUC exists without production labels."""
@@ -81,12 +87,15 @@ def canary_group() -> None:
 def canary_run(manifest, rate, count, config_path, bootstrap, by_reference) -> None:
     """Send the manifest's videos, over and over, each with a fresh video_id and canary: true."""
     configure_logging("INFO")
-    kafka = gateway_config(config_path, bootstrap).kafka
+    cfg = gateway_config(config_path, bootstrap)
+    kafka = cfg.kafka
     try:
         with stop_on_signal() as stop:
             feed = CanaryFeed(kafka, manifest, parse_rate(rate), inline=not by_reference)
             feed.rows()  # a bad manifest is one line before any broker is contacted
+            # every row as the gateways (this --config) would take it: under their roots, from their hosts
+            Sender(cfg, inline=not by_reference, advice=CANARY_ADVICE).check(expand([manifest]))
             sent = feed.run(count=count, stop=stop)
-    except CanaryError as exc:
+    except (CanaryError, SendError) as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(f"{sent} canaries sent to {kafka.input_topic}")

@@ -104,9 +104,17 @@ def _regular_file(item: Item) -> tuple[Path, int]:
     return path, info.st_size
 
 
+@dataclass(frozen=True)
+class Advice:
+    """What a refusal tells its command's user to do instead (`lastmile send`'s options by default)."""
+
+    outside_roots: str = "send it with --inline, or start `lastmile up` in a folder above it"
+    url_inline: str = "leave out --inline"
+
+
 class Sender:
-    def __init__(self, cfg: GatewayConfig, inline: bool = False) -> None:
-        self.cfg, self.inline = cfg, inline
+    def __init__(self, cfg: GatewayConfig, inline: bool = False, advice: Advice = Advice()) -> None:
+        self.cfg, self.inline, self.advice = cfg, inline, advice
         self.roots = [Path(r).resolve() for r in cfg.sources.file_roots]
 
     def check(self, items: list[Item]) -> None:
@@ -121,14 +129,13 @@ class Sender:
                     raise SendError(f"{item.name} is {size} bytes: too large to send inline")
             elif not any(path.is_relative_to(root) for root in self.roots):
                 roots = ", ".join(map(str, self.roots)) or "none configured"
-                raise SendError(
-                    f"{item.name} lies outside the folders the gateway reads ({roots}); "
-                    "send it with --inline, or start `lastmile up` in a folder above it"
-                )
+                where = f"lies outside the folders the gateway reads ({roots})"
+                raise SendError(f"{item.name} {where}; {self.advice.outside_roots}")
 
     def _check_url(self, item: Item) -> None:
         if self.inline:
-            raise SendError(f"{item.name}: a URL cannot be sent inline (the gateway fetches it); leave out --inline")
+            why = "a URL cannot be sent inline (the gateway fetches it)"
+            raise SendError(f"{item.name}: {why}; {self.advice.url_inline}")
         hosts = self.cfg.sources.http_allow_hosts
         try:
             allowed_url(item.url, hosts)
