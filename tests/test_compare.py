@@ -177,12 +177,13 @@ def test_a_report_names_the_gateway_versions_the_manifest_and_every_models_hash(
     assert len(models) == 2 and all(len(h) == 64 for _, h in models)
     said = f"Replayed by lastmile-gateway {gateway.__version__}, reported by {gateway.__version__}; manifest sha256"
     md, html = (real_run / "report.md").read_text(), (real_run / "report.html").read_text()
-    assert f"{said} `{info['manifest_sha256']}`" in md and said in html
+    assert f"{said} `{info['manifest_sha256']}`. Route: in process (workers of this replay)." in md and said in html
     for detector, digest in models:
         assert f"- `{detector}`: `{digest}`" in md and f"<code>{detector}</code>: <code>{digest}</code>" in html
     context = json.loads((real_run / "report.json").read_text())["context"]
     assert context["model_hashes"] == [{"detector": d, "model_sha256": h} for d, h in models]
     assert context["gateway_version"] == {"replay": gateway.__version__, "report": gateway.__version__}
+    assert context["route"] == info["route"] == "in process (workers of this replay)"
 
 
 def test_a_comparison_of_a_run_where_every_row_failed_is_reported_not_raised(tmp_path):

@@ -246,6 +246,28 @@ def test_the_command_line_gives_the_allow_list_to_a_replay_via_kafka_and_a_host_
     assert by_video["v"].error is None and by_video["v"].score is not None  # fetched by the gateway from 127.0.0.1
     assert by_video["x"].error_class == "SourceError" and "'localhost' is not in the allow-list" in by_video["x"].error
     assert "--http-allow-host" in got.output and "into a new --out" in got.output  # the hint, on the CLI's stderr
+    route = json.loads((tmp_path / "r" / "run.json").read_text())["route"]  # how the videos went, recorded
+    assert route == f"through Kafka (the Kafka cluster at {broker.bootstrap}) and a gateway in this process"
+
+
+def test_a_run_records_its_route_and_a_resume_in_process_adds_to_it(tmp_path, media):
+    """A killed --via kafka replay leaves run.json and no rows; finished in process with --resume, its rows came
+    in process, and run.json (so the report) said nothing of either route."""
+    from detectors.manifest import read_manifest
+    from gateway.batch.replay import IN_PROCESS, prepare_run
+
+    (tmp_path / "w.mp4").write_bytes(media["basic"])
+    manifest = tmp_path / "m.jsonl"
+    row = {"video_id": "w", "uri": "w.mp4", "label": "real", "source": "real", "anchor_id": "w"}
+    manifest.write_text(json.dumps(row) + "\n")
+    cfg = ReplayConfig(manifest=manifest, conditions="original", detectors="d3_px", profile="throughput")
+    prepare_run(cfg, tmp_path / "r", False, read_manifest(manifest), route="through Kafka (a local Tansu broker)")
+    (scored,) = read_results(replay(cfg, tmp_path / "r", resume=True, workers=1, progress=False))
+    assert scored.score is not None
+    route = json.loads((tmp_path / "r" / "run.json").read_text())["route"]
+    assert route == f"through Kafka (a local Tansu broker); resumed {IN_PROCESS}"
+    replay(cfg, tmp_path / "r", resume=True, workers=1, progress=False)  # resumed again: said once
+    assert json.loads((tmp_path / "r" / "run.json").read_text())["route"] == route
 
 
 def test_a_video_that_always_overruns_is_retried_up_to_the_cap_then_gets_rows(tmp_path, media, bikes):

@@ -78,7 +78,8 @@ def replay_via_kafka(
     collected score events as ``run_dir/results.parquet``. Starts a local broker unless ``bootstrap`` is given.
     The topics and groups are named for ``run_id`` (a fresh one by default)."""
     rows = read_manifest(cfg.manifest)
-    prepare_run(cfg, run_dir, resume=False, rows=rows)
+    via = f"the Kafka cluster at {bootstrap}" if bootstrap else "a local Tansu broker"
+    prepare_run(cfg, run_dir, resume=False, rows=rows, route=f"through Kafka ({via}) and a gateway in this process")
     broker = None if bootstrap else bus.start_broker(die_with_parent=True)  # (a killed replay leaves no broker)
     gw_cfg = gateway_config(cfg, bootstrap or broker.bootstrap, run_id or uuid.uuid4().hex[:10], workers)
     try:

@@ -162,9 +162,20 @@ def check_out(cfg: ReplayConfig, run_dir: Path, resume: bool) -> bool:
     return True
 
 
-def prepare_run(cfg: ReplayConfig, run_dir: Path, resume: bool, rows: list[ManifestRow]) -> None:
+IN_PROCESS = "in process (workers of this replay)"
+
+
+def prepare_run(
+    cfg: ReplayConfig, run_dir: Path, resume: bool, rows: list[ManifestRow], route: str = IN_PROCESS
+) -> None:
+    """Check ``run_dir`` out for ``cfg`` (:func:`check_out`) and, for a new run, write its ``run.json``: what it
+    computes, its manifest and corpus, and the ``route`` its videos took to the detectors."""
     meta = run_dir / "run.json"
-    if check_out(cfg, run_dir, resume):
+    if check_out(cfg, run_dir, resume):  # resumed: a killed --via kafka run finished in process says both
+        info = json.loads(meta.read_text())
+        if not info.get("route", "").endswith(route):
+            info["route"] = f"{info.get('route') or 'not recorded'}; resumed {route}"
+            meta.write_text(json.dumps(info, indent=2))
         return
     (run_dir / "parts").mkdir(parents=True, exist_ok=True)
     info = {
@@ -174,6 +185,7 @@ def prepare_run(cfg: ReplayConfig, run_dir: Path, resume: bool, rows: list[Manif
         "videos": len(rows),
         "manifest_sha256": hashlib.sha256(cfg.manifest.read_bytes()).hexdigest(),
         "gateway_version": __version__,
+        "route": route,
         "corpus": corpus_of(cfg.manifest, rows),
     }
     meta.write_text(json.dumps(info, indent=2))

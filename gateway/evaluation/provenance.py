@@ -77,6 +77,7 @@ def provenance(rows: list[ScoreRow], info: dict) -> dict:
         ),
         "manifest_sha256": info.get("manifest_sha256") or "not recorded",
         "gateway_version": {"replay": info.get("gateway_version") or "not recorded", "report": __version__},
+        "route": info.get("route") or "not recorded",
     }
 
 
