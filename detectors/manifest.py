@@ -9,6 +9,7 @@ A row that breaks a rule raises :class:`ManifestError` naming the file, the line
 
 from __future__ import annotations
 
+from difflib import get_close_matches
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -61,6 +62,18 @@ def read_manifest(path: Path) -> list[ManifestRow]:
 
 
 ROW_KEYS = "video_id, uri, label (real|generated), source, anchor_id; optional category, sha256, corpus"
+READ_EXTRA = ("corpus",)  # keys beyond ManifestRow's fields that lastmile reads (the proxy corpus's mark)
+
+
+def unread_keys_notice(path: Path, rows: list[ManifestRow]) -> str | None:
+    """What a command says of keys no part of lastmile reads (kept as a user's own columns, but a misspelt
+    ``sha256`` or ``category`` would pass unseen): each with the known key it is closest to, if any. None if none."""
+    unread = sorted({key for r in rows for key in (r.model_extra or {}) if key not in READ_EXTRA})
+    if not unread:
+        return None
+    known = [*ManifestRow.model_fields, *READ_EXTRA]
+    said = [key + "".join(f" (did you mean {m!r}?)" for m in get_close_matches(key, known, n=1)) for key in unread]
+    return f"{path}: keys that lastmile does not read, ignored: {', '.join(said)}"
 
 
 def _row(path: Path, number: int, line: str) -> ManifestRow:

