@@ -92,8 +92,8 @@ def canary_run(manifest, rate, count, config_path, bootstrap, by_reference) -> N
     try:
         with stop_on_signal() as stop:
             feed = CanaryFeed(kafka, manifest, parse_rate(rate), inline=not by_reference)
-            feed.rows()  # a bad manifest is one line before any broker is contacted
-            # every row as the gateways (this --config) would take it: under their roots, from their hosts
+            # before any broker: a bad manifest is one line, and every row is checked as the gateways (this
+            # --config) would take it: under their roots, from their hosts (expand reads it as feed.rows() does)
             Sender(cfg, inline=not by_reference, advice=CANARY_ADVICE).check(expand([manifest]))
             sent = feed.run(count=count, stop=stop)
     except (CanaryError, SendError) as exc:
