@@ -174,6 +174,70 @@ def test_a_group_commits_reports_lag_and_hears_of_rebalances(broker):
     consumer.close()
 
 
+def test_a_member_the_group_dropped_while_it_was_late_hears_its_partitions_lost_and_polls_on(broker):
+    """A member whose poll loop stalls past ``max_poll_interval_ms`` is dropped and its partitions go to another
+    member; its next poll calls ``on_lost`` (no commit can land there) and returns. kafka-python looks the hook up
+    by name: without it, that poll raised and ended the gateway that had merely been late. (The other member
+    joins first and leads: on Tansu, a group whose leader left did not always hand out its partitions again.)"""
+    import threading
+
+    from kafka import KafkaConsumer
+
+    from tests.streaming import FAST_GROUP, wait_for
+
+    k = _settings(broker, "late", **FAST_GROUP)
+    other = KafkaConsumer(bootstrap_servers=k.bootstrap, group_id=k.group_id, enable_auto_commit=False, **FAST_GROUP)
+    other.subscribe([k.input_topic])
+    stop = threading.Event()
+    thread = threading.Thread(target=lambda: [other.poll(100) for _ in iter(stop.is_set, True)], daemon=True)
+    thread.start()
+    calls: list[tuple[str, list[bus.Partition], bool]] = []  # the hook, its partitions, whether then joined
+    late = bus.consumer(k)
+    try:
+        wait_for(lambda: len(other.assignment()) == 2, 60, "the leader to hold both partitions")
+        late.subscribe(
+            [k.input_topic],
+            listener=bus.Rebalance(
+                on_revoked=lambda ps: calls.append(("revoked", ps, late.joined)),
+                on_lost=lambda ps: calls.append(("lost", ps, late.joined)),
+            ),
+        )
+        wait_for(lambda: late.poll(100) or late.assignment(), 60, "the second member to hold a partition")
+        held = sorted(late.assignment())
+        assert late.joined
+        # it polls no more: the group waits out its poll interval, drops it, and gives the leader both again
+        wait_for(lambda: len(other.assignment()) == 2, 60, "the leader to hold both partitions again")
+        calls.clear()
+        wait_for(lambda: late.poll(100) or calls, 30, "the late member to hear of it")  # (raised before)
+        assert calls[0] == ("lost", held, False), calls  # and no longer in a generation of the group
+        wait_for(lambda: late.poll(100) or late.assignment(), 60, "the late member to hold a partition again")
+    finally:
+        stop.set()
+        thread.join(30)
+        other.close()
+        late.close()
+
+
+def test_the_gateways_hooks_commit_before_a_revoke_and_only_forget_what_was_lost():
+    from types import SimpleNamespace
+
+    from gateway.stream.offsets import OffsetTracker, rebalance_listener
+
+    commits: list[dict] = []
+    tracker = OffsetTracker()
+    hooks = rebalance_listener(lambda: commits.append(tracker.committable()), tracker)
+    ours = [bus.Partition("t", 0), bus.Partition("t", 1)]
+    theirs = [SimpleNamespace(topic=p.topic, partition=p.partition) for p in ours]  # kafka-python's shape
+    for p in ours:
+        tracker.start(p, 4)
+        tracker.start(p, 5)
+        tracker.done(p, 4)
+    hooks.on_partitions_lost(theirs[:1])
+    assert commits == [] and tracker.count == 1  # the group took it: nothing committed, its state forgotten
+    hooks.on_partitions_revoked(theirs[1:])
+    assert commits == [{ours[1]: 5}] and tracker.count == 0  # still ours: what is done is committed first
+
+
 def test_a_record_over_the_producers_limit_is_record_too_large(broker):
     k = _settings(broker, "large", max_message_bytes=1024)
     producer = bus.producer(k)

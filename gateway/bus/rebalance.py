@@ -17,13 +17,45 @@ def _nothing(partitions: list[Partition]) -> None:
 @dataclass(frozen=True)
 class Rebalance:
     """``on_revoked`` runs before the group takes partitions away (commit what is done there), ``on_assigned``
-    after it hands new ones. kafka-python calls the two methods below with its own partition type."""
+    after it hands new ones, ``on_lost`` when the group has already taken them: it dropped this member (its poll
+    loop stalled past ``max_poll_interval_ms``, or its process past the session), so a commit there would be
+    refused; without ``on_lost``, ``on_revoked`` runs. kafka-python calls the methods below with its own partition
+    type; it looks each one up by name, and a missing ``on_partitions_lost`` made its ``poll`` raise, which ended
+    the gateway that had merely been late."""
 
     on_revoked: Hook = _nothing
     on_assigned: Hook = _nothing
+    on_lost: Hook | None = None
 
     def on_partitions_revoked(self, revoked: object) -> None:
-        self.on_revoked([Partition(tp.topic, tp.partition) for tp in revoked])
+        self.on_revoked(_ours(revoked))
 
     def on_partitions_assigned(self, assigned: object) -> None:
-        self.on_assigned([Partition(tp.topic, tp.partition) for tp in assigned])
+        self.on_assigned(_ours(assigned))
+
+    def on_partitions_lost(self, lost: object) -> None:
+        (self.on_lost or self.on_revoked)(_ours(lost))
+
+
+def _ours(partitions: object) -> list[Partition]:
+    return [Partition(tp.topic, tp.partition) for tp in partitions]
+
+
+def observed(hooks: Rebalance, joined: Callable[[bool], None]) -> Rebalance:
+    """``hooks``, also telling ``joined`` whether the member is in a generation of its group: False once a join
+    starts (kafka-python revokes before every join, the first too) or its partitions are lost, True once the
+    group hands it partitions (none, too)."""
+
+    def revoked(partitions: list[Partition]) -> None:
+        joined(False)
+        hooks.on_revoked(partitions)
+
+    def assigned(partitions: list[Partition]) -> None:
+        joined(True)
+        hooks.on_assigned(partitions)
+
+    def lost(partitions: list[Partition]) -> None:
+        joined(False)
+        (hooks.on_lost or hooks.on_revoked)(partitions)
+
+    return Rebalance(on_revoked=revoked, on_assigned=assigned, on_lost=lost)

@@ -6,9 +6,12 @@ redelivers (at-least-once) and never skips. Partitions revoked in a rebalance co
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from gateway.bus import Partition, Rebalance
+
+log = logging.getLogger("lastmile.gateway")
 
 
 class OffsetTracker:
@@ -52,10 +55,16 @@ class OffsetTracker:
 
 
 def rebalance_listener(commit: Callable[[], None], tracker: OffsetTracker) -> Rebalance:
-    """Before partitions go: commit what is done, then forget their state."""
+    """Before partitions go: commit what is done, then forget their state. Partitions the group already took (it
+    dropped this member) are forgotten uncommitted: their next owner redelivers what was not committed."""
 
     def revoked(partitions: list[Partition]) -> None:
         commit()
         tracker.forget(partitions)
 
-    return Rebalance(on_revoked=revoked)
+    def lost(partitions: list[Partition]) -> None:
+        if partitions:
+            log.warning("the group dropped this member: %d partitions lost uncommitted (redelivered)", len(partitions))
+        tracker.forget(partitions)
+
+    return Rebalance(on_revoked=revoked, on_lost=lost)
