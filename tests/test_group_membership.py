@@ -50,6 +50,20 @@ def test_a_commit_an_empty_backlog_or_a_partition_held_restarts_the_clock():
     assert watch.observe(Backlog(0, (2, 4)), now=99) is None
 
 
+def test_a_member_still_joining_is_given_its_own_longer_period_and_says_it_is_joining():
+    watch = IdleWatch("t", "g", after_s=10, joining_after_s=30)
+    waiting = Backlog(5, (None, 3))
+    assert watch.observe(waiting, joined=False, now=0) is None
+    assert watch.observe(waiting, joined=False, now=29) is None  # a slow join, not (yet) a stuck one
+    stuck = watch.observe(waiting, joined=False, now=30)
+    assert stuck is not None and stuck.joining
+    assert str(stuck) == (
+        "holds no partition of t (its join of the group not done); group g has 5 records there with no commit for 30 s"
+    )
+    joined = watch.observe(waiting, joined=True, now=30)  # joined, and handed nothing: the period counts from 0
+    assert joined is not None and not joined.joining and joined.for_s == 30
+
+
 # -- a real group --------------------------------------------------------------------------------------------
 class _Squatter:
     """A member of the group listed first by the range assignor (whoever leads), so it holds the topic's one
@@ -109,6 +123,7 @@ def test_a_gateway_with_no_partition_while_its_group_waits_is_not_ready_until_th
         _, body = wait_for(lambda: (r := _readyz(gw.port))[0] == 503 and r, 60, "not ready")
         assert "holds no partition of idle.videos; group idle-gw has 1 record there with no commit for " in body, body
         assert gw.consumer.assignment() == set() and thread.is_alive() and gw.healthy()
+        assert gw.consumer.joined and "join" not in body  # a member of the group, handed nothing
         squatter.commit_to = 1  # the member holding the record commits past it: nothing waits, idle is fine
         assert wait_for(lambda: _readyz(gw.port)[0] == 200, 60, "ready again")
         assert gw.consumer.assignment() == set()  # still holding nothing, as a member of a group that moves
@@ -142,6 +157,6 @@ def test_a_replay_whose_gateway_holds_no_partition_starts_it_again_in_a_fresh_gr
     finally:
         squatter.close()
     rows = pq.read_table(path).to_pylist()
-    assert stats["groups"] == 2  # the first group, then one fresh one
+    assert stats["groups"] == 2, stats  # the first group, then one fresh one
     assert sorted(r["video_id"] for r in rows) == sorted(r.video_id for r in read_manifest(manifest))  # each once
     assert len(rows) > 1 and all(r["error"] is None and r["condition"] == "original" for r in rows)

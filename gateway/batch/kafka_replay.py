@@ -46,6 +46,7 @@ def gateway_config(cfg: ReplayConfig, bootstrap: str, run_id: str, workers: int)
         session_timeout_ms=5_000,
         heartbeat_interval_ms=500,
         idle_member_after_s=20.0,  # the only member: holding no partition while videos wait is never right
+        joining_member_after_s=60.0,  # a fresh group's gateway once held nothing for 20 s in CI: a slow join?
     )
     pipeline = {name: getattr(cfg, name) for name in PipelineSettings.model_fields}  # every field, none forgotten
     return GatewayConfig(
@@ -97,7 +98,7 @@ def replay_via_kafka(
         if broker:
             broker.stop()
     if stats is not None:
-        stats.update(sent=sent, received=received, groups=run.groups)
+        stats.update(sent=sent, received=received, groups=run.groups, restarts=run.restarts)
     delivery = {"idempotency_key", "event_time"}  # when this replay sent a video is not part of its results
     table = pa.Table.from_pylist(
         [ScoreRow.model_validate(e.model_dump(exclude=delivery)).model_dump() for e in events.values()],
@@ -117,6 +118,7 @@ class ReplayGateway:
 
     def __init__(self, cfg: GatewayConfig) -> None:
         self.cfg, self.groups = cfg, 0
+        self.restarts: list[str] = []  # why each fresh group was needed
         self._start()
 
     def _start(self) -> None:
@@ -149,6 +151,7 @@ class ReplayGateway:
         if self.groups >= MAX_GROUPS:
             raise ReplayStuck(f"the replay's gateway, started in {self.groups} groups in turn, {stuck}")
         log.warning("replay: the gateway %s; starting it again in a fresh group", stuck)
+        self.restarts.append(str(stuck))
         self.stop()
         self._start()
 

@@ -15,7 +15,7 @@ from gateway.bus.direct import Fetched
 from gateway.bus.errors import CorruptBatch, mapped
 from gateway.bus.fetch import poll_client
 from gateway.bus.membership import Backlog
-from gateway.bus.rebalance import Rebalance
+from gateway.bus.rebalance import Rebalance, observed
 from gateway.bus.records import Partition
 from gateway.bus.stalls import Stall, Watch
 from gateway.core.kafka_settings import KafkaSettings
@@ -28,11 +28,15 @@ class Consumer:
         self._client, self._watch, self._settings = client, watch, settings
         self._admin = None  # for the group's committed offsets (:meth:`backlog`), once asked
         self._next: dict[Partition, int] = {}  # per partition, the offset after the last record handed out
+        self.joined = False  # subscribed, and in a generation of its group: False while it joins
 
     # -- what is read ----------------------------------------------------------------------------------------
     def subscribe(self, topics: list[str], listener: Rebalance | None = None) -> None:
+        def joined(now: bool) -> None:
+            self.joined = now
+
         with mapped():
-            self._client.subscribe(topics, listener=listener)
+            self._client.subscribe(topics, listener=observed(listener or Rebalance(), joined))
 
     def assign(self, partitions: Iterable[Partition]) -> None:
         with mapped():

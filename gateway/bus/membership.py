@@ -32,29 +32,38 @@ class Backlog:
 
 @dataclass(frozen=True)
 class Unassigned:
-    """This member holds no partition of ``topic`` while its group's backlog there has not moved for ``for_s``."""
+    """This member holds no partition of ``topic`` while its group's backlog there has not moved for ``for_s``;
+    ``joining``: it has not got through its join of the group in that time either."""
 
     topic: str
     group: str
     behind: int
     for_s: float
+    joining: bool = False
 
     def __str__(self) -> str:
+        joining = " (its join of the group not done)" if self.joining else ""
         return (
-            f"holds no partition of {self.topic}; group {self.group} has {counted(self.behind, 'record')} there "
-            f"with no commit for {self.for_s:.0f} s"
+            f"holds no partition of {self.topic}{joining}; group {self.group} has {counted(self.behind, 'record')} "
+            f"there with no commit for {self.for_s:.0f} s"
         )
 
 
 class IdleWatch:
-    def __init__(self, topic: str, group: str, after_s: float) -> None:
+    """``after_s``: how long a member of a generation may hold nothing while the backlog waits; ``joining_after_s``:
+    how long one still joining may (a join takes a rebalance timeout or more on a loaded machine; a join that
+    never ends, seen on Tansu, is stuck too)."""
+
+    def __init__(self, topic: str, group: str, after_s: float, joining_after_s: float | None = None) -> None:
         self.topic, self.group, self.after_s = topic, group, after_s
+        self.joining_after_s = after_s if joining_after_s is None else joining_after_s
         self._since: float | None = None  # since when this member has been idle with the same unmoved backlog
         self._committed: tuple[int | None, ...] | None = None
 
-    def observe(self, backlog: Backlog | None, now: float | None = None) -> Unassigned | None:
-        """After a probe: ``backlog`` is None while this member holds a partition of the topic. What is stuck, once
-        ``after_s`` has passed with the member idle, records waiting and no commit moving."""
+    def observe(self, backlog: Backlog | None, joined: bool = True, now: float | None = None) -> Unassigned | None:
+        """After a probe: ``backlog`` is None while this member holds a partition of the topic; ``joined``: it is
+        in a generation of its group (not joining). What is stuck, once the member has been idle with records
+        waiting and no commit moving for ``after_s`` (``joining_after_s`` while it joins)."""
         now = time.monotonic() if now is None else now
         if backlog is None or backlog.records <= 0:
             self._since = self._committed = None
@@ -62,4 +71,6 @@ class IdleWatch:
         if self._since is None or backlog.committed != self._committed:
             self._since, self._committed = now, backlog.committed
         waited = now - self._since
-        return Unassigned(self.topic, self.group, backlog.records, waited) if waited >= self.after_s else None
+        if waited < (self.after_s if joined else self.joining_after_s):
+            return None
+        return Unassigned(self.topic, self.group, backlog.records, waited, joining=not joined)

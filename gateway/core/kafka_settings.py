@@ -49,6 +49,11 @@ class KafkaSettings(BaseModel):
         description="not ready once it has held no input partition while the group's records there have had no "
         "commit this long",
     )
+    joining_member_after_s: float = Field(
+        300.0,
+        gt=0,
+        description="the same while it is still joining its group (a join may take a rebalance timeout or more)",
+    )
 
     @property
     def dlq(self) -> str:

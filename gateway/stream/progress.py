@@ -18,7 +18,9 @@ class Progress:
         self.settings, self.metrics = settings, metrics
         self.stalls: list[bus.Stall] = []  # input partitions with lag that have not moved (kafka.stall_after_s)
         self.unassigned: bus.Unassigned | None = None  # no input partition while the group's backlog waits
-        self.idle = bus.IdleWatch(settings.input_topic, settings.group_id, settings.idle_member_after_s)
+        self.idle = bus.IdleWatch(
+            settings.input_topic, settings.group_id, settings.idle_member_after_s, settings.joining_member_after_s
+        )
 
     def check(self, consumer: bus.Consumer) -> None:
         """Stalls, the consumer lag and (holding no input partition) the group's backlog; raises
@@ -36,7 +38,7 @@ class Progress:
         except bus.BusError as exc:  # e.g. no group coordinator yet: the lag above says whether the broker answers
             log.warning("the group's backlog on %s unknown this round: %s", k.input_topic, exc)
             return
-        self.unassigned = self.idle.observe(backlog)
+        self.unassigned = self.idle.observe(backlog, consumer.joined)
         if self.unassigned is not None:
             log.error("not ready: %s", self.unassigned)
 
