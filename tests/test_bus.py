@@ -218,14 +218,13 @@ def test_a_member_the_group_dropped_while_it_was_late_hears_its_partitions_lost_
         late.close()
 
 
-def test_the_gateways_hooks_commit_before_a_revoke_and_only_forget_what_was_lost():
+def test_the_gateways_hooks_forget_what_goes_and_commit_nothing():
     from types import SimpleNamespace
 
     from gateway.stream.offsets import OffsetTracker, rebalance_listener
 
-    commits: list[dict] = []
     tracker = OffsetTracker()
-    hooks = rebalance_listener(lambda: commits.append(tracker.committable()), tracker)
+    hooks = rebalance_listener(tracker)
     ours = [bus.Partition("t", 0), bus.Partition("t", 1)]
     theirs = [SimpleNamespace(topic=p.topic, partition=p.partition) for p in ours]  # kafka-python's shape
     for p in ours:
@@ -233,9 +232,42 @@ def test_the_gateways_hooks_commit_before_a_revoke_and_only_forget_what_was_lost
         tracker.start(p, 5)
         tracker.done(p, 4)
     hooks.on_partitions_lost(theirs[:1])
-    assert commits == [] and tracker.count == 1  # the group took it: nothing committed, its state forgotten
+    assert tracker.count == 1 and tracker.committable() == {ours[1]: 5}  # the one lost: its state forgotten
     hooks.on_partitions_revoked(theirs[1:])
-    assert commits == [{ours[1]: 5}] and tracker.count == 0  # still ours: what is done is committed first
+    assert tracker.count == 0 and tracker.committable() == {}  # nothing committed: no commit on the IO thread
+
+
+def test_a_gateway_listener_with_work_done_but_uncommitted_polls_through_a_rebalance(broker):
+    """A second member joins while the first has records done and not yet committed: the revoke must not commit
+    (kafka-python 3 runs the hook on its IO thread, where a commit raises) and the poll goes on."""
+    import threading
+
+    from kafka import KafkaConsumer
+
+    from gateway.stream.offsets import OffsetTracker, rebalance_listener
+    from tests.streaming import FAST_GROUP, wait_for
+
+    k = _settings(broker, "revoke", **FAST_GROUP)
+    _produce(k, per_partition=1)
+    first, tracker, got = bus.consumer(k), OffsetTracker(), []
+    first.subscribe([k.input_topic], listener=rebalance_listener(tracker))
+    wait_for(lambda: got.extend(first.poll(100)) or len(got) == 2, 60, "both records")
+    for r in got:
+        tracker.start(r.topic_partition, r.offset)
+        tracker.done(r.topic_partition, r.offset)
+    assert tracker.committable()  # done, uncommitted: what the old hook committed, on the IO thread
+    other = KafkaConsumer(bootstrap_servers=k.bootstrap, group_id=k.group_id, enable_auto_commit=False, **FAST_GROUP)
+    other.subscribe([k.input_topic])
+    stop = threading.Event()
+    thread = threading.Thread(target=lambda: [other.poll(100) for _ in iter(stop.is_set, True)], daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: first.poll(100) or len(first.assignment()) == 1, 60, "the rebalance")  # (raised before)
+    finally:
+        stop.set()
+        thread.join(30)
+        other.close()
+        first.close()
 
 
 def test_a_record_over_the_producers_limit_is_record_too_large(broker):

@@ -149,7 +149,8 @@ class ReplayGateway:
         if stuck is None:
             return
         if self.groups >= MAX_GROUPS:
-            raise ReplayStuck(f"the replay's gateway, started in {self.groups} groups in turn, {stuck}")
+            before = "".join(f"; before that, it {r}" for r in self.restarts)
+            raise ReplayStuck(f"the replay's gateway, started in {self.groups} groups in turn, {stuck}{before}")
         log.warning("replay: the gateway %s; starting it again in a fresh group", stuck)
         self.restarts.append(str(stuck))
         self.stop()

@@ -16,12 +16,12 @@ def _nothing(partitions: list[Partition]) -> None:
 
 @dataclass(frozen=True)
 class Rebalance:
-    """``on_revoked`` runs before the group takes partitions away (commit what is done there), ``on_assigned``
-    after it hands new ones, ``on_lost`` when the group has already taken them: it dropped this member (its poll
-    loop stalled past ``max_poll_interval_ms``, or its process past the session), so a commit there would be
-    refused; without ``on_lost``, ``on_revoked`` runs. kafka-python calls the methods below with its own partition
-    type; it looks each one up by name, and a missing ``on_partitions_lost`` made its ``poll`` raise, which ended
-    the gateway that had merely been late."""
+    """``on_revoked`` runs before the group takes partitions away, ``on_assigned`` after it hands new ones,
+    ``on_lost`` when the group has already taken them: it dropped this member (its poll loop stalled past
+    ``max_poll_interval_ms``, or its process past the session); without ``on_lost``, ``on_revoked`` runs.
+    kafka-python 3 runs them on its IO thread, where a blocking call such as a commit raises RuntimeError. It calls
+    the methods below with its own partition type and looks each up by name: a missing ``on_partitions_lost`` made
+    its ``poll`` raise, which ended the gateway that had merely been late."""
 
     on_revoked: Hook = _nothing
     on_assigned: Hook = _nothing

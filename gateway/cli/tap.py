@@ -99,9 +99,10 @@ def canary_run(manifest, rate, count, config_path, bootstrap, by_reference) -> N
             # before any broker: a bad manifest is one line, and every row is checked as the gateways (this
             # --config) would take it: under their roots, from their hosts (expand reads it as feed.rows() does)
             notes: list[str] = []
-            Sender(cfg, inline=not by_reference, advice=CANARY_ADVICE).check(expand([manifest], notes=notes))
-            for note in notes:
+            items = expand([manifest], notes=notes)
+            for note in notes:  # (before the check: a refused row's cause may be a key it names)
                 click.echo(f"canary: note: {note}", err=True)
+            Sender(cfg, inline=not by_reference, advice=CANARY_ADVICE).check(items)
             sent = feed.run(count=count, stop=stop)
     except (CanaryError, SendError) as exc:
         raise click.ClickException(str(exc)) from exc

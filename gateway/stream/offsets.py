@@ -1,13 +1,12 @@
 """Kafka offsets the gateway may commit: per partition, below the first message still in flight.
 
 Messages finish out of order (a pool of workers); committing up to the first one not yet done means a crash
-redelivers (at-least-once) and never skips. Partitions revoked in a rebalance commit what is done first.
+redelivers (at-least-once) and never skips. Partitions revoked in a rebalance are forgotten (no commit there).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
 from gateway.bus import Partition, Rebalance
 
@@ -54,12 +53,13 @@ class OffsetTracker:
         return sum(len(v) for v in self.in_flight.values())
 
 
-def rebalance_listener(commit: Callable[[], None], tracker: OffsetTracker) -> Rebalance:
-    """Before partitions go: commit what is done, then forget their state. Partitions the group already took (it
-    dropped this member) are forgotten uncommitted: their next owner redelivers what was not committed."""
+def rebalance_listener(tracker: OffsetTracker) -> Rebalance:
+    """Partitions that go (revoked, or lost: the group dropped this member) are forgotten uncommitted; their next
+    owner redelivers what was done since the last commit (the loop commits every round). Nothing is committed
+    here: kafka-python 3 runs these hooks on its IO thread, where a blocking commit raises RuntimeError and the
+    poll then raised "User rebalance callback throws an error", which ended the gateway at a rebalance."""
 
     def revoked(partitions: list[Partition]) -> None:
-        commit()
         tracker.forget(partitions)
 
     def lost(partitions: list[Partition]) -> None:

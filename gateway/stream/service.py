@@ -87,7 +87,7 @@ class Gateway:
         self.publisher = Publisher(bus.producer(k), k)
         self.consumer = bus.consumer(k)
         topics = [k.input_topic]  # labels are the monitor's (lastmile monitor run), not the gateway's
-        self.consumer.subscribe(topics, listener=rebalance_listener(self._commit, self.tracker))
+        self.consumer.subscribe(topics, listener=rebalance_listener(self.tracker))
         rules = FetchRules(sources=self.cfg.sources, max_bytes=limits.max_bytes)
         self.supervisor = Supervisor(self.cfg, rules, self.cfg.workers, self.pipeline, self.entry, self._attempt_failed)
         log.info("gateway consuming %s as group %s", topics, k.group_id)
