@@ -34,7 +34,12 @@ class Rebalance:
         self.on_assigned(_ours(assigned))
 
     def on_partitions_lost(self, lost: object) -> None:
-        (self.on_lost or self.on_revoked)(_ours(lost))
+        self.lost_hook(_ours(lost))
+
+    @property
+    def lost_hook(self) -> Hook:
+        """What runs for lost partitions: ``on_lost``, else ``on_revoked``."""
+        return self.on_lost or self.on_revoked
 
 
 def _ours(partitions: object) -> list[Partition]:
@@ -56,6 +61,6 @@ def observed(hooks: Rebalance, joined: Callable[[bool], None]) -> Rebalance:
 
     def lost(partitions: list[Partition]) -> None:
         joined(False)
-        (hooks.on_lost or hooks.on_revoked)(partitions)
+        hooks.lost_hook(partitions)
 
     return Rebalance(on_revoked=revoked, on_assigned=assigned, on_lost=lost)
