@@ -171,7 +171,20 @@ def test_a_group_commits_reports_lag_and_hears_of_rebalances(broker):
     assert bus.committed_offsets(k, k.group_id, k.input_topic) == {0: 2, 1: 2}
     consumer.seek(bus.Partition(k.input_topic, 0), 0)
     assert consumer.lag(k.input_topic, timeout_ms=5000) == 2
+    assert consumer.joined
     consumer.close()
+    assert not consumer.joined  # a closed member has left its group
+
+
+def test_a_group_member_uses_eager_assignors_only_which_joined_counts_on(broker):
+    from kafka.coordinator.assignors.abstract import RebalanceProtocol
+
+    consumer = bus.consumer(_settings(broker, "eager"))
+    try:
+        assignors = consumer._client.config["partition_assignment_strategy"]
+        assert assignors and all(a().supported_protocols() == [RebalanceProtocol.EAGER] for a in assignors)
+    finally:
+        consumer.close()
 
 
 def test_a_member_the_group_dropped_while_it_was_late_hears_its_partitions_lost_and_polls_on(broker):

@@ -46,12 +46,23 @@ def consumer_client(settings: KafkaSettings):
         session_timeout_ms=settings.session_timeout_ms,
         heartbeat_interval_ms=settings.heartbeat_interval_ms,
         max_poll_records=settings.max_poll_records,
+        partition_assignment_strategy=eager_assignors(),
         request_timeout_ms=max(settings.request_timeout_ms, settings.session_timeout_ms + 1000),
         fetch_max_bytes=settings.max_message_bytes + FETCH_HEADROOM_BYTES,
         max_partition_fetch_bytes=settings.max_message_bytes + FETCH_HEADROOM_BYTES,
         # the largest response it reads: a bigger batch (broker-side, KIP-74) is passed by gateway.bus.stalls
         receive_message_max_bytes=settings.max_message_bytes + 2 * FETCH_HEADROOM_BYTES,
     )
+
+
+def eager_assignors() -> tuple:
+    """kafka-python's default assignors, named so that no new default changes them under the bus. They are eager:
+    a member revokes every partition before each join, which :attr:`gateway.bus.Consumer.joined` counts on (with a
+    cooperative one it revokes only the partitions that move, and a joining member would look joined)."""
+    from kafka.coordinator.assignors.range import RangePartitionAssignor
+    from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+
+    return (RangePartitionAssignor, RoundRobinPartitionAssignor)
 
 
 def reader_client(settings: KafkaSettings):

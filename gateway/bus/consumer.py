@@ -162,6 +162,7 @@ class Consumer:
         return Backlog(behind, committed)
 
     def close(self, autocommit: bool = False) -> None:
+        self.joined = False  # (a closed member has left its group)
         with mapped():
             try:
                 self._client.close(autocommit=autocommit)

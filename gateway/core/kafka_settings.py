@@ -49,11 +49,23 @@ class KafkaSettings(BaseModel):
         description="not ready once it has held no input partition while the group's records there have had no "
         "commit this long",
     )
-    joining_member_after_s: float = Field(
-        300.0,
+    joining_member_after_s: float | None = Field(
+        None,
         gt=0,
-        description="the same while it is still joining its group (a join may take a rebalance timeout or more)",
+        description="the same while it is still joining its group; default: the longer of idle_member_after_s and "
+        "a rebalance timeout (max_poll_interval_ms) plus a session (session_timeout_ms), which a join may take",
     )
+
+    @property
+    def joining_after_s(self) -> float:
+        """How long a member still joining its group may hold nothing while the group's records wait: the setting,
+        else the longer of ``idle_member_after_s`` and what a join may take (the group waits up to a rebalance
+        timeout, kafka-python's ``max_poll_interval_ms``, for its members; a member's session more for one
+        that died)."""
+        if self.joining_member_after_s is not None:
+            return self.joining_member_after_s
+        join_s = (self.max_poll_interval_ms + self.session_timeout_ms) / 1000
+        return max(self.idle_member_after_s, join_s)
 
     @property
     def dlq(self) -> str:

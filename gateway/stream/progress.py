@@ -19,7 +19,7 @@ class Progress:
         self.stalls: list[bus.Stall] = []  # input partitions with lag that have not moved (kafka.stall_after_s)
         self.unassigned: bus.Unassigned | None = None  # no input partition while the group's backlog waits
         self.idle = bus.IdleWatch(
-            settings.input_topic, settings.group_id, settings.idle_member_after_s, settings.joining_member_after_s
+            settings.input_topic, settings.group_id, settings.idle_member_after_s, settings.joining_after_s
         )
 
     def check(self, consumer: bus.Consumer) -> None:
