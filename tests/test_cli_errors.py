@@ -145,6 +145,17 @@ def test_send_and_canary_name_the_manifest_keys_they_do_not_read_before_the_brok
     assert run.returncode == 1 and "127.0.0.1:1" in run.stderr, run.stderr[-2000:]
 
 
+def test_send_names_the_keys_of_the_manifests_it_read_before_one_that_fails(tmp_path):
+    row = {"video_id": "c", "uri": "clip.mp4", "label": "real", "source": "real", "anchor_id": "c", "sha_256": "0"}
+    (tmp_path / "m.jsonl").write_text(json.dumps(row) + "\n")
+    (tmp_path / "bad.jsonl").write_text(json.dumps({**row, "label": "fakee"}) + "\n")
+    run = _lastmile("send", "m.jsonl", "bad.jsonl", "--inline", "--bootstrap", "127.0.0.1:1", cwd=tmp_path)
+    assert run.returncode != 0 and "bad.jsonl:1: label" in run.stderr, run.stderr
+    notes = [line for line in run.stderr.splitlines() if "does not read" in line]
+    assert notes == ["send: note: m.jsonl: keys that lastmile does not read, ignored: sha_256 (did you mean "
+                     "'sha256'?)"], run.stderr  # fmt: skip
+
+
 def test_a_replay_into_a_folder_holding_a_run_says_only_why_it_cannot_start(tmp_path):
     """Before the reals-only note or any work: one line, exit 1, the folder's run untouched; and so for a resume with
     another configuration."""

@@ -1,6 +1,9 @@
-"""How the command line reports the errors a user can act on: one line, no traceback, the exit status."""
+"""How the command line reports what a user can act on: an error in one line, no traceback, the exit status; a
+note (``<command>: note: ...``) on stderr for what does not stop the run."""
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 import click
 from pydantic import ValidationError
@@ -10,6 +13,13 @@ from gateway.bus import BrokerError, BusError
 from gateway.ops.stack import StackError
 from gateway.stream.http import CannotListen
 from transforms.config_errors import ConfigError, describe, one_line
+
+
+def notify(command: str, notes: Iterable[str | None]) -> None:
+    """Each note (None: none) as ``<command>: note: <note>`` on stderr."""
+    for note in notes:
+        if note:
+            click.echo(f"{command}: note: {note}", err=True)
 
 
 class BadConfiguration(click.ClickException):

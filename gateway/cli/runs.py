@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from gateway.batch.failures import RunFailures, check_results
+from gateway.cli.errors import notify
 from gateway.cli.options import MAX_INFRA_ERRORS, REPO, WORKERS, profile_option
 from gateway.core.contenders import PairError, distinct_pairs, split_pair
 from gateway.evaluation.errors import EvaluationError
@@ -110,9 +111,7 @@ def replay(
     rows = read_manifest(manifest)  # (a bad row: one line, before any work)
     try:
         check_out(cfg, out, resume)  # (before the note: a run that cannot start says only why)
-        for notice in (reals_only_notice(manifest, rows), unread_keys_notice(manifest, rows)):
-            if notice:
-                click.echo(f"replay: note: {notice}", err=True)
+        notify("replay", (reals_only_notice(manifest, rows), unread_keys_notice(manifest, rows)))
         if via == "kafka":
             path = replay_via_kafka(cfg, out, bootstrap=bootstrap, workers=workers or 2, timeout_s=kafka_timeout_s)
         else:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from gateway.cli.errors import notify
 from gateway.cli.logs import configure_logging
 from gateway.cli.options import BOOTSTRAP, UP_CONFIG_HELP, config_option, gateway_config
 from gateway.cli.signals import stop_on_signal
@@ -30,9 +31,10 @@ def send(paths, inline, label, config_path, bootstrap) -> None:
     cfg = gateway_config(config_path, bootstrap, default_up=True)
     notes: list[str] = []
     try:
-        items = expand(paths, label, notes)
-        for note in notes:
-            click.echo(f"send: note: {note}", err=True)
+        try:
+            items = expand(paths, label, notes)
+        finally:  # (also when a later argument fails: what was read of the earlier ones is said)
+            notify("send", notes)
         n = Sender(cfg, inline=inline).send(items, progress=sys.stderr.isatty())
     except SendError as exc:
         raise click.ClickException(str(exc)) from exc
@@ -100,8 +102,7 @@ def canary_run(manifest, rate, count, config_path, bootstrap, by_reference) -> N
             # --config) would take it: under their roots, from their hosts (expand reads it as feed.rows() does)
             notes: list[str] = []
             items = expand([manifest], notes=notes)
-            for note in notes:  # (before the check: a refused row's cause may be a key it names)
-                click.echo(f"canary: note: {note}", err=True)
+            notify("canary", notes)  # (before the check: a refused row's cause may be a key it names)
             Sender(cfg, inline=not by_reference, advice=CANARY_ADVICE).check(items)
             sent = feed.run(count=count, stop=stop)
     except (CanaryError, SendError) as exc:
