@@ -11,14 +11,19 @@ from __future__ import annotations
 
 from difflib import get_close_matches
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from transforms.config_errors import ConfigError, describe
 
 
 class ManifestError(ConfigError):
     """A manifest that cannot be read as written: the message names the file, the line and the key."""
+
+
+Sha256 = Annotated[str, Field(pattern="^[0-9a-fA-F]{64}$"), AfterValidator(str.lower)]
+"""A file's SHA-256 as 64 hex digits (``sha256sum``'s form; capitals read as the same digits)."""
 
 
 class ManifestRow(BaseModel):
@@ -31,7 +36,7 @@ class ManifestRow(BaseModel):
     source: str = Field(min_length=1)
     anchor_id: str = Field(min_length=1)
     category: str | None = None
-    sha256: str | None = None
+    sha256: Sha256 | None = None  # the file's: its replay and its sends check the bytes read against it
 
 
 def read_manifest(path: Path) -> list[ManifestRow]:

@@ -192,8 +192,9 @@ def _produce_and_collect(
                     label=r.label,
                     source=r.source,
                     anchor_id=r.anchor_id,
+                    sha256=r.sha256,
                 )
-                producer.send(k.input_topic, event.model_dump_json().encode(), key=r.video_id.encode())
+                producer.send(k.input_topic, event.model_dump_json(exclude_none=True).encode(), key=r.video_id.encode())
                 sent[r.video_id] = time.monotonic()
             producer.flush()
             want = expected_keys(cfg, [r.video_id for r in batch])

@@ -68,8 +68,9 @@ class ReplayConfig(PipelineSettings):
 
 
 def requests(rows: list[ManifestRow]) -> list[VideoRequest]:
-    """A manifest's rows as worker requests (URIs resolved by the worker against the manifest's folder)."""
-    return [VideoRequest(**VideoFacts.of(r), uri=r.uri) for r in rows]
+    """A manifest's rows as worker requests (URIs resolved by the worker against the manifest's folder; a row's
+    ``sha256`` checked against the bytes read)."""
+    return [VideoRequest(**VideoFacts.of(r), uri=r.uri, sha256=r.sha256) for r in rows]
 
 
 # -- the run ------------------------------------------------------------------------------------------------

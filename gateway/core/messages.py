@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from detectors.manifest import Sha256
 from transforms.config_errors import describe
 
 SCHEMA_VERSION = 2  # 2: score events carry event_time and canary
@@ -115,6 +116,7 @@ class VideoEvent(BaseModel):
     anchor_id: str | None = None
     tenant: str | None = None
     canary: bool = False  # fed by ``lastmile canary``; its score events carry the flag
+    sha256: Sha256 | None = None  # the video's, as its sender knows it: bytes read that differ are not scored
 
     @field_validator("schema_version")
     @classmethod

@@ -23,7 +23,7 @@ from gateway.core.config import PipelineSettings, SourceSettings
 from gateway.core.messages import ScoreRow, VideoFacts, VideoItem
 from gateway.core.pipeline import Pipeline
 from gateway.core.pool import WorkerPool
-from gateway.core.sources import fetch
+from gateway.core.sources import ContentMismatch, check_digest, fetch
 from transforms.errors import VideoError
 
 log = logging.getLogger("lastmile.worker")
@@ -57,6 +57,7 @@ class VideoRequest(VideoFacts):
     model_config = ConfigDict(extra="forbid", frozen=True)
     uri: str | None = None
     inline: bytes | None = None
+    sha256: str | None = None  # what its bytes must hash to (its manifest row's, its event's); None: unchecked
     conditions: tuple[str, ...] | None = None  # None: every condition of the pipeline
     detectors: tuple[str, ...] | None = None  # None: every detector (a shadow challenger may be left out)
 
@@ -83,10 +84,12 @@ def handle(pipeline: Pipeline, rules: FetchRules, request: VideoRequest) -> Answ
     anything unexpected (not this video's known fault) gets infra rows and ``fault="unexpected"``."""
     try:
         data = request.inline if request.inline is not None else rules.fetch(request.uri or "")
+        check_digest(data, request.sha256)
         item, detectors = request.item(data), pipeline.scorers(request.detectors)
         scoring = pipeline.score(item, pipeline.select(request.conditions), detectors)
-    except VideoError as exc:
-        return Answer(rows=error_rows(pipeline, request, exc))
+    except VideoError as exc:  # (rows of bytes that were not the video's carry the sha256 of what was read)
+        digest = exc.digest if isinstance(exc, ContentMismatch) else None
+        return Answer(rows=error_rows(pipeline, request, exc, digest=digest))
     except Exception as exc:  # a bug or an exhausted resource: say so in the rows, keep the worker
         log.exception("unexpected failure on %s", request.video_id)
         reason = f"{type(exc).__name__}: {exc}"

@@ -67,9 +67,10 @@ class CanaryFeed:
         except SendError as exc:
             raise CanaryError(str(exc)) from exc
         fields = {"video_id": video_id, "label": row.label, "source": row.source, "anchor_id": row.anchor_id}
+        fields["sha256"] = row.sha256  # (a canary file changed since its manifest was written is not scored)
         if not self.inline:
             event = VideoEvent(**fields, uri=item.uri, canary=True)
-            return Message(video_id.encode(), event.model_dump_json().encode(), None)
+            return Message(video_id.encode(), event.model_dump_json(exclude_none=True).encode(), None)
         if item.path is None:
             raise CanaryError(f"{item.name}: a URL cannot be sent inline (the gateway fetches it); use --by-reference")
         path = item.path

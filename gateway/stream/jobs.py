@@ -42,7 +42,12 @@ class Job:
         facts = VideoFacts.of(self.event, event_time=self.event_time)
         detectors = None if self.detectors is None else tuple(self.detectors)
         return VideoRequest(
-            **facts, uri=self.event.uri, inline=self.inline, conditions=tuple(self.conditions), detectors=detectors
+            **facts,
+            uri=self.event.uri,
+            inline=self.inline,
+            sha256=self.event.sha256,
+            conditions=tuple(self.conditions),
+            detectors=detectors,
         )
 
 

@@ -40,6 +40,7 @@ class Item:
     source: str | None = None
     anchor_id: str | None = None
     url: str | None = None
+    sha256: str | None = None  # a manifest row's: the gateway checks the bytes it reads against it
     origin: str = ""  # where it was named, for errors: "manifest.jsonl, video v1"; empty for a file argument
 
     @property
@@ -81,6 +82,7 @@ def manifest_item(manifest: Path, r: ManifestRow) -> Item:
     """A manifest row: a URL stays a URL; a path or ``file://`` URI is resolved against the manifest's folder, by
     the rule the gateway's fetch reads it by (:func:`gateway.core.sources.local_path`)."""
     fields = {"video_id": r.video_id, "label": r.label, "source": r.source, "anchor_id": r.anchor_id}
+    fields["sha256"] = r.sha256
     origin = f"{manifest}, video {r.video_id}"
     if is_web_url(r.uri):
         return Item(None, **fields, url=r.uri, origin=origin)
@@ -148,9 +150,10 @@ class Sender:
 
     def message(self, item: Item) -> tuple[bytes, list[tuple[str, bytes]] | None]:
         fields = {"video_id": item.video_id, "label": item.label, "source": item.source, "anchor_id": item.anchor_id}
+        fields["sha256"] = item.sha256
         if self.inline:
             return item.path.read_bytes(), inline_headers(VideoEvent(**fields))
-        return VideoEvent(**fields, uri=item.uri).model_dump_json().encode(), None
+        return VideoEvent(**fields, uri=item.uri).model_dump_json(exclude_none=True).encode(), None
 
     def send(self, items: list[Item], progress: bool = True) -> int:
         """Send every item, each acknowledged by the broker; returns how many."""

