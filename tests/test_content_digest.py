@@ -91,6 +91,13 @@ def test_send_puts_a_manifest_rows_sha256_in_its_event_and_leaves_the_key_out_wi
     assert ("lastmile-sha256", digest.encode()) in headers
 
 
+def test_send_names_a_files_sha256_with_its_id_so_a_file_changed_before_the_gateway_reads_it_is_not_scored(tmp_path):
+    path, digest = _clip(tmp_path)
+    for item in expand([path]) + expand([tmp_path]):  # a file, and a folder's
+        event = VideoEvent.model_validate_json(Sender(_gateway_config(tmp_path)).message(item)[0])
+        assert event.sha256 == digest and event.video_id == f"clip-{digest[:10]}"
+
+
 def _gateway_config(folder: Path):
     from gateway.core.config import GatewayConfig
 

@@ -94,8 +94,8 @@ def manifest_item(manifest: Path, r: ManifestRow) -> Item:
 
 def _item(path: Path, label: str | None) -> Item:
     with path.open("rb") as f:
-        digest = hashlib.file_digest(f, "sha256").hexdigest()[:10]  # in chunks: a large file is never all in memory
-    return Item(path, f"{path.stem}-{digest}", label)
+        digest = hashlib.file_digest(f, "sha256").hexdigest()  # in chunks: a large file is never all in memory
+    return Item(path, f"{path.stem}-{digest[:10]}", label, sha256=digest)  # (its id names these bytes: checked)
 
 
 def _regular_file(item: Item) -> tuple[Path, int]:
