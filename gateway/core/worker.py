@@ -19,6 +19,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from detectors.manifest import Sha256
 from gateway.core.config import PipelineSettings, SourceSettings
 from gateway.core.messages import ScoreRow, VideoFacts, VideoItem
 from gateway.core.pipeline import Pipeline
@@ -57,7 +58,7 @@ class VideoRequest(VideoFacts):
     model_config = ConfigDict(extra="forbid", frozen=True)
     uri: str | None = None
     inline: bytes | None = None
-    sha256: str | None = None  # what its bytes must hash to (its manifest row's, its event's); None: unchecked
+    sha256: Sha256 | None = None  # what its bytes must hash to (its manifest row's, its event's); None: unchecked
     conditions: tuple[str, ...] | None = None  # None: every condition of the pipeline
     detectors: tuple[str, ...] | None = None  # None: every detector (a shadow challenger may be left out)
 

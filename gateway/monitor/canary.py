@@ -52,6 +52,7 @@ class CanaryFeed:
     manifest: Path
     per_second: float
     inline: bool = True  # by reference needs the gateways to share the manifest's folder (sources.file_roots)
+    digests: bool = True  # False: the rows' sha256 left out (a gateway from before 2026-12-04 refuses the key)
 
     def rows(self) -> list[ManifestRow]:
         rows = read_manifest(self.manifest)
@@ -67,7 +68,7 @@ class CanaryFeed:
         except SendError as exc:
             raise CanaryError(str(exc)) from exc
         fields = {"video_id": video_id, "label": row.label, "source": row.source, "anchor_id": row.anchor_id}
-        fields["sha256"] = row.sha256  # (a canary file changed since its manifest was written is not scored)
+        fields["sha256"] = row.sha256 if self.digests else None  # (a file changed since its manifest: not scored)
         if not self.inline:
             event = VideoEvent(**fields, uri=item.uri, canary=True)
             return Message(video_id.encode(), event.model_dump_json(exclude_none=True).encode(), None)

@@ -40,7 +40,7 @@ class Item:
     source: str | None = None
     anchor_id: str | None = None
     url: str | None = None
-    sha256: str | None = None  # a manifest row's: the gateway checks the bytes it reads against it
+    sha256: str | None = None  # a manifest row's, or a file's as read here: the gateway checks the bytes it reads
     origin: str = ""  # where it was named, for errors: "manifest.jsonl, video v1"; empty for a file argument
 
     @property
@@ -93,9 +93,13 @@ def manifest_item(manifest: Path, r: ManifestRow) -> Item:
 
 
 def _item(path: Path, label: str | None) -> Item:
-    with path.open("rb") as f:
-        digest = hashlib.file_digest(f, "sha256").hexdigest()  # in chunks: a large file is never all in memory
+    digest = file_sha256(path)
     return Item(path, f"{path.stem}-{digest[:10]}", label, sha256=digest)  # (its id names these bytes: checked)
+
+
+def file_sha256(path: Path) -> str:
+    with path.open("rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()  # in chunks: a large file is never all in memory
 
 
 def _regular_file(item: Item) -> tuple[Path, int]:
@@ -118,9 +122,23 @@ class Advice:
     url_inline: str = "leave out --inline"
 
 
+def _check_manifest_digest(item: Item, path: Path) -> None:
+    """Refuse a manifest row whose file is not the one its manifest hashed: one refusal before anything is sent,
+    not a dead letter per message."""
+    digest = file_sha256(path)
+    if digest != item.sha256:
+        why = f"its bytes have sha256 {digest}, not the {item.sha256} its manifest gives"
+        raise SendError(f"{item.name}: {why} (the file changed after the manifest was written)")
+
+
 class Sender:
-    def __init__(self, cfg: GatewayConfig, inline: bool = False, advice: Advice = Advice()) -> None:
-        self.cfg, self.inline, self.advice = cfg, inline, advice
+    """Videos onto the input topic. ``digests=False`` leaves their sha256 out of the events, for a gateway from
+    before 2026-12-04 (it refuses the key); the gateway then does not check the bytes it reads."""
+
+    def __init__(
+        self, cfg: GatewayConfig, inline: bool = False, advice: Advice = Advice(), digests: bool = True
+    ) -> None:
+        self.cfg, self.inline, self.advice, self.digests = cfg, inline, advice, digests
         self.roots = [Path(r).resolve() for r in cfg.sources.file_roots]
 
     def check(self, items: list[Item]) -> None:
@@ -137,6 +155,8 @@ class Sender:
                 roots = ", ".join(map(str, self.roots)) or "none configured"
                 where = f"lies outside the folders the gateway reads ({roots})"
                 raise SendError(f"{item.name} {where}; {self.advice.outside_roots}")
+            if item.sha256 is not None and item.origin:  # a manifest row's (a file argument's was read just now)
+                _check_manifest_digest(item, path)
 
     def _check_url(self, item: Item) -> None:
         if self.inline:
@@ -150,7 +170,7 @@ class Sender:
 
     def message(self, item: Item) -> tuple[bytes, list[tuple[str, bytes]] | None]:
         fields = {"video_id": item.video_id, "label": item.label, "source": item.source, "anchor_id": item.anchor_id}
-        fields["sha256"] = item.sha256
+        fields["sha256"] = item.sha256 if self.digests else None
         if self.inline:
             return item.path.read_bytes(), inline_headers(VideoEvent(**fields))
         return VideoEvent(**fields, uri=item.uri).model_dump_json(exclude_none=True).encode(), None

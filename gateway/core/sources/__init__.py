@@ -66,5 +66,5 @@ def check_digest(data: bytes, expected: str | None) -> None:
     if expected is None:
         return
     digest = hashlib.sha256(data).hexdigest()
-    if digest != expected:
+    if digest != expected.lower():  # (hex digits in either case name the same digest)
         raise ContentMismatch(digest, expected)
