@@ -150,14 +150,22 @@ def _gateway_config(folder: Path):
 
 
 # -- the replay ---------------------------------------------------------------------------------------------------
-def test_a_replay_scores_the_rows_whose_bytes_match_and_fails_the_one_whose_file_changed(tmp_path):
+@pytest.mark.parametrize("route", ["in process", "via kafka"])
+def test_a_replay_scores_the_rows_whose_bytes_match_and_fails_the_one_whose_file_changed(tmp_path, route, request):
     path, digest = _clip(tmp_path)
     changed = tmp_path / "changed.mp4"
     changed.write_bytes(path.read_bytes()[:-1] + b"\x00")  # (a byte off at the end: it would still decode)
     rows = [_row("same", "clip.mp4", sha256=digest.upper()), _row("changed", "changed.mp4", sha256=digest)]
     (tmp_path / "m.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     cfg = ReplayConfig(manifest=tmp_path / "m.jsonl", conditions="original", detectors="d3_px", profile="throughput")
-    got = {r.video_id: r for r in read_results(replay(cfg, tmp_path / "run", workers=1, progress=False))}
+    if route == "via kafka":  # (the replay's events carry the row's sha256 to a real gateway)
+        from gateway.batch.kafka_replay import replay_via_kafka
+
+        bootstrap = request.getfixturevalue("broker").bootstrap
+        results = replay_via_kafka(cfg, tmp_path / "run", bootstrap=bootstrap, workers=1, timeout_s=300)
+    else:
+        results = replay(cfg, tmp_path / "run", workers=1, progress=False)
+    got = {r.video_id: r for r in read_results(results)}
     assert got["same"].error is None and got["same"].score is not None and got["same"].input_sha256 == digest
     bad = got["changed"]
     assert (bad.score, bad.error_class, bad.error_kind) == (None, "ContentMismatch", "video")
