@@ -198,7 +198,7 @@ def test_the_gateway_dead_letters_bytes_that_are_not_the_video_its_sender_named(
             producer.send(k.input_topic, key=vid.encode(), value=event.model_dump_json().encode())
         headers = inline_headers(VideoEvent(video_id="inline-wrong", sha256=wrong))
         producer.send(k.input_topic, key=b"inline-wrong", value=data, headers=headers)
-        producer.flush()
+        producer.close()  # (flushes; left open, its network thread outlived the test)
         # (a video's dead letter is sent after its score events: wait for both, not for the scores alone)
         got = read_topics(broker.bootstrap, [k.output_topic, k.dlq], _scored_and_dead_lettered(k))
     finally:
