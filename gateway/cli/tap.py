@@ -25,7 +25,7 @@ NO_SHA256 = click.option(
     "no_sha256",
     is_flag=True,
     help="leave the videos' sha256 out of their events, for gateways from before 2026-12-04 (which refuse the key); "
-    "those then do not check the bytes they read",
+    "those then do not check the bytes they read (a manifest row whose file changed is still refused here)",
 )
 
 

@@ -14,20 +14,29 @@ import re
 import threading
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from detectors.manifest import ManifestRow, read_manifest
 from gateway import bus
 from gateway.core.kafka_settings import KafkaSettings
 from gateway.core.messages import VideoEvent, inline_headers
-from gateway.stream.send import SendError, manifest_item
+from gateway.core.sources import ContentMismatch, check_digest
+from gateway.stream.send import SendError, changed_file, file_sha256, manifest_item
 
 log = logging.getLogger("lastmile.canary")
 
 
 class CanaryError(ValueError):
-    """A canary feed that cannot run as asked (bad rate, empty manifest, a video too large to send inline)."""
+    """A canary feed that cannot run as asked (bad rate, empty manifest, a video too large to send inline, a file
+    changed since its manifest hashed it)."""
+
+
+def _check_bytes(data: bytes, expected: str | None, name: str) -> None:
+    try:
+        check_digest(data, expected)
+    except ContentMismatch as exc:
+        raise CanaryError(changed_file(name, exc.digest, exc.expected)) from exc
 
 
 def parse_rate(text: str) -> float:
@@ -53,6 +62,7 @@ class CanaryFeed:
     per_second: float
     inline: bool = True  # by reference needs the gateways to share the manifest's folder (sources.file_roots)
     digests: bool = True  # False: the rows' sha256 left out (a gateway from before 2026-12-04 refuses the key)
+    _checked: dict[Path, tuple[int, int]] = field(default_factory=dict, repr=False)  # by reference: (size, mtime)
 
     def rows(self) -> list[ManifestRow]:
         rows = read_manifest(self.manifest)
@@ -70,6 +80,8 @@ class CanaryFeed:
         fields = {"video_id": video_id, "label": row.label, "source": row.source, "anchor_id": row.anchor_id}
         fields["sha256"] = row.sha256 if self.digests else None  # (a file changed since its manifest: not scored)
         if not self.inline:
+            if row.sha256 is not None:
+                self._check_file(item.path, row.sha256, item.name)
             event = VideoEvent(**fields, uri=item.uri, canary=True)
             return Message(video_id.encode(), event.model_dump_json(exclude_none=True).encode(), None)
         if item.path is None:
@@ -78,12 +90,24 @@ class CanaryFeed:
         data = path.read_bytes()
         if len(data) > self.kafka.max_message_bytes:
             raise CanaryError(f"{path} is {len(data)} bytes, over kafka.max_message_bytes; send it by reference")
+        _check_bytes(data, row.sha256, item.name)
         return Message(video_id.encode(), data, inline_headers(VideoEvent(**fields, canary=True)))
 
     def messages(self) -> Iterator[Message]:
         """The manifest's rows in order, over and over."""
         for row in itertools.cycle(self.rows()):
             yield self.message(row)
+
+    def _check_file(self, path: Path | None, expected: str, name: str) -> None:
+        """A by-reference row's file still has its manifest's sha256: hashed again only when its size or mtime
+        changed since it last was (a canary of a changed file would be dead-lettered each time it is sent)."""
+        if path is None:  # a URL: the gateway checks what it fetches
+            return
+        info = path.stat()
+        if self._checked.get(path) != (info.st_size, info.st_mtime_ns):
+            if (digest := file_sha256(path)) != expected:
+                raise CanaryError(changed_file(name, digest, expected))
+            self._checked[path] = (info.st_size, info.st_mtime_ns)
 
     def run(self, count: int | None = None, stop: threading.Event | None = None) -> int:
         """Send ``count`` canaries (None: until ``stop``), one every 1/rate seconds, each acknowledged by the

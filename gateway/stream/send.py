@@ -42,6 +42,7 @@ class Item:
     url: str | None = None
     sha256: str | None = None  # a manifest row's, or a file's as read here: the gateway checks the bytes it reads
     origin: str = ""  # where it was named, for errors: "manifest.jsonl, video v1"; empty for a file argument
+    from_manifest: bool = False  # its sha256 (if any) is the manifest's, so the file may have changed since
 
     @property
     def uri(self) -> str:
@@ -85,9 +86,9 @@ def manifest_item(manifest: Path, r: ManifestRow) -> Item:
     fields["sha256"] = r.sha256
     origin = f"{manifest}, video {r.video_id}"
     if is_web_url(r.uri):
-        return Item(None, **fields, url=r.uri, origin=origin)
+        return Item(None, **fields, url=r.uri, origin=origin, from_manifest=True)
     try:
-        return Item(local_path(r.uri, manifest.resolve().parent), **fields, origin=origin)
+        return Item(local_path(r.uri, manifest.resolve().parent), **fields, origin=origin, from_manifest=True)
     except SourceError as exc:
         raise SendError(f"{exc} ({origin}); send a path, file:// or http(s)://") from exc
 
@@ -122,13 +123,17 @@ class Advice:
     url_inline: str = "leave out --inline"
 
 
-def _check_manifest_digest(item: Item, path: Path) -> None:
-    """Refuse a manifest row whose file is not the one its manifest hashed: one refusal before anything is sent,
-    not a dead letter per message."""
-    digest = file_sha256(path)
+def _check_manifest_digest(item: Item, digest: str) -> None:
+    """Refuse a manifest row whose file (of sha256 ``digest``) is not the one its manifest hashed: one refusal
+    before anything is sent, not a dead letter per message."""
     if digest != item.sha256:
-        why = f"its bytes have sha256 {digest}, not the {item.sha256} its manifest gives"
-        raise SendError(f"{item.name}: {why} (the file changed after the manifest was written)")
+        raise SendError(changed_file(item.name, digest, item.sha256))
+
+
+def changed_file(name: str, digest: str, expected: str) -> str:
+    """What a manifest row whose file has sha256 ``digest``, not its ``expected``, is refused with."""
+    why = f"its bytes have sha256 {digest}, not the {expected} its manifest gives"
+    return f"{name}: {why} (the file changed after the manifest was written; the gateway would not score it)"
 
 
 class Sender:
@@ -142,7 +147,9 @@ class Sender:
         self.roots = [Path(r).resolve() for r in cfg.sources.file_roots]
 
     def check(self, items: list[Item]) -> None:
-        """Refuse the whole batch before sending any of it, if one video cannot be sent as asked."""
+        """Refuse the whole batch before sending any of it, if one video cannot be sent as asked (a manifest row
+        whose file lost its sha256 too, whether or not the events carry it: each file hashed once)."""
+        digests: dict[Path, str] = {}
         for item in items:
             if item.url is not None:
                 self._check_url(item)
@@ -155,8 +162,11 @@ class Sender:
                 roots = ", ".join(map(str, self.roots)) or "none configured"
                 where = f"lies outside the folders the gateway reads ({roots})"
                 raise SendError(f"{item.name} {where}; {self.advice.outside_roots}")
-            if item.sha256 is not None and item.origin:  # a manifest row's (a file argument's was read just now)
-                _check_manifest_digest(item, path)
+            # (a file argument's was hashed just now; a file over the gateway's limit is refused there, unread)
+            if item.from_manifest and item.sha256 is not None and size <= self.cfg.limits.max_bytes:
+                if path not in digests:
+                    digests[path] = file_sha256(path)
+                _check_manifest_digest(item, digests[path])
 
     def _check_url(self, item: Item) -> None:
         if self.inline:
