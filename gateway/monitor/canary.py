@@ -8,6 +8,7 @@ those events (they are not user uploads), and the monitor reports them apart fro
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import logging
 import re
@@ -21,8 +22,7 @@ from detectors.manifest import ManifestRow, read_manifest
 from gateway import bus
 from gateway.core.kafka_settings import KafkaSettings
 from gateway.core.messages import VideoEvent, inline_headers
-from gateway.core.sources import ContentMismatch, check_digest
-from gateway.stream.send import SendError, changed_file, file_sha256, manifest_item
+from gateway.stream.send import SendError, check_manifest_digest, file_sha256, manifest_item
 
 log = logging.getLogger("lastmile.canary")
 
@@ -32,11 +32,11 @@ class CanaryError(ValueError):
     changed since its manifest hashed it)."""
 
 
-def _check_bytes(data: bytes, expected: str | None, name: str) -> None:
+def _check_digest(name: str, digest: str, expected: str) -> None:
     try:
-        check_digest(data, expected)
-    except ContentMismatch as exc:
-        raise CanaryError(changed_file(name, exc.digest, exc.expected)) from exc
+        check_manifest_digest(name, digest, expected)  # (the refusal `lastmile send` gives)
+    except SendError as exc:
+        raise CanaryError(str(exc)) from exc
 
 
 def parse_rate(text: str) -> float:
@@ -90,7 +90,8 @@ class CanaryFeed:
         data = path.read_bytes()
         if len(data) > self.kafka.max_message_bytes:
             raise CanaryError(f"{path} is {len(data)} bytes, over kafka.max_message_bytes; send it by reference")
-        _check_bytes(data, row.sha256, item.name)
+        if row.sha256 is not None:
+            _check_digest(item.name, hashlib.sha256(data).hexdigest(), row.sha256)
         return Message(video_id.encode(), data, inline_headers(VideoEvent(**fields, canary=True)))
 
     def messages(self) -> Iterator[Message]:
@@ -105,8 +106,7 @@ class CanaryFeed:
             return
         info = path.stat()
         if self._checked.get(path) != (info.st_size, info.st_mtime_ns):
-            if (digest := file_sha256(path)) != expected:
-                raise CanaryError(changed_file(name, digest, expected))
+            _check_digest(name, file_sha256(path), expected)
             self._checked[path] = (info.st_size, info.st_mtime_ns)
 
     def run(self, count: int | None = None, stop: threading.Event | None = None) -> int:

@@ -42,7 +42,12 @@ class Item:
     url: str | None = None
     sha256: str | None = None  # a manifest row's, or a file's as read here: the gateway checks the bytes it reads
     origin: str = ""  # where it was named, for errors: "manifest.jsonl, video v1"; empty for a file argument
-    from_manifest: bool = False  # its sha256 (if any) is the manifest's, so the file may have changed since
+
+    @property
+    def from_manifest(self) -> bool:
+        """Its sha256 (if any) is its manifest's, so its file may have changed since (a file argument's was read
+        here)."""
+        return bool(self.origin)
 
     @property
     def uri(self) -> str:
@@ -86,9 +91,9 @@ def manifest_item(manifest: Path, r: ManifestRow) -> Item:
     fields["sha256"] = r.sha256
     origin = f"{manifest}, video {r.video_id}"
     if is_web_url(r.uri):
-        return Item(None, **fields, url=r.uri, origin=origin, from_manifest=True)
+        return Item(None, **fields, url=r.uri, origin=origin)
     try:
-        return Item(local_path(r.uri, manifest.resolve().parent), **fields, origin=origin, from_manifest=True)
+        return Item(local_path(r.uri, manifest.resolve().parent), **fields, origin=origin)
     except SourceError as exc:
         raise SendError(f"{exc} ({origin}); send a path, file:// or http(s)://") from exc
 
@@ -123,17 +128,13 @@ class Advice:
     url_inline: str = "leave out --inline"
 
 
-def _check_manifest_digest(item: Item, digest: str) -> None:
-    """Refuse a manifest row whose file (of sha256 ``digest``) is not the one its manifest hashed: one refusal
-    before anything is sent, not a dead letter per message."""
-    if digest != item.sha256:
-        raise SendError(changed_file(item.name, digest, item.sha256))
-
-
-def changed_file(name: str, digest: str, expected: str) -> str:
-    """What a manifest row whose file has sha256 ``digest``, not its ``expected``, is refused with."""
-    why = f"its bytes have sha256 {digest}, not the {expected} its manifest gives"
-    return f"{name}: {why} (the file changed after the manifest was written; the gateway would not score it)"
+def check_manifest_digest(name: str, digest: str, expected: str) -> None:
+    """Refuse the manifest row ``name`` whose file (of sha256 ``digest``) is not the one its manifest hashed
+    (``expected``): one refusal before it is sent, not a dead letter from the gateway."""
+    if digest != expected:
+        why = f"its bytes have sha256 {digest}, not the {expected} its manifest gives"
+        since = "the file changed after the manifest was written; the gateway would not score it"
+        raise SendError(f"{name}: {why} ({since})")
 
 
 class Sender:
@@ -166,7 +167,7 @@ class Sender:
             if item.from_manifest and item.sha256 is not None and size <= self.cfg.limits.max_bytes:
                 if path not in digests:
                     digests[path] = file_sha256(path)
-                _check_manifest_digest(item, digests[path])
+                check_manifest_digest(item.name, digests[path], item.sha256)
 
     def _check_url(self, item: Item) -> None:
         if self.inline:
