@@ -147,6 +147,32 @@ def test_a_canary_feed_stops_on_a_file_changed_since_its_manifest_inline_and_by_
             feed.message(feed.rows()[0])
 
 
+def test_a_by_reference_canary_feed_hashes_an_unchanged_file_once_from_the_check_before_it_to_its_messages(
+    tmp_path, monkeypatch
+):
+    """`lastmile canary run` checks every row before any broker, then each message: sharing one FileDigests, a
+    file is read again only once its size or mtime changed. Before, the check and the feed each hashed it."""
+    import gateway.stream.send as send
+    from gateway.core.config import KafkaSettings
+    from gateway.monitor.canary import CanaryError, CanaryFeed
+
+    read, hash_file = [], send.file_sha256
+    monkeypatch.setattr(send, "file_sha256", lambda path: read.append(path) or hash_file(path))
+    path, digest = _clip(tmp_path)
+    rows = [_row(name, "clip.mp4", sha256=digest) for name in ("a", "b")]  # (two rows of one file)
+    (tmp_path / "m.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    hashes = send.FileDigests()
+    feed = CanaryFeed(KafkaSettings(), tmp_path / "m.jsonl", 1.0, inline=False, hashes=hashes)
+    Sender(_gateway_config(tmp_path), hashes=hashes).check(expand([tmp_path / "m.jsonl"]))
+    for row in feed.rows() * 3:
+        feed.message(row)
+    assert read == [path.resolve()]
+    path.write_bytes(path.read_bytes() + b"\x00")
+    with pytest.raises(CanaryError, match="its bytes have sha256"):
+        feed.message(feed.rows()[0])
+    assert read == [path.resolve()] * 2
+
+
 def test_no_sha256_leaves_the_key_out_of_send_and_canary_messages_for_an_older_gateway(tmp_path):
     """Gateways from before 2026-12-04 refuse unknown keys: with a sha256 every message would be dead-lettered."""
     from gateway.core.config import KafkaSettings

@@ -15,7 +15,7 @@ from gateway.cli.options import BOOTSTRAP, UP_CONFIG_HELP, config_option, gatewa
 from gateway.cli.signals import stop_on_signal
 from gateway.monitor.canary import CanaryError, CanaryFeed, parse_rate
 from gateway.stream.follow import follow, row_line
-from gateway.stream.send import Advice, Sender, SendError, expand
+from gateway.stream.send import Advice, FileDigests, Sender, SendError, expand
 
 CLEAR_SCREEN = "\x1b[H\x1b[2J"  # cursor home, clear: the live table is redrawn in place
 
@@ -108,13 +108,16 @@ def canary_run(manifest, rate, count, config_path, bootstrap, by_reference, no_s
     kafka = cfg.kafka
     try:
         with stop_on_signal() as stop:
-            feed = CanaryFeed(kafka, manifest, parse_rate(rate), inline=not by_reference, digests=not no_sha256)
+            hashes = FileDigests()  # (each file hashed once by the check and the first canaries of it)
+            feed = CanaryFeed(
+                kafka, manifest, parse_rate(rate), inline=not by_reference, digests=not no_sha256, hashes=hashes
+            )
             # before any broker: a bad manifest is one line, and every row is checked as the gateways (this
             # --config) would take it: under their roots, from their hosts (expand reads it as feed.rows() does)
             notes: list[str] = []
             items = expand([manifest], notes=notes)
             notify("canary", notes)  # (before the check: a refused row's cause may be a key it names)
-            Sender(cfg, inline=not by_reference, advice=CANARY_ADVICE).check(items)
+            Sender(cfg, inline=not by_reference, advice=CANARY_ADVICE, hashes=hashes).check(items)
             sent = feed.run(count=count, stop=stop)
     except (CanaryError, SendError) as exc:
         raise click.ClickException(str(exc)) from exc

@@ -22,7 +22,7 @@ from detectors.manifest import ManifestRow, read_manifest
 from gateway import bus
 from gateway.core.kafka_settings import KafkaSettings
 from gateway.core.messages import VideoEvent, inline_headers
-from gateway.stream.send import SendError, check_manifest_digest, file_sha256, manifest_item
+from gateway.stream.send import FileDigests, SendError, check_manifest_digest, manifest_item
 
 log = logging.getLogger("lastmile.canary")
 
@@ -62,7 +62,7 @@ class CanaryFeed:
     per_second: float
     inline: bool = True  # by reference needs the gateways to share the manifest's folder (sources.file_roots)
     digests: bool = True  # False: the rows' sha256 left out (a gateway from before 2026-12-04 refuses the key)
-    _checked: dict[Path, tuple[int, int]] = field(default_factory=dict, repr=False)  # by reference: (size, mtime)
+    hashes: FileDigests = field(default_factory=FileDigests, repr=False)  # by reference; shared with Sender.check
 
     def rows(self) -> list[ManifestRow]:
         rows = read_manifest(self.manifest)
@@ -102,12 +102,8 @@ class CanaryFeed:
     def _check_file(self, path: Path | None, expected: str, name: str) -> None:
         """A by-reference row's file still has its manifest's sha256: hashed again only when its size or mtime
         changed since it last was (a canary of a changed file would be dead-lettered each time it is sent)."""
-        if path is None:  # a URL: the gateway checks what it fetches
-            return
-        info = path.stat()
-        if self._checked.get(path) != (info.st_size, info.st_mtime_ns):
-            _check_digest(name, file_sha256(path), expected)
-            self._checked[path] = (info.st_size, info.st_mtime_ns)
+        if path is not None:  # (a URL: the gateway checks what it fetches)
+            _check_digest(name, self.hashes(path), expected)
 
     def run(self, count: int | None = None, stop: threading.Event | None = None) -> int:
         """Send ``count`` canaries (None: until ``stop``), one every 1/rate seconds, each acknowledged by the

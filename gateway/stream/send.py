@@ -108,6 +108,23 @@ def file_sha256(path: Path) -> str:
         return hashlib.file_digest(f, "sha256").hexdigest()  # in chunks: a large file is never all in memory
 
 
+class FileDigests:
+    """The sha256 of local files, each hashed again only when its size or mtime changed since it last was: one
+    instance shared by the checks before sending and a running feed reads each unchanged file once."""
+
+    def __init__(self) -> None:
+        self._seen: dict[Path, tuple[tuple[int, int], str]] = {}
+
+    def __call__(self, path: Path) -> str:
+        path = path.resolve()
+        info = path.stat()  # (before hashing: a file that changes while hashed is hashed again next time)
+        stamp = (info.st_size, info.st_mtime_ns)
+        seen = self._seen.get(path)
+        if seen is None or seen[0] != stamp:
+            seen = self._seen[path] = (stamp, file_sha256(path))
+        return seen[1]
+
+
 def _regular_file(item: Item) -> tuple[Path, int]:
     """The item's resolved path and size, if it is a regular file (a FIFO would block an inline read)."""
     try:
@@ -142,15 +159,20 @@ class Sender:
     before 2026-12-04 (it refuses the key); the gateway then does not check the bytes it reads."""
 
     def __init__(
-        self, cfg: GatewayConfig, inline: bool = False, advice: Advice = Advice(), digests: bool = True
+        self,
+        cfg: GatewayConfig,
+        inline: bool = False,
+        advice: Advice = Advice(),
+        digests: bool = True,
+        hashes: FileDigests | None = None,
     ) -> None:
         self.cfg, self.inline, self.advice, self.digests = cfg, inline, advice, digests
+        self.hashes = hashes or FileDigests()  # (a canary feed's own: its first messages do not hash them again)
         self.roots = [Path(r).resolve() for r in cfg.sources.file_roots]
 
     def check(self, items: list[Item]) -> None:
         """Refuse the whole batch before sending any of it, if one video cannot be sent as asked (a manifest row
         whose file lost its sha256 too, whether or not the events carry it: each file hashed once)."""
-        digests: dict[Path, str] = {}
         for item in items:
             if item.url is not None:
                 self._check_url(item)
@@ -165,9 +187,7 @@ class Sender:
                 raise SendError(f"{item.name} {where}; {self.advice.outside_roots}")
             # (a file argument's was hashed just now; a file over the gateway's limit is refused there, unread)
             if item.from_manifest and item.sha256 is not None and size <= self.cfg.limits.max_bytes:
-                if path not in digests:
-                    digests[path] = file_sha256(path)
-                check_manifest_digest(item.name, digests[path], item.sha256)
+                check_manifest_digest(item.name, self.hashes(path), item.sha256)
 
     def _check_url(self, item: Item) -> None:
         if self.inline:
