@@ -481,3 +481,64 @@ def test_7_dead_letters_the_broker_did_not_acknowledge_are_published_again(broke
     gw.stop_event.set()
     thread.join(90)
     _assert_clean(outcome)
+
+
+# -- 8: a gateway frozen past its session, in a group of two ---------------------------------------------------
+def _gateway_process(cfg: GatewayConfig, folder: Path, name: str) -> tuple[subprocess.Popen, Path]:
+    """`lastmile gateway run` in its own session (its workers with it), its log in ``folder / name.log``."""
+    config_file, log = folder / f"{name}.yaml", folder / f"{name}.log"
+    config_file.write_text(yaml.safe_dump(json.loads(cfg.model_dump_json())))
+    cmd = [sys.executable, "-m", "gateway.cli", "gateway", "run", "--config", str(config_file)]
+    with log.open("wb") as out:
+        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True), log
+
+
+def _videos_done(port: int) -> float:
+    return metric(scrape(port), "lastmile_videos_total") if status(port, "/healthz") == 200 else 0.0
+
+
+def test_8_a_gateway_frozen_past_its_session_loses_its_partitions_uncommitted_and_serves_again(broker, clips, tmp_path):
+    """The whole gateway (its workers too) frozen with SIGSTOP while it holds a partition: the group drops it,
+    the other gateway takes its partition and scores everything from the last commit. Continued, the frozen one
+    hears its partitions lost (nothing committed there: no offset of a partition it no longer owns), rejoins, and
+    scores its share of the next videos. Scores may be duplicated (the frozen one's work in flight), never lost,
+    never two values. The group's leader is the one left running (on Tansu a group whose leader left did not
+    always hand out its partitions again, tests/test_bus.py)."""
+    base = _cfg(broker.bootstrap, clips, "f8")
+    leader_cfg, frozen_cfg = (base.model_copy(update={"http_port": free_port()}) for _ in range(2))
+    leader, _ = _gateway_process(leader_cfg, tmp_path, "leader")
+    frozen = None
+    try:
+        wait_for(lambda: status(leader_cfg.http_port, "/readyz") == 200, 120, "the first gateway to be ready")
+        frozen, log = _gateway_process(frozen_cfg, tmp_path, "frozen")
+        wait_for(lambda: status(frozen_cfg.http_port, "/readyz") == 200, 120, "the second gateway to be ready")
+        first = {f"h{i}-{n}": clips[n] for i in range(4) for n in SMALL}
+        _send(base, first)
+        wait_for(lambda: _videos_done(frozen_cfg.http_port) >= 1, 180, "the second gateway to finish a video")
+        os.killpg(frozen.pid, signal.SIGSTOP)
+        frozen_at = time.monotonic()
+        try:
+            outcome = _outcome(_all_scored(base, want := _expected(base, first)), want)  # (the leader's, alone)
+            recover_s = time.monotonic() - frozen_at
+        finally:
+            os.killpg(frozen.pid, signal.SIGCONT)
+        wait_for(lambda: "partitions lost uncommitted" in log.read_text(), 60, "the frozen one to hear it")
+        wait_for(lambda: status(frozen_cfg.http_port, "/readyz") == 200, 120, "the frozen one to be ready again")
+        before = _videos_done(frozen_cfg.http_port)
+        second = {f"h2-{i}-{n}": clips[n] for i in range(4) for n in SMALL}
+        _send(base, second)
+        both = _outcome(_all_scored(base, want | (more := _expected(base, second))), want | more)
+        wait_for(lambda: _videos_done(frozen_cfg.http_port) > before, 120, "the continued one to score again")
+    finally:
+        for proc in (leader, frozen):
+            if proc is not None:
+                proc.send_signal(signal.SIGTERM)
+        codes = [proc.wait(90) for proc in (leader, frozen) if proc is not None]
+    assert codes == [0, 0], codes
+    _assert_clean(outcome)
+    _assert_clean(both)
+    _record(
+        "one of two gateways frozen (SIGSTOP, with its workers) past its session, then continued",
+        recover_s=round(recover_s, 1),
+        **outcome,
+    )
