@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
+import yaml
 
 from gateway import bus
 from gateway.core.config import GatewayConfig
@@ -77,6 +81,16 @@ def status(port: int, path: str) -> int:
         return exc.code
     except OSError:  # not listening (yet, or any more)
         return 0
+
+
+def gateway_process(cfg: GatewayConfig, folder: Path, name: str) -> tuple[subprocess.Popen, Path]:
+    """`lastmile gateway run` in its own session (a SIGKILL of its group takes its workers too), its config in
+    ``folder / name.yaml`` and its output in ``folder / name.log``."""
+    config_file, log = folder / f"{name}.yaml", folder / f"{name}.log"
+    config_file.write_text(yaml.safe_dump(json.loads(cfg.model_dump_json())))
+    cmd = [sys.executable, "-m", "gateway.cli", "gateway", "run", "--config", str(config_file)]
+    with log.open("wb") as out:
+        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True), log
 
 
 def start_gateway(cfg: GatewayConfig):

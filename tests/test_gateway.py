@@ -6,20 +6,17 @@ import hashlib
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 
 from gateway import bus
 from gateway.core.config import GatewayConfig, KafkaSettings
 from gateway.core.messages import ScoreEvent, VideoEvent, inline_headers
-from tests.streaming import FAST_GROUP, metric, read_topics, require_broker, scrape, start_gateway
+from tests.streaming import FAST_GROUP, gateway_process, metric, read_topics, require_broker, scrape, start_gateway
 
 CONDITIONS = "original,spatial"
 DETECTORS = "d3_px,spectral"
@@ -164,10 +161,7 @@ def test_end_to_end_with_bad_inputs(broker, tmp_path, videos, media):
 
 def test_a_killed_gateway_loses_nothing_and_never_changes_a_score(broker, tmp_path, videos):
     cfg = _config(broker, tmp_path, "crash", max_in_flight=2)
-    config_file = tmp_path / "gw.yaml"
-    config_file.write_text(yaml.safe_dump(json.loads(cfg.model_dump_json())))
     k = cfg.kafka
-    cmd = [sys.executable, "-m", "gateway.cli", "gateway", "run", "--config", str(config_file)]
     producer = bus.producer(k)
     clips = list(videos.values())
     n = 10
@@ -178,11 +172,11 @@ def test_a_killed_gateway_loses_nothing_and_never_changes_a_score(broker, tmp_pa
             value=VideoEvent(video_id=f"c{i}", uri=clips[i % len(clips)].as_uri()).model_dump_json().encode(),
         )
     producer.flush()
-    first = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    first, _ = gateway_process(cfg, tmp_path, "first")
     _read(broker, [k.output_topic], lambda g: len(g[k.output_topic]) >= 8)  # some, not all, work published
     os.killpg(first.pid, signal.SIGKILL)
     first.wait()
-    second = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    second, _ = gateway_process(cfg, tmp_path, "second")
     try:
         got = _read(
             broker,
