@@ -16,17 +16,22 @@ from detectors.runtimes import make_runtime
 from detectors.runtimes.base import score_in_batches
 from detectors.runtimes.embedded import EmbeddedRuntime
 from detectors.runtimes.providers import ORT_NAMES
-from gateway.ops import bench_gpu
-from gateway.ops.bench_gpu_detectors import MIN_CALLS, PIXEL_LEVELS, bound_infer, detectors
+from gateway.cli import bench as bench_cli
+from gateway.ops import bench_gpu, bench_gpu_table
+from gateway.ops.bench_gpu_detectors import MIN_CALLS, PIXEL_LEVELS, WIDE_BATCH, bound_infer, detectors
 from transforms.spec import LASTMILE
 
 DETECTOR = "d3_px"  # the fastest shipped graph
 BINDING_TOLERANCE = 1e-6
 
 
-def test_the_detectors_part_measures_both_batches_with_and_without_io_binding_on_the_cpu():
-    report = detectors(quick=True, names=[DETECTOR])
+def test_the_detectors_part_measures_each_batch_with_and_without_io_binding_on_the_cpu():
+    progress: list[list[str]] = []
+    report = detectors(quick=True, names=[DETECTOR], on_progress=lambda r: progress.append(list(r["results"])))
+    assert progress == [["cpu"]]  # reported after each detector on each provider, before the GPU providers
     request, largest = report["batches"]["request"]["batch"], report["batches"]["max"]["batch"]
+    wide = report["batches"]["wide"]["batch"]
+    assert wide == WIDE_BATCH > largest
     assert request == len(LASTMILE)  # one video's condition variants in one call
     assert largest == make_runtime(list_detectors()[DETECTOR], "embedded").max_batch  # what the gateway's runtime takes
     assert list(report["results"]["cpu"]) == [DETECTOR]
@@ -36,9 +41,12 @@ def test_the_detectors_part_measures_both_batches_with_and_without_io_binding_on
         (request, True),
         (largest, False),
         (largest, True),
+        (wide, False),
+        (wide, True),
     ]
     for row in rows:
         assert row["provider"] == ORT_NAMES["cpu"]
+        assert row["runtime_max_batch"] == max(row["batch"], largest)  # the wide rows: 64 in one session call
         assert row["videos_per_s"] > 0 and row["calls"] >= MIN_CALLS
         assert row["frames_per_s"] > row["videos_per_s"]
         if row["io_binding"]:
@@ -74,7 +82,58 @@ def test_the_check_passes_quick_to_the_detectors_and_writes_their_json(tmp_path:
     asked: list[bool] = []
     monkeypatch.setattr(bench_gpu, "machine", lambda: {"ffmpeg_cli": None})
     monkeypatch.setattr(bench_gpu, "transforms", lambda inputs, with_floor: {"results": []})
-    monkeypatch.setattr(bench_gpu, "detectors", lambda quick: asked.append(quick) or {"quick": quick})
+    monkeypatch.setattr(bench_gpu, "detectors", lambda quick, on_progress: asked.append(quick) or {"quick": quick})
     report = bench_gpu.run_check(tmp_path, {}, quick=True)
     assert asked == [True]
     assert json.loads((tmp_path / "detectors.json").read_text()) == report["detectors"] == {"quick": True}
+
+
+def _rows(rates: dict[int, float]) -> list[dict]:
+    shapes = {6: "request", 16: "max", 64: "wide"}
+    return [
+        {"shape": shapes[b], "batch": b, "io_binding": bound, "videos_per_s": v * (2 if bound else 1)}
+        for b, v in rates.items()
+        for bound in (False, True)
+    ]
+
+
+def test_the_table_divides_each_gpu_rate_by_the_cpu_rate_at_the_same_batch_and_reads_parity_and_placement():
+    report = {
+        "batches": {"request": {"batch": 6}, "max": {"batch": 16}, "wide": {"batch": 64}},
+        "results": {
+            "cpu": {"a": _rows({6: 100.0, 16: 90.0, 64: 80.0}), "b": _rows({6: 10.0, 16: 10.0, 64: 10.0})},
+            "cuda": {"a": _rows({6: 1000.0, 16: 1800.0, 64: 4000.0})},
+        },
+        "parity": {
+            "cuda": {
+                "a": {
+                    "use_tf32=0": {"max_abs_diff": 2e-6, "nodes_by_provider": {"CUDAExecutionProvider": 9}},
+                    "use_tf32=1": {"max_abs_diff": 3e-3, "nodes_by_provider": {"CUDAExecutionProvider": 9}},
+                }
+            }
+        },
+    }
+    entry = bench_gpu_table.summary(report)["a"]
+    assert entry["speedup"]["cuda"] == {"request": 10.0, "max": 20.0, "wide": 50.0}  # plain rows, not bound ones
+    assert entry["parity"]["cuda"] == {"use_tf32=0": 2e-6, "use_tf32=1": 3e-3}
+    assert entry["wholly_on_gpu"]["cuda"] is True
+    lines = bench_gpu_table.markdown(report).splitlines()
+    assert lines[0].startswith("| detector | provider | CPU b6/b16/b64 (videos/s) | GPU b6/b16/b64 | GPU/CPU at b64")
+    assert lines[2] == "| a | CUDA | 100 / 90 / 80 | 1,000 / 1,800 / 4,000 | 50.0x | 2.0e-06 | 3.0e-03 | yes |"
+    assert lines[3] == "| b | CPU only | 10 / 10 / 10 | - | - | - | - | - |"
+    report["parity"]["cuda"]["a"]["use_tf32=0"]["nodes_by_provider"]["CPUExecutionProvider"] = 1
+    assert bench_gpu_table.summary(report)["a"]["wholly_on_gpu"]["cuda"] is False
+
+
+def test_the_check_runs_only_the_parts_asked_for_and_writes_the_detectors_table(tmp_path: Path, monkeypatch):
+    report = {"batches": {"request": {"batch": 6}}, "results": {"cpu": {"a": _rows({6: 5.0})}}}
+    monkeypatch.setattr(bench_gpu, "machine", lambda: {"ffmpeg_cli": None})
+    monkeypatch.setattr(bench_gpu, "transforms", lambda inputs, with_floor: pytest.fail("transforms not asked for"))
+    monkeypatch.setattr(bench_gpu, "detectors", lambda quick, on_progress: report)
+    out = bench_gpu.run_check(tmp_path, {}, parts=["detectors"])
+    assert set(out) == {"machine", "detectors"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["detectors.json", "detectors.md", "machine.json"]
+    assert "| a | CPU only | 5 |" in (tmp_path / "detectors.md").read_text()
+    with pytest.raises(ValueError, match="unknown parts"):
+        bench_gpu.run_check(tmp_path, {}, parts=["nvenc"])
+    assert bench_cli.PARTS == bench_gpu.PARTS  # the CLI's choices are the check's parts

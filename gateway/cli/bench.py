@@ -10,6 +10,8 @@ import click
 
 from gateway.cli.options import JSON_OUT, REPO, profile_option
 
+PARTS = ("transforms", "detectors")  # gateway.ops.bench_gpu.PARTS, kept here so --help imports no benchmark
+
 
 def _transform_inputs(quick: bool) -> dict[str, Path]:
     """The benchmark's inputs: two short clips with ``quick``, else a real 720p clip and generated 720p/1080p."""
@@ -70,13 +72,22 @@ def bench_transforms_cmd(json_out, profiles, quick, with_long) -> None:
     help="folder for machine.json, transforms.json, detectors.json",
 )
 @click.option("--quick", is_flag=True, help="short clips and short detector rows only (a smoke run)")
-def bench_gpu_cmd(out_dir, quick) -> None:
+@click.option(
+    "--part",
+    "parts",
+    multiple=True,
+    type=click.Choice(PARTS),
+    help="measure only this part (repeatable; default: all); machine.json is always written",
+)
+def bench_gpu_cmd(out_dir, quick, parts) -> None:
     """NVENC tails against libx264 tails on one machine, and the detectors on each execution provider present
     (request shape and largest batch, with and without I/O binding); each part the machine lacks is skipped
     with its reason (run by scripts/gpu-check.sh)."""
     from gateway.ops import bench_gpu
 
-    _emit_json(bench_gpu.run_check(out_dir, _transform_inputs(quick), quick=quick), None)
+    parts = parts or PARTS
+    inputs = _transform_inputs(quick) if "transforms" in parts else {}  # the clips only where they are used
+    _emit_json(bench_gpu.run_check(out_dir, inputs, quick=quick, parts=parts), None)
 
 
 @bench.command("detectors")

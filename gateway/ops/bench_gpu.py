@@ -15,10 +15,12 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from gateway.ops import bench_gpu_table
 from gateway.ops.bench_gpu_detectors import detectors, ort_providers
 from gateway.ops.bench_transforms import clip_seconds, engine_job, floor_job, realtime_and_utilisation
 from gateway.ops.measure import cores, isolated
@@ -88,19 +90,31 @@ def transforms(inputs: dict[str, Path], with_floor: bool) -> dict[str, Any]:
     return {"results": rows, "skipped": skipped, "cpus": cores()}
 
 
-def run_check(out_dir: Path, inputs: dict[str, Path], quick: bool = False) -> dict[str, Any]:
-    """All three parts; each written to ``out_dir`` as it ends (machine.json, transforms.json, detectors.json);
-    ``quick``: shorter detector rows (a smoke run)."""
+PARTS = ("transforms", "detectors")  # after machine.json, which every run writes
+
+
+def run_check(
+    out_dir: Path,
+    inputs: dict[str, Path],
+    quick: bool = False,
+    parts: Sequence[str] = PARTS,
+) -> dict[str, Any]:
+    """machine.json, then each of ``parts`` (transforms.json, detectors.json and its table detectors.md), each
+    written to ``out_dir`` as it ends; ``quick``: shorter detector rows (a smoke run)."""
+    if unknown := set(parts) - set(PARTS):
+        raise ValueError(f"unknown parts {sorted(unknown)}; known: {list(PARTS)}")
     out_dir.mkdir(parents=True, exist_ok=True)
     found = _part(out_dir / "machine.json", machine)
     with_floor = bool(found.get("ffmpeg_cli"))
-    parts: dict[str, Callable[[], dict[str, Any]]] = {
+    jobs: dict[str, Callable[[], dict[str, Any]]] = {
         "transforms": lambda: transforms(inputs, with_floor),
-        "detectors": lambda: detectors(quick=quick),
+        "detectors": lambda: detectors(quick=quick, on_progress=partial(_write, out_dir / "detectors.json")),
     }
     report = {"machine": found}
-    for name, fn in parts.items():
-        report[name] = _part(out_dir / f"{name}.json", fn)
+    for name in (p for p in PARTS if p in parts):
+        report[name] = _part(out_dir / f"{name}.json", jobs[name])
+    if "results" in report.get("detectors", {}):
+        (out_dir / "detectors.md").write_text(bench_gpu_table.markdown(report["detectors"]))
     return report
 
 
@@ -109,5 +123,9 @@ def _part(path: Path, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         result = fn()
     except Exception as exc:  # one part failing must not lose the others
         result = {"failed": repr(exc)[:1000]}
-    path.write_text(json.dumps(result, indent=2))
+    _write(path, result)
     return result
+
+
+def _write(path: Path, result: dict[str, Any]) -> None:
+    path.write_text(json.dumps(result, indent=2))
