@@ -15,10 +15,11 @@ from detectors.repository import list_detectors
 from detectors.runtimes import make_runtime
 from detectors.runtimes.base import score_in_batches
 from detectors.runtimes.embedded import EmbeddedRuntime
-from detectors.runtimes.providers import ORT_NAMES
+from detectors.runtimes.providers import ORT_NAMES, ProviderSettings
 from gateway.cli import bench as bench_cli
 from gateway.ops import bench_gpu, bench_gpu_table
 from gateway.ops.bench_gpu_detectors import MIN_CALLS, PIXEL_LEVELS, WIDE_BATCH, bound_infer, detectors
+from gateway.ops.bench_gpu_parity import PARITY_BATCHES, REAL_CLIPS, parity_job
 from transforms.spec import LASTMILE
 
 DETECTOR = "d3_px"  # the fastest shipped graph
@@ -107,7 +108,11 @@ def test_the_table_divides_each_gpu_rate_by_the_cpu_rate_at_the_same_batch_and_r
         "parity": {
             "cuda": {
                 "a": {
-                    "use_tf32=0": {"max_abs_diff": 2e-6, "nodes_by_provider": {"CUDAExecutionProvider": 9}},
+                    "use_tf32=0": {
+                        "max_abs_diff": 2e-6,
+                        "real_clips": {"max_abs_diff": 4e-7},
+                        "nodes_by_provider": {"CUDAExecutionProvider": 9},
+                    },
                     "use_tf32=1": {"max_abs_diff": 3e-3, "nodes_by_provider": {"CUDAExecutionProvider": 9}},
                 }
             }
@@ -116,11 +121,13 @@ def test_the_table_divides_each_gpu_rate_by_the_cpu_rate_at_the_same_batch_and_r
     entry = bench_gpu_table.summary(report)["a"]
     assert entry["speedup"]["cuda"] == {"request": 10.0, "max": 20.0, "wide": 50.0}  # plain rows, not bound ones
     assert entry["parity"]["cuda"] == {"use_tf32=0": 2e-6, "use_tf32=1": 3e-3}
+    assert entry["real_clips"]["cuda"] == 4e-7
     assert entry["wholly_on_gpu"]["cuda"] is True
     lines = bench_gpu_table.markdown(report).splitlines()
     assert lines[0].startswith("| detector | provider | CPU b6/b16/b64 (videos/s) | GPU b6/b16/b64 | GPU/CPU at b64")
-    assert lines[2] == "| a | CUDA | 100 / 90 / 80 | 1,000 / 1,800 / 4,000 | 50.0x | 2.0e-06 | 3.0e-03 | yes |"
-    assert lines[3] == "| b | CPU only | 10 / 10 / 10 | - | - | - | - | - |"
+    cells = "| a | CUDA | 100 / 90 / 80 | 1,000 / 1,800 / 4,000 | 50.0x | 2.0e-06 | 3.0e-03 | 4.0e-07 | yes |"
+    assert lines[2] == cells
+    assert lines[3] == "| b | CPU only | 10 / 10 / 10 | - | - | - | - | - | - |"
     report["parity"]["cuda"]["a"]["use_tf32=0"]["nodes_by_provider"]["CPUExecutionProvider"] = 1
     assert bench_gpu_table.summary(report)["a"]["wholly_on_gpu"]["cuda"] is False
 
@@ -137,3 +144,16 @@ def test_the_check_runs_only_the_parts_asked_for_and_writes_the_detectors_table(
     with pytest.raises(ValueError, match="unknown parts"):
         bench_gpu.run_check(tmp_path, {}, parts=["nvenc"])
     assert bench_cli.PARTS == bench_gpu.PARTS  # the CLI's choices are the check's parts
+
+
+def test_parity_reads_both_random_batches_and_the_real_clips_at_their_own_score_scale():
+    """On the CPU against itself every difference is 0; what is checked is what the GPU rows will carry: each
+    random batch, the real clips sampled as the card says, and the score scale each absolute difference is of."""
+    inst = list_detectors()["npr"]
+    out = parity_job(str(inst.model_path), inst.card.model_dump_json(), ProviderSettings().model_dump_json())
+    assert sorted(out["by_batch"], key=int) == [str(b) for b in PARITY_BATCHES]
+    assert out["real_clips"]["clips"] == list(REAL_CLIPS)
+    assert out["max_abs_diff"] == out["real_clips"]["max_abs_diff"] == 0.0
+    # random frames drive npr's logits far beyond what real footage gives: why both are reported
+    assert out["by_batch"]["8"]["max_abs_cpu_score"] > 5 * out["real_clips"]["max_abs_cpu_score"] > 0
+    assert out["nodes_by_provider"] and set(out["nodes_by_provider"]) == {ORT_NAMES["cpu"]}

@@ -21,6 +21,7 @@ from detectors.compose import compose_model
 from detectors.reference import restrav, spectral
 from detectors.reference.regraph import REWRITES, rewrite, scores
 from detectors.repository import SHIPPED_REPO, list_detectors
+from detectors.runtimes import providers as providers_module
 from detectors.runtimes.embedded import EmbeddedRuntime
 from detectors.runtimes.providers import DISABLE_CPU_FALLBACK, ProviderSettings, ProviderUnavailable, open_session
 from detectors.serving.config import PRODUCTION, config_pbtxt
@@ -64,6 +65,7 @@ CUDA_DOUBLE = _names(
 SHIPPED_GRAPHS = sorted(SHIPPED_REPO.glob("*/1/model.onnx"))
 CLIPS = ("carphone_pristine", "bikes", "bigbuckbunny")
 HAS_CUDA = "CUDAExecutionProvider" in ort.get_available_providers()
+ORT_PROVIDERS_WITH_TENSORRT = ("TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider")
 no_cuda_here = pytest.mark.skipif(HAS_CUDA, reason="this onnxruntime has the CUDA provider: see lastmile bench gpu")
 
 
@@ -157,7 +159,7 @@ def test_provider_settings_defaults_and_the_options_they_pass(monkeypatch):
     assert s.ort_providers() == [("CPUExecutionProvider", {})]
     cuda = ProviderSettings(provider="cuda", device_id=1, gpu_mem_limit=2 << 30)
     assert cuda.ort_providers() == [("CUDAExecutionProvider", {"device_id": "1", "use_tf32": "0",
-                                    "cudnn_conv_algo_search": "DEFAULT", "gpu_mem_limit": str(2 << 30)})]  # fmt: skip
+                                    "cudnn_conv_algo_search": "HEURISTIC", "gpu_mem_limit": str(2 << 30)})]  # fmt: skip
     trt = ProviderSettings(provider="tensorrt", allow_cpu_fallback=True).ort_providers()
     assert [p for p, _ in trt] == ["TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"]
     monkeypatch.setenv("LASTMILE_ONNXRUNTIME__PROVIDER", "cuda")
@@ -184,6 +186,34 @@ def test_a_gpu_provider_that_does_not_load_fails_closed_with_fallback_disabled(m
     with pytest.raises(ProviderUnavailable, match=r"^d3_px: CUDAExecutionProvider (did not load|cannot run)") as err:
         open_session(inst.model_path, ProviderSettings(provider="cuda"), opts, "d3_px")
     assert "\n" not in str(err.value) and opts.get_session_config_entry(DISABLE_CPU_FALLBACK) == "1"
+
+
+def test_a_provider_that_fails_to_load_is_named_with_its_own_error_not_onnxruntimes_retry(monkeypatch):
+    """Seen on an H200 without TensorRT's libraries: onnxruntime's Python session retried [CUDA, CPU] after TensorRT
+    failed, and the retry's "Conflicting session configuration" hid libnvinfer. The runtime asks for no retry, and
+    where a release retries anyway (it ignores the keyword), it names the first error, the retry's cause."""
+    seen: list[dict] = []
+
+    class Session:  # onnxruntime's InferenceSession as it behaves where TensorRT's libraries are missing
+        def __init__(self, source, options, providers, **kwargs):
+            seen.append(kwargs)
+            first = RuntimeError("Failed to load libonnxruntime_providers_tensorrt.so: libnvinfer.so.10: cannot open")
+            if kwargs.get("enable_fallback", 1) == 0:
+                raise first
+            raise RuntimeError("Conflicting session configuration: explicitly added the CPU EP") from first
+
+    monkeypatch.setattr(ort, "get_available_providers", lambda: [*ORT_PROVIDERS_WITH_TENSORRT])
+    monkeypatch.setattr(ort, "InferenceSession", Session)
+    inst = list_detectors()["d3_px"]
+    settings = ProviderSettings(provider="tensorrt")
+    with pytest.raises(ProviderUnavailable, match=r"libnvinfer\.so\.10") as err:
+        open_session(inst.model_path, settings, ort.SessionOptions(), "d3_px")
+    assert seen == [{"enable_fallback": 0}] and "Conflicting" not in str(err.value)
+
+    monkeypatch.setattr(providers_module, "ORT_NO_RETRY", 1)  # a release that retries whatever it is told
+    with pytest.raises(ProviderUnavailable, match=r"libnvinfer\.so\.10") as err:
+        open_session(inst.model_path, settings, ort.SessionOptions(), "d3_px")
+    assert "Conflicting" not in str(err.value) and "\n" not in str(err.value)
 
 
 @no_cuda_here
@@ -248,16 +278,16 @@ def test_the_production_triton_config_carries_the_gpu_settings():
         config = text_format.Parse((folder / "config.pbtxt").read_text(), model_config_pb2.ModelConfig())
         trt, cuda = config.optimization.execution_accelerators.gpu_execution_accelerator
         assert trt.name == "tensorrt" and cuda.name == "cuda" and cuda.parameters["use_tf32"] == "0"
-        assert config.parameters["cudnn_conv_algo_search"].string_value == "2"  # DEFAULT: a fixed algorithm
+        assert config.parameters["cudnn_conv_algo_search"].string_value == "1"  # HEURISTIC: untimed, fast engines
     default = ProviderSettings.model_construct()  # the defaults, not the environment's
     assert (PRODUCTION.use_tf32, PRODUCTION.cudnn_conv_algo_search, PRODUCTION.gpu_mem_limit) == (
         default.use_tf32, default.cudnn_conv_algo_search, default.gpu_mem_limit)  # fmt: skip
-    cuda_only = ProviderSettings(provider="cuda", gpu_mem_limit=1 << 32, cudnn_conv_algo_search="HEURISTIC")
+    cuda_only = ProviderSettings(provider="cuda", gpu_mem_limit=1 << 32, cudnn_conv_algo_search="EXHAUSTIVE")
     text = config_pbtxt(list_detectors()["npr"].card, "production", cuda_only)
     config = text_format.Parse(text, model_config_pb2.ModelConfig())
     assert [a.name for a in config.optimization.execution_accelerators.gpu_execution_accelerator] == ["cuda"]
     assert config.parameters["gpu_mem_limit"].string_value == str(1 << 32)
-    assert config.parameters["cudnn_conv_algo_search"].string_value == "1"
+    assert config.parameters["cudnn_conv_algo_search"].string_value == "0"
 
 
 def test_the_gateway_exports_each_detectors_provider_as_an_info_metric():

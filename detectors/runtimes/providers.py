@@ -26,6 +26,9 @@ log = logging.getLogger("lastmile.runtime")
 ORT_NAMES = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider", "tensorrt": "TensorrtExecutionProvider"}
 GPU_NAMES = frozenset({ORT_NAMES["cuda"], ORT_NAMES["tensorrt"]})
 DISABLE_CPU_FALLBACK = "session.disable_cpu_ep_fallback"  # onnxruntime's session config key
+# onnxruntime's Python session retries a failed creation with other providers ([CUDA, CPU] after TensorRT, else
+# the CPU) unless told not to; older releases ignore the keyword, and then the first error is the retry's cause
+ORT_NO_RETRY = 0
 ENV_PREFIX = "LASTMILE_ONNXRUNTIME__"  # the same names as the gateway config's nested ``onnxruntime.*`` variables
 
 
@@ -51,9 +54,10 @@ class ProviderSettings(BaseSettings):
     )
     gpu_mem_limit: int | None = Field(None, ge=1, description="bytes the CUDA memory arena may hold; none: no limit")
     cudnn_conv_algo_search: Literal["EXHAUSTIVE", "HEURISTIC", "DEFAULT"] = Field(
-        "DEFAULT",
-        description="cuDNN convolution algorithm: DEFAULT (fixed, the same in every process), HEURISTIC, or "
-        "EXHAUSTIVE (onnxruntime's default: timed, so two processes may pick different ones)",
+        "HEURISTIC",
+        description="cuDNN convolution engines: HEURISTIC (cuDNN's heuristic: untimed, so the same in every "
+        "process on one GPU and cuDNN), EXHAUSTIVE (onnxruntime's default), or DEFAULT (cuDNN's fallback engines: "
+        "slow, and onnxruntime warns for every Conv)",
     )
     trt_fp16: bool = Field(False, description="TensorRT may compute in FP16 (off: FP32, for parity with the CPU)")
     trt_engine_cache_path: str | None = Field(None, description="cache TensorRT engines in this folder")
@@ -141,9 +145,11 @@ def open_session(
     if reason is None:  # the whole graph on the GPU, or no session: never a graph split silently with the CPU
         options.add_session_config_entry(DISABLE_CPU_FALLBACK, "1")
         try:
-            session = ort.InferenceSession(source, options, providers=settings.ort_providers(with_cpu=False))
+            session = ort.InferenceSession(
+                source, options, providers=settings.ort_providers(with_cpu=False), enable_fallback=ORT_NO_RETRY
+            )
         except Exception as exc:  # onnxruntime raises untyped errors (Fail, RuntimeException, ...)
-            reason = f"{settings.ort_name} cannot run this graph: {one_line(exc)}"
+            reason = f"{settings.ort_name} cannot run this graph: {one_line(exc.__cause__ or exc)}"
         else:
             active = session.get_providers()
             if active and active[0] == settings.ort_name:

@@ -38,11 +38,11 @@ class GpuSettings(Protocol):
 @dataclass(frozen=True)
 class ServingGpu:
     """The committed production configs' settings: TensorRT FP16 with an engine cache, then the CUDA provider with
-    ProviderSettings' defaults (TF32 off, the fixed DEFAULT cuDNN algorithm)."""
+    ProviderSettings' defaults (TF32 off, cuDNN's HEURISTIC engines)."""
 
     provider: str = "tensorrt"
     use_tf32: bool = False
-    cudnn_conv_algo_search: str = "DEFAULT"
+    cudnn_conv_algo_search: str = "HEURISTIC"
     gpu_mem_limit: int | None = None
     trt_fp16: bool = True
     trt_engine_cache_path: str | None = "/models/.trt_cache"

@@ -10,7 +10,6 @@ reason. The bound path must score exactly as the plain one: each bound row recor
 
 from __future__ import annotations
 
-import json
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -19,6 +18,7 @@ from typing import Any
 
 from detectors.runtimes.embedded import DEFAULT_MAX_BATCH
 from detectors.runtimes.providers import GPU_NAMES, ORT_NAMES, ProviderSettings
+from gateway.ops.bench_gpu_parity import PIXEL_LEVELS, SEED, parity_job
 from gateway.ops.measure import isolated
 from transforms.spec import LASTMILE
 
@@ -37,10 +37,6 @@ INTRA_OP_THREADS = 0  # onnxruntime's default, every core: as the GPU check has 
 SECONDS = 1.0  # timed per row, after warm-up
 QUICK_SECONDS = 0.2  # per row with --quick (a smoke run)
 MIN_CALLS = 3  # timed calls per row, however long they take
-SEED = 0  # of the random frames
-PIXEL_LEVELS = 256  # uint8 frames: values 0..255
-PARITY_BATCH = 8
-REL_FLOOR = 1e-12  # the smallest |CPU score| a relative difference divides by
 REASON_CHARS = 300  # of an exception's repr in a skipped entry
 OUTPUT_DEVICE = {True: "cuda", False: "cpu"}  # where the bound output lives: on the GPU for a GPU provider
 
@@ -204,41 +200,3 @@ def _parity(inst: Any, settings: ProviderSettings) -> dict[str, Any]:
         return isolated(parity_job, str(inst.model_path), inst.card.model_dump_json(), settings.model_dump_json())
     except Exception as exc:  # fail-closed placement (ProviderUnavailable) and the provider's own errors
         return {"failed": repr(exc)[:REASON_CHARS]}
-
-
-def parity_job(model_path: str, card_json: str, settings_json: str, batch: int = PARITY_BATCH) -> dict[str, Any]:
-    """Scores of seeded random frames on the provider ``settings`` name (fail-closed: every node on the GPU)
-    against the CPU's, and the nodes each provider ran (a profiled run that may fall back, to show where)."""
-    import numpy as np
-
-    from detectors.card import ModelCard
-    from detectors.runtimes.embedded import EmbeddedRuntime
-
-    card = ModelCard.model_validate_json(card_json)
-    settings = ProviderSettings.model_validate_json(settings_json)
-    frames = np.random.default_rng(SEED).integers(0, PIXEL_LEVELS, card.input_shape(batch), dtype=np.uint8)
-    placement = node_placement(model_path, card, settings, frames)
-    cpu = EmbeddedRuntime(model_path, card, settings=ProviderSettings(provider="cpu")).score(frames)
-    gpu = EmbeddedRuntime(model_path, card, settings=settings).score(frames)
-    diff = np.abs(gpu - cpu)
-    rel = diff / np.maximum(np.abs(cpu), REL_FLOOR)
-    return {"max_abs_diff": float(diff.max()), "max_rel_diff": float(rel.max()), "nodes_by_provider": placement}
-
-
-def node_placement(model_path: str, card: Any, settings: ProviderSettings, frames: Any) -> dict[str, int]:
-    """How many of the graph's nodes each execution provider ran, from one run under onnxruntime's profiler."""
-    import onnxruntime as ort
-
-    with tempfile.TemporaryDirectory() as tmp:
-        opts = ort.SessionOptions()
-        opts.enable_profiling = True
-        opts.profile_file_prefix = str(Path(tmp) / "profile")
-        # a session that may split the graph with the CPU (the runtime never opens one), to show where nodes go
-        session = ort.InferenceSession(model_path, opts, providers=settings.ort_providers(with_cpu=True))
-        session.run([card.output.name], {card.input.name: frames})
-        events = json.loads(Path(session.end_profiling()).read_text())
-    nodes = {e["name"]: e["args"]["provider"] for e in events if e.get("cat") == "Node" and "provider" in e["args"]}
-    counts: dict[str, int] = {}
-    for provider in nodes.values():
-        counts[provider] = counts.get(provider, 0) + 1
-    return counts

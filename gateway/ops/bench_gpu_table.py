@@ -21,11 +21,19 @@ def plain_rates(rows: list[dict[str, Any]]) -> dict[str, float]:
 
 def summary(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Per detector: ``videos_per_s[provider][shape]``, ``speedup[gpu provider][shape]`` (over the CPU),
-    ``parity[gpu provider]`` (max abs diff per TF32 setting, or the failure) and ``wholly_on_gpu[gpu provider]``."""
+    ``parity[gpu provider]`` (max abs diff on random frames per TF32 setting, or the failure), ``real_clips[gpu
+    provider]`` (max abs diff on the real clips, default settings; None where not measured) and
+    ``wholly_on_gpu[gpu provider]``."""
     results, out = report.get("results", {}), {}
     for name in results.get("cpu", {}):
         cpu = plain_rates(results["cpu"][name])
-        entry: dict[str, Any] = {"videos_per_s": {"cpu": cpu}, "speedup": {}, "parity": {}, "wholly_on_gpu": {}}
+        entry: dict[str, Any] = {
+            "videos_per_s": {"cpu": cpu},
+            "speedup": {},
+            "parity": {},
+            "real_clips": {},
+            "wholly_on_gpu": {},
+        }
         for label, by_name in results.items():
             if label == "cpu" or name not in by_name:
                 continue
@@ -33,7 +41,9 @@ def summary(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
             entry["speedup"][label] = {s: round(gpu[s] / cpu[s], 2) for s in gpu if cpu.get(s)}
             parity = report.get("parity", {}).get(label, {}).get(name, {})
             entry["parity"][label] = {k: v.get("max_abs_diff", v.get("failed")) for k, v in parity.items()}
-            nodes = parity.get(DEFAULT_PARITY, {}).get("nodes_by_provider")
+            default = parity.get(DEFAULT_PARITY, {})
+            entry["real_clips"][label] = default.get("real_clips", {}).get("max_abs_diff")
+            nodes = default.get("nodes_by_provider")
             entry["wholly_on_gpu"][label] = bool(nodes) and set(nodes) <= GPU_NAMES
         out[name] = entry
     return out
@@ -59,8 +69,9 @@ def markdown(report: dict[str, Any]) -> str:
         f"CPU {sizes} (videos/s)",
         f"GPU {sizes}",
         f"GPU/CPU at b{batches[widest]['batch']}",
-        "max abs diff vs CPU, default",
+        "max abs diff vs CPU: random frames, default",
         "with TF32",
+        "real clips, default",
         "every node on the GPU",
     ]
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
@@ -68,7 +79,7 @@ def markdown(report: dict[str, Any]) -> str:
         cpu = _rates(entry["videos_per_s"]["cpu"], shapes)
         gpus = [label for label in entry["videos_per_s"] if label != "cpu"]
         if not gpus:
-            lines.append(f"| {name} | CPU only | {cpu} | - | - | - | - | - |")
+            lines.append(f"| {name} | CPU only | {cpu} |" + " - |" * (len(columns) - 3))
         for label in gpus:
             parity, speedup = entry["parity"][label], entry["speedup"][label].get(widest)
             cells = [
@@ -79,6 +90,7 @@ def markdown(report: dict[str, Any]) -> str:
                 f"{speedup}x" if speedup is not None else "-",
                 _diff(parity.get(DEFAULT_PARITY)),
                 _diff(parity.get(TF32_PARITY)),
+                _diff(entry["real_clips"][label]),
                 "yes" if entry["wholly_on_gpu"][label] else "no",
             ]
             lines.append("| " + " | ".join(cells) + " |")
