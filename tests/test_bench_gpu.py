@@ -1,10 +1,13 @@
 """Issue 26: ``lastmile bench gpu``'s detectors part, on the CPU provider (the rows a GPU provider gets too): the
-pipeline's request shape and the embedded runtime's largest batch, each with and without onnxruntime I/O binding,
-the bound scores equal to the plain ones, and a reason for each provider this onnxruntime lacks."""
+pipeline's request shape, the embedded runtime's largest batch and 64, each with and without onnxruntime I/O
+binding, the bound scores equal to the plain ones, a reason for each provider this onnxruntime lacks; parity's
+inputs; the table; the parts and what a failing or cut-off part leaves behind."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +32,8 @@ BINDING_TOLERANCE = 1e-6
 def test_the_detectors_part_measures_each_batch_with_and_without_io_binding_on_the_cpu():
     progress: list[list[str]] = []
     report = detectors(quick=True, names=[DETECTOR], on_progress=lambda r: progress.append(list(r["results"])))
-    assert progress == [["cpu"]]  # reported after each detector on each provider, before the GPU providers
+    present = [label for label, name in ORT_NAMES.items() if name in ort.get_available_providers()]
+    assert progress[0] == ["cpu"] and len(progress) == len(present)  # after each detector on each provider
     request, largest = report["batches"]["request"]["batch"], report["batches"]["max"]["batch"]
     wide = report["batches"]["wide"]["batch"]
     assert wide == WIDE_BATCH > largest
@@ -125,11 +129,17 @@ def test_the_table_divides_each_gpu_rate_by_the_cpu_rate_at_the_same_batch_and_r
     assert entry["wholly_on_gpu"]["cuda"] is True
     lines = bench_gpu_table.markdown(report).splitlines()
     assert lines[0].startswith("| detector | provider | CPU b6/b16/b64 (videos/s) | GPU b6/b16/b64 | GPU/CPU at b64")
-    cells = "| a | CUDA | 100 / 90 / 80 | 1,000 / 1,800 / 4,000 | 50.0x | 2.0e-06 | 3.0e-03 | 4.0e-07 | yes |"
+    cells = "| a | CUDA | 100 / 90 / 80 | 1,000 / 1,800 / 4,000 | 50.00x | 2.0e-06 | 3.0e-03 | 4.0e-07 | yes |"
     assert lines[2] == cells
     assert lines[3] == "| b | CPU only | 10 / 10 / 10 | - | - | - | - | - | - |"
     report["parity"]["cuda"]["a"]["use_tf32=0"]["nodes_by_provider"]["CPUExecutionProvider"] = 1
     assert bench_gpu_table.summary(report)["a"]["wholly_on_gpu"]["cuda"] is False
+    # a failed parity run is shown as failed, not as a placement; a detector with GPU rows only is still listed
+    report["parity"]["cuda"]["a"] = {"use_tf32=0": {"failed": "ProviderUnavailable(...)"}}
+    report["results"]["cuda"]["c"] = _rows({6: 7.0})
+    lines = bench_gpu_table.markdown(report).splitlines()
+    assert lines[2].endswith("| 50.00x | failed | - | - | - |")
+    assert lines[4] == "| c | CUDA | - / - / - | 7 / - / - | - | - | - | - | - |"
 
 
 def test_the_check_runs_only_the_parts_asked_for_and_writes_the_detectors_table(tmp_path: Path, monkeypatch):
@@ -144,6 +154,48 @@ def test_the_check_runs_only_the_parts_asked_for_and_writes_the_detectors_table(
     with pytest.raises(ValueError, match="unknown parts"):
         bench_gpu.run_check(tmp_path, {}, parts=["nvenc"])
     assert bench_cli.PARTS == bench_gpu.PARTS  # the CLI's choices are the check's parts
+
+
+def test_a_detectors_part_that_fails_keeps_what_it_measured_and_no_earlier_table(tmp_path: Path, monkeypatch):
+    (tmp_path / "detectors.md").write_text("| an earlier run's table |")
+    seen_on_disk: list[str] = []
+
+    def detectors_then_fail(quick, on_progress):
+        on_progress({"batches": {"request": {"batch": 6}}, "results": {"cpu": {"a": _rows({6: 5.0})}}})
+        seen_on_disk.append((tmp_path / "detectors.md").read_text())  # the table is there while the run goes on
+        raise RuntimeError("the GPU went away")
+
+    monkeypatch.setattr(bench_gpu, "machine", lambda: {"ffmpeg_cli": None})
+    monkeypatch.setattr(bench_gpu, "detectors", detectors_then_fail)
+    out = bench_gpu.run_check(tmp_path, {}, parts=["detectors"])
+    written = json.loads((tmp_path / "detectors.json").read_text())
+    assert written == out["detectors"] and "the GPU went away" in written["failed"]
+    assert written["results"]["cpu"]["a"][0]["videos_per_s"] == 5.0  # measured before the failure, kept
+    assert "| a | CPU only | 5 |" in seen_on_disk[0] and "earlier" not in (tmp_path / "detectors.md").read_text()
+    assert not list(tmp_path.glob("*.part"))  # every write replaced its file whole
+
+
+def test_the_cli_measures_only_the_detectors_part_without_reading_the_clips(tmp_path: Path, monkeypatch):
+    from click.testing import CliRunner
+
+    from gateway.cli import main
+
+    monkeypatch.setattr(bench_cli, "_transform_inputs", lambda quick: pytest.fail("clips read for no transforms"))
+    monkeypatch.setattr(bench_gpu, "machine", lambda: {"ffmpeg_cli": None})
+    monkeypatch.setattr(bench_gpu, "detectors", lambda quick, on_progress: {"quick": quick})
+    result = CliRunner().invoke(main, ["bench", "gpu", "--out", str(tmp_path), "--part", "detectors", "--quick"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output) == {"machine": {"ffmpeg_cli": None}, "detectors": {"quick": True}}
+    bad = CliRunner().invoke(main, ["bench", "gpu", "--out", str(tmp_path), "--part", "nvenc"])
+    assert bad.exit_code == 2 and "nvenc" in bad.output
+
+
+def test_the_gpu_check_script_exits_with_the_checks_status(tmp_path: Path):
+    script = Path(__file__).resolve().parent.parent / "scripts" / "gpu-check.sh"
+    done = subprocess.run(["bash", str(script), str(tmp_path / "out"), "--part", "nvenc"], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "GPU_CHECK_LIMIT": "100"})  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr  # click's usage error, not the script's last command
+    assert "exit 2" in done.stdout and "nvenc" in (tmp_path / "out" / "gpu-check.log").read_text()
 
 
 def test_parity_reads_both_random_batches_and_the_real_clips_at_their_own_score_scale():

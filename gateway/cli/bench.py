@@ -81,8 +81,8 @@ def bench_transforms_cmd(json_out, profiles, quick, with_long) -> None:
 )
 def bench_gpu_cmd(out_dir, quick, parts) -> None:
     """NVENC tails against libx264 tails on one machine, and the detectors on each execution provider present
-    (request shape and largest batch, with and without I/O binding); each part the machine lacks is skipped
-    with its reason (run by scripts/gpu-check.sh)."""
+    (request shape, largest batch and 64, with and without I/O binding, parity with the CPU); each part the
+    machine lacks is skipped with its reason (run by scripts/gpu-check.sh)."""
     from gateway.ops import bench_gpu
 
     parts = parts or PARTS

@@ -1,11 +1,12 @@
 """The GPU check (``lastmile bench gpu``, run by ``scripts/gpu-check.sh``): what a machine with an NVIDIA GPU
 does with the six-condition fan-out (NVENC H.264 tails) and with the detectors (onnxruntime's CPU, CUDA and
-TensorRT execution providers: videos/s at the request shape and the largest batch, with and without I/O binding,
-the scores' largest difference from the CPU's with TF32 on and off, and how many nodes each provider ran:
-:mod:`gateway.ops.bench_gpu_detectors`).
+TensorRT execution providers: videos/s at the request shape, the largest batch and 64, with and without I/O
+binding, the scores' largest difference from the CPU's with TF32 on and off, and how many nodes each provider
+ran: :mod:`gateway.ops.bench_gpu_detectors`).
 
 Every part that the machine cannot run is skipped with its reason, never failed; each part writes its JSON as
-soon as it ends, so a part cut off by a time limit loses only itself. The fan-out is measured twice on the
+soon as it ends (the detectors part also after each detector on each provider), so a part cut off by a time
+limit loses only itself and what it had not yet measured. The fan-out is measured twice on the
 same machine in the same run, NVENC tails and libx264 tails, with everything else equal, so their ratio is the
 GPU's effect; the floor (:mod:`transforms.floor`) is added where an ffmpeg CLI is present.
 """
@@ -13,10 +14,10 @@ GPU's effect; the floor (:mod:`transforms.floor`) is added where an ffmpeg CLI i
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from collections.abc import Callable, Sequence
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -99,33 +100,55 @@ def run_check(
     quick: bool = False,
     parts: Sequence[str] = PARTS,
 ) -> dict[str, Any]:
-    """machine.json, then each of ``parts`` (transforms.json, detectors.json and its table detectors.md), each
-    written to ``out_dir`` as it ends; ``quick``: shorter detector rows (a smoke run)."""
+    """machine.json, then each of ``parts`` (transforms.json; detectors.json and its table detectors.md, both
+    rewritten after each detector on each provider), each written to ``out_dir`` as it ends; ``quick``: shorter
+    detector rows (a smoke run)."""
     if unknown := set(parts) - set(PARTS):
         raise ValueError(f"unknown parts {sorted(unknown)}; known: {list(PARTS)}")
     out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "detectors.md").unlink(missing_ok=True)  # never a table from an earlier run beside this one's JSON
     found = _part(out_dir / "machine.json", machine)
     with_floor = bool(found.get("ffmpeg_cli"))
+    latest: dict[str, dict[str, Any]] = {"transforms": {}, "detectors": {}}  # what a part wrote before it failed
+
+    def detectors_progress(report: dict[str, Any]) -> None:
+        latest["detectors"] = report
+        _write(out_dir / "detectors.json", report)
+        _write_table(out_dir / "detectors.md", report)
+
     jobs: dict[str, Callable[[], dict[str, Any]]] = {
         "transforms": lambda: transforms(inputs, with_floor),
-        "detectors": lambda: detectors(quick=quick, on_progress=partial(_write, out_dir / "detectors.json")),
+        "detectors": lambda: detectors(quick=quick, on_progress=detectors_progress),
     }
     report = {"machine": found}
     for name in (p for p in PARTS if p in parts):
-        report[name] = _part(out_dir / f"{name}.json", jobs[name])
-    if "results" in report.get("detectors", {}):
-        (out_dir / "detectors.md").write_text(bench_gpu_table.markdown(report["detectors"]))
+        report[name] = _part(out_dir / f"{name}.json", jobs[name], lambda name=name: latest[name])
+    if "detectors" in report:
+        _write_table(out_dir / "detectors.md", report["detectors"])
     return report
 
 
-def _part(path: Path, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+def _part(path: Path, fn: Callable[[], dict[str, Any]], so_far: Callable[[], dict[str, Any]] = dict) -> dict[str, Any]:
+    """``fn()``'s report written to ``path``; if it raises, what it had reported (``so_far()``) and why it failed."""
     try:
         result = fn()
-    except Exception as exc:  # one part failing must not lose the others
-        result = {"failed": repr(exc)[:1000]}
+    except Exception as exc:  # one part failing must not lose the others, nor what it measured before
+        result = {**so_far(), "failed": repr(exc)[:1000]}
     _write(path, result)
     return result
 
 
+def _write_table(path: Path, report: dict[str, Any]) -> None:
+    if "results" in report:
+        _replace(path, bench_gpu_table.markdown(report))
+
+
 def _write(path: Path, result: dict[str, Any]) -> None:
-    path.write_text(json.dumps(result, indent=2))
+    _replace(path, json.dumps(result, indent=2))
+
+
+def _replace(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all (a time limit may kill the run in the middle of a write)."""
+    tmp = path.with_name(path.name + ".part")
+    tmp.write_text(text)
+    os.replace(tmp, path)

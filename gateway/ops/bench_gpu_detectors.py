@@ -1,7 +1,7 @@
 """The detectors part of the GPU check (``lastmile bench gpu``): per detector and per onnxruntime execution
-provider present (CPU, CUDA, TensorRT), videos/s at the pipeline's request shape and at the embedded runtime's
-largest batch, each with and without onnxruntime I/O binding; the scores' largest difference from the CPU's with
-TF32 off and on; and how many nodes each provider ran (onnxruntime's profiler).
+provider present (CPU, CUDA, TensorRT), videos/s at the pipeline's request shape, at the embedded runtime's
+largest batch and at 64 in one call, each with and without onnxruntime I/O binding; the scores' largest difference
+from the CPU's with TF32 off and on; and how many nodes each provider ran (:mod:`gateway.ops.bench_gpu_parity`).
 
 Every measurement runs in its own spawned process (:func:`gateway.ops.measure.isolated`). A provider this
 onnxruntime lacks, or one that cannot run a graph wholly (the runtime's fail-closed start-up), is skipped with its
@@ -104,7 +104,7 @@ def detectors(
 
 
 def _measure(out: dict[str, Any], label: str, name: str, inst: Any, settings: ProviderSettings, seconds: float) -> None:
-    """One detector on one provider: its four speed rows into ``out``, then parity for a GPU provider."""
+    """One detector on one provider: its six speed rows into ``out``, then parity for a GPU provider."""
     rows = []
     for shape, batch in BATCHES.items():
         for bound in (False, True):

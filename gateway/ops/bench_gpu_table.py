@@ -12,6 +12,7 @@ from detectors.runtimes.providers import GPU_NAMES
 DEFAULT_PARITY = "use_tf32=0"  # the runtime's default settings (ProviderSettings.use_tf32 is False)
 TF32_PARITY = "use_tf32=1"
 LABELS = {"cpu": "CPU", "cuda": "CUDA", "tensorrt": "TensorRT"}
+PLACED = {True: "yes", False: "no", None: "-"}  # every node on the GPU; None: no default-settings parity run
 
 
 def plain_rates(rows: list[dict[str, Any]]) -> dict[str, float]:
@@ -23,10 +24,11 @@ def summary(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Per detector: ``videos_per_s[provider][shape]``, ``speedup[gpu provider][shape]`` (over the CPU),
     ``parity[gpu provider]`` (max abs diff on random frames per TF32 setting, or the failure), ``real_clips[gpu
     provider]`` (max abs diff on the real clips, default settings; None where not measured) and
-    ``wholly_on_gpu[gpu provider]``."""
+    ``wholly_on_gpu[gpu provider]`` (None where the default-settings parity run failed or did not run)."""
     results, out = report.get("results", {}), {}
-    for name in results.get("cpu", {}):
-        cpu = plain_rates(results["cpu"][name])
+    names = dict.fromkeys(name for by_name in results.values() for name in by_name)  # CPU's order first
+    for name in names:
+        cpu = plain_rates(results.get("cpu", {}).get(name, []))
         entry: dict[str, Any] = {
             "videos_per_s": {"cpu": cpu},
             "speedup": {},
@@ -44,7 +46,7 @@ def summary(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
             default = parity.get(DEFAULT_PARITY, {})
             entry["real_clips"][label] = default.get("real_clips", {}).get("max_abs_diff")
             nodes = default.get("nodes_by_provider")
-            entry["wholly_on_gpu"][label] = bool(nodes) and set(nodes) <= GPU_NAMES
+            entry["wholly_on_gpu"][label] = None if nodes is None else bool(nodes) and set(nodes) <= GPU_NAMES
         out[name] = entry
     return out
 
@@ -87,11 +89,11 @@ def markdown(report: dict[str, Any]) -> str:
                 LABELS[label],
                 cpu,
                 _rates(entry["videos_per_s"][label], shapes),
-                f"{speedup}x" if speedup is not None else "-",
+                f"{speedup:.2f}x" if speedup is not None else "-",
                 _diff(parity.get(DEFAULT_PARITY)),
                 _diff(parity.get(TF32_PARITY)),
                 _diff(entry["real_clips"][label]),
-                "yes" if entry["wholly_on_gpu"][label] else "no",
+                PLACED[entry["wholly_on_gpu"][label]],
             ]
             lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
