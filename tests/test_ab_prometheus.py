@@ -10,9 +10,8 @@ import numpy as np
 
 from gateway.monitor.config import ComparisonSettings, MonitorConfig
 from gateway.monitor.service import Monitor
-from tests.streaming import wait_for
-from tests.test_monitor import event
-from tests.test_monitor_stream import _prom, prometheus_scraping
+from tests.support.monitor import _prom, event, prometheus_scraping
+from tests.support.streaming import wait_for
 
 SHIFTS = {"npr": (2.0, 1.6), "worse": (2.0, 0.2), "alike": (2.0, 1.6)}  # (original, full) separation
 

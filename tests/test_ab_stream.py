@@ -11,32 +11,23 @@ import numpy as np
 import pytest
 
 from detectors import intervals
-from gateway import bus
 from gateway.core.config import GatewayConfig, KafkaSettings
 from gateway.core.messages import LabelEvent, VideoEvent
 from gateway.monitor.config import MonitorConfig
 from gateway.stream.jobs import video_share
-from tests.streaming import (
+from tests.support.monitor import FAST_WINDOWS, _produce, _unique, computed_after
+from tests.support.monitor import topics as _topics
+from tests.support.streaming import (
     FAST_GROUP,
     metric,
     read_topics,
-    require_broker,
     scrape,
     start_gateway,
     start_monitor,
     wait_for,
 )
-from tests.test_monitor_labels import computed_after
-from tests.test_monitor_stream import FAST_WINDOWS, _produce, _topics, _unique
 
 CHAMPION, CHALLENGER = "d3_px", "spectral"
-
-
-@pytest.fixture(scope="module")
-def broker():
-    require_broker()
-    with bus.start_broker() as b:
-        yield b
 
 
 def test_the_monitor_compares_a_shadow_challenger_on_the_videos_both_scored(broker, tmp_path, media):

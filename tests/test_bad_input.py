@@ -6,7 +6,7 @@ import concurrent.futures as cf
 
 import pytest
 
-from tests.conftest import make_clip
+from tests.support.media import make_clip
 from transforms.engine import Engine
 from transforms.errors import InvalidVideo, LimitExceeded, UnsupportedVideo, VideoError
 from transforms.limits import Limits

@@ -7,7 +7,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from gateway.ops.bench import bench_gateway, like_ratio, rate_basis, steady_rate
-from tests.streaming import require_broker
+from tests.support.streaming import require_broker
 
 
 def test_the_gateway_benchmark_scores_its_corpus_on_every_path_and_reports_from_those_runs(tmp_path):

@@ -21,8 +21,8 @@ from pydantic import ValidationError
 from gateway.core import catalogue as mc
 from gateway.core.config import GatewayConfig
 from gateway.monitor.config import MonitorConfig
-from tests.conftest import require_tool
-from tests.test_deploy import CHART, NAME, ROOT, _helm
+from tests.support.deploy import CHART, NAME, ROOT, _helm
+from tests.support.tools import require_tool
 
 VALUES = yaml.safe_load((CHART / "values.yaml").read_text())
 ALL_ON = yaml.safe_load((CHART / "ci" / "all-on-values.yaml").read_text())

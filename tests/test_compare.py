@@ -19,29 +19,7 @@ from gateway.evaluation.compare import Contender, compare, shared_rows
 from gateway.evaluation.errors import EvaluationError
 from gateway.evaluation.paired import evaluate
 from gateway.evaluation.provenance import PROXY_WARNING
-
-CONDITIONS = ("original", "spatial", "full")
-
-
-def _rows(anchors: int, seed: int = 0, collapse: str | None = "beta", versions: dict | None = None) -> list[ScoreRow]:
-    """Per anchor one real video and one generated counterpart, scored by alpha and beta under every condition;
-    generated videos score 2 higher, except for ``collapse`` under full, where the shift is 0.5."""
-    rng = np.random.default_rng(seed)
-    versions = versions or {"alpha": ("alpha", "1"), "beta": ("beta", "1")}
-    out = []
-    for i in range(anchors):
-        a = f"a{i:03d}"
-        base = {"real": rng.normal(), "generated": rng.normal()}  # shared by both detectors: correlated scores
-        for key, (det, version) in versions.items():
-            for cond in CONDITIONS:
-                shift = 0.5 if key == collapse and cond == "full" else 2.0
-                common = dict(condition=cond, detector=det, detector_version=version, runtime="sim", anchor_id=a,
-                              threshold=1.0)  # fmt: skip
-                noise = rng.normal(scale=0.6, size=2)
-                out.append(ScoreRow(video_id=a, label="real", source="real", score=base["real"] + noise[0], **common))
-                out.append(ScoreRow(video_id=f"{a}_g", label="generated", source="genA",
-                                    score=shift + base["generated"] + noise[1], **common))  # fmt: skip
-    return out
+from tests.support.report import CONDITIONS, _rows
 
 
 def test_a_collapsing_challenger_has_a_robustness_difference_below_zero_under_full_only():
@@ -188,7 +166,7 @@ def test_a_report_names_the_gateway_versions_the_manifest_and_every_models_hash(
 
 def test_a_comparison_of_a_run_where_every_row_failed_is_reported_not_raised(tmp_path):
     from gateway.evaluation.report import build_report
-    from tests.test_report_glance import _fail, _run
+    from tests.support.report import _fail, _run
 
     rows = [_fail(r, "video" if k % 3 else "infra", "DecodeError", "bad") for k, r in enumerate(_rows(6))]
     paths = build_report(_run(tmp_path, rows), replicates=50, comparisons=["alpha:beta"])
@@ -207,7 +185,7 @@ def test_a_comparison_of_a_run_where_every_row_failed_is_reported_not_raised(tmp
 
 def test_pairs_are_refused_before_the_bootstrap_and_stale_comparisons_removed(tmp_path, monkeypatch):
     from gateway.evaluation import report
-    from tests.test_report_glance import _run
+    from tests.support.report import _run
 
     run = _run(tmp_path, _rows(6))
     monkeypatch.setattr(report, "evaluate", lambda *a, **k: pytest.fail("evaluated before the pairs were checked"))
@@ -247,7 +225,7 @@ def test_a_name_with_markdown_characters_breaks_no_table_or_image_of_report_md(t
     import re
 
     from gateway.evaluation.report import build_report
-    from tests.test_report_glance import _run
+    from tests.support.report import _run
 
     rows = _rows(6, versions={"alpha": ("al|pha", "1]"), "beta": ("beta", "2")})
     md = build_report(_run(tmp_path, rows), replicates=50, comparisons=["al|pha@1]:beta"])["md"].read_text()
@@ -262,7 +240,7 @@ def test_a_name_with_markdown_characters_breaks_no_table_or_image_of_report_md(t
 
 
 def test_a_bad_compare_is_a_usage_error_and_an_absent_contender_names_what_the_run_holds(tmp_path):
-    from tests.test_report_glance import _run
+    from tests.support.report import _run
 
     run = _run(tmp_path, _rows(6))
     for pairs in (["alpha"], ["alpha:alpha"], ["a:b", "a:b"]):
@@ -413,7 +391,7 @@ def test_auc_and_robustness_differences_are_on_the_videos_every_auc_compared_sco
     """PROTOCOL.md: champion vs challenger on the labelled videos both scored under the conditions compared. A
     video one contender failed on leaves the other's AUC there too: the differences equal those of a run where
     both failed on it, and the robustness difference also drops the videos failed under original."""
-    from tests.test_metrics import _failed
+    from tests.support.report import _failed
 
     rows = _rows(30)
     alpha = [r for r in rows if r.detector == "alpha"]
@@ -434,7 +412,7 @@ def test_a_comparison_repeats_the_reports_cautions_for_the_rows_it_compared(tmp_
     """comparison.md stands alone: few anchors, zero-width bootstrap intervals and an unfit card threshold are said
     there (and in comparison.json and the report's section) as the report says them of its own cells."""
     from gateway.evaluation.report import build_report
-    from tests.test_report_glance import _run
+    from tests.support.report import _run
 
     rows = [
         r.model_copy(update={"score": r.score + 8 * (r.label == "generated"),

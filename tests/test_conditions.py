@@ -15,7 +15,7 @@ from gateway.batch.kafka_replay import expected_keys, gateway_config
 from gateway.batch.replay import ReplayConfig
 from gateway.core.assembly import build_pipeline
 from gateway.core.config import GatewayConfig
-from tests.conftest import make_clip
+from tests.support.media import make_clip
 from transforms.spec import LASTMILE
 
 SIX = [c.name for c in LASTMILE]

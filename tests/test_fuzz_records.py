@@ -19,10 +19,10 @@ from hypothesis import strategies as st
 from gateway import bus
 from gateway.core.config import GatewayConfig
 from gateway.core.messages import VideoEvent
-from tests.conftest import make_clip
-from tests.streaming import require_broker, scrape, start_gateway, status
-from tests.test_gateway import _config
-from tests.test_poison_records import _NotUtf8, _produce_raw
+from tests.support.gateway import _config
+from tests.support.media import make_clip
+from tests.support.produce import NotUtf8, produce_raw
+from tests.support.streaming import require_broker, scrape, start_gateway, status
 
 LIMIT = 256 * 1024  # kafka.max_message_bytes here: "huge" values and headers go over it
 HUGE = b"\x00\x1b[2J" * (LIMIT // 4 + 1)
@@ -84,7 +84,7 @@ VALUES = st.one_of(
 )
 HEADER_NAMES = TEXT | st.sampled_from(["content-type", "lastmile-video-id", "lastmile-schema-version", "\r\n"])
 HEADER_VALUES = st.none() | st.binary(max_size=32) | st.sampled_from([b"application/octet-stream", b"\xff", HUGE])
-HEADERS = st.lists(st.tuples(HEADER_NAMES | st.just(_NotUtf8("x")), HEADER_VALUES), max_size=4)
+HEADERS = st.lists(st.tuples(HEADER_NAMES | st.just(NotUtf8("x")), HEADER_VALUES), max_size=4)
 RECORDS = st.lists(
     st.tuples(st.none() | st.binary(max_size=24), VALUES, HEADERS, st.sampled_from([0, 1])), min_size=1, max_size=6
 )
@@ -120,10 +120,10 @@ def test_every_fuzzed_record_gets_exactly_one_outcome_and_the_tap_stays_up(tap, 
     before = _outcomes(gw.port)
     for key, value, headers, partition in records:
         value = value.replace(b'"CLIP"', json.dumps(clip.as_uri()).encode()) if value else value
-        _produce_raw(k.bootstrap, k.input_topic, key, value, headers, partition)
+        produce_raw(k.bootstrap, k.input_topic, key, value, headers, partition)
     for p in (0, 1):  # a valid video last on each partition
         sentinel = VideoEvent(video_id=f"sentinel-{n}-{p}", uri=clip.as_uri()).model_dump_json().encode()
-        _produce_raw(k.bootstrap, k.input_topic, b"sentinel", sentinel, [], p)
+        produce_raw(k.bootstrap, k.input_topic, b"sentinel", sentinel, [], p)
     sentinels = {f"sentinel-{n}-0", f"sentinel-{n}-1"}
     got = _read_until(reader, lambda g: sentinels <= {_video_id(m) for m in g if m.topic == k.output_topic})
     ends = _ends(cfg)

@@ -16,17 +16,14 @@ import pytest
 from gateway import bus
 from gateway.core.config import GatewayConfig, KafkaSettings
 from gateway.core.messages import ScoreEvent, VideoEvent, inline_headers
-from tests.streaming import FAST_GROUP, gateway_process, metric, read_topics, require_broker, scrape, start_gateway
-
-CONDITIONS = "original,spatial"
-DETECTORS = "d3_px,spectral"
-
-
-@pytest.fixture(scope="module")
-def broker():
-    require_broker()
-    with bus.start_broker() as b:
-        yield b
+from tests.support.gateway import CONDITIONS, DETECTORS, _config
+from tests.support.streaming import (
+    gateway_process,
+    metric,
+    read_topics,
+    scrape,
+    start_gateway,
+)
 
 
 @pytest.fixture(scope="module")
@@ -37,28 +34,6 @@ def videos(tmp_path_factory, media) -> dict[str, Path]:
         out[name] = root / f"{name}.mp4"
         out[name].write_bytes(media[name])
     return out
-
-
-def _config(broker, tmp_path: Path, name: str, **extra) -> GatewayConfig:
-    kafka = KafkaSettings(
-        bootstrap=broker.bootstrap,
-        input_topic=f"{name}.videos",
-        output_topic=f"{name}.scores",
-        group_id=f"{name}-gw",
-        **FAST_GROUP,
-    )
-    settings = {
-        "conditions": CONDITIONS,
-        "detectors": DETECTORS,
-        "profile": "throughput",
-        "workers": 2,
-        "http_port": 0,
-        "sources": {"file_roots": [str(tmp_path.parent)]},  # this test session's folders, where the videos lie
-        **extra,
-    }
-    cfg = GatewayConfig(kafka=kafka, **settings)
-    bus.ensure_topics(cfg.kafka, partitions=2)
-    return cfg
 
 
 def _read(broker, topics: list[str], until, timeout_s: float = 120):
@@ -137,12 +112,7 @@ def test_end_to_end_with_bad_inputs(broker, tmp_path, videos, media):
 
     deadline = time.monotonic() + 30  # offsets are committed after the acks: wait for the commit to land
     while True:
-        from kafka import KafkaAdminClient
-
-        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
-        committed = admin.list_group_offsets(k.group_id)[k.group_id]
-        admin.close()
-        total = sum(o.offset for tp, o in committed.items() if tp.topic == k.input_topic)
+        total = sum(bus.committed_offsets(k, k.group_id, k.input_topic).values())
         if total == n_videos or time.monotonic() > deadline:
             break
         time.sleep(0.1)
@@ -154,6 +124,36 @@ def test_end_to_end_with_bad_inputs(broker, tmp_path, videos, media):
     assert metric(scraped, "lastmile_predictions_total") == 4 * per_video
     assert metric(scraped, "lastmile_errors_total", outcome="video") == 3 * per_video
     assert urllib.request.urlopen(f"http://127.0.0.1:{gw.port}/readyz").status == 200
+    gw.stop_event.set()
+    thread.join(60)
+    assert not thread.is_alive()
+
+
+def test_a_video_topic_compressed_by_its_producers_is_scored(broker, tmp_path, videos):
+    """Production producers compress (lz4, snappy, zstd): three video references, each in a batch of another codec,
+    are all scored. Before the bus ran on librdkafka the gateway exited at once on the first lz4 batch."""
+    cfg = _config(broker, tmp_path, "codecs")
+    k = cfg.kafka
+    codecs = ("lz4", "snappy", "zstd")
+    for codec in codecs:
+        producer = bus.producer(k.model_copy(update={"properties": {"compression.type": codec}}))
+        event = VideoEvent(video_id=f"ref-{codec}", uri=videos["basic"].as_uri())
+        producer.send(k.input_topic, key=event.video_id.encode(), value=event.model_dump_json().encode())
+        producer.flush()
+        producer.close()
+    gw, thread = start_gateway(cfg)
+    per_video = 2 * 2
+    keys = lambda g: {json.loads(m.value)["idempotency_key"] for m in g[k.output_topic]}  # noqa: E731
+    got = _read(broker, [k.output_topic], lambda g: len(keys(g)) >= len(codecs) * per_video)
+    events = [ScoreEvent.model_validate_json(m.value) for m in got[k.output_topic]]
+    assert all(e.error is None for e in events), [e.error for e in events]
+    assert {e.video_id for e in events} == {f"ref-{c}" for c in codecs}
+    assert len(keys(got)) == len(codecs) * per_video
+    deadline = time.monotonic() + 30  # offsets are committed after the acks: wait for the commit to land
+    while sum(bus.committed_offsets(k, k.group_id, k.input_topic).values()) < len(codecs):
+        assert time.monotonic() < deadline, "the three records' offsets were never committed"
+        time.sleep(0.1)
+    assert metric(scrape(gw.port), "lastmile_videos_total", outcome="scored") == len(codecs)
     gw.stop_event.set()
     thread.join(60)
     assert not thread.is_alive()

@@ -8,23 +8,13 @@ from __future__ import annotations
 
 import threading
 
-import pytest
-
 from gateway import bus
 from gateway.bus.membership import Backlog, IdleWatch
 from gateway.core.kafka_settings import KafkaSettings
 from gateway.core.messages import VideoEvent
-from tests.conftest import make_clip
-from tests.streaming import FAST_GROUP, require_broker, start_gateway, wait_for
-from tests.test_gateway import _config
-from tests.test_record_limits import _readyz, _stop, _with_kafka
-
-
-@pytest.fixture(scope="module")
-def broker():
-    require_broker()
-    with bus.start_broker() as b:
-        yield b
+from tests.support.gateway import _config, _readyz, _stop, _with_kafka
+from tests.support.media import make_clip
+from tests.support.streaming import FAST_GROUP, start_gateway, wait_for
 
 
 # -- the watch, on its own ---------------------------------------------------------------------------------------
@@ -73,37 +63,50 @@ def test_a_joining_members_period_defaults_to_what_a_join_may_take_and_never_und
 
 # -- a real group --------------------------------------------------------------------------------------------
 class _Squatter:
-    """A member of the group listed first by the range assignor (whoever leads), so it holds the topic's one
-    partition; it stays in the group and reads nothing, and commits only when told to."""
+    """A member of the group that joins first, so it holds the topic's one partition (the gateways' cooperative
+    sticky assignor leaves a partition with its owner); it stays in the group and reads nothing, and commits only
+    when told to. On librdkafka, as the gateway, so that the two share an assignment protocol."""
 
     def __init__(self, k) -> None:
-        from kafka import KafkaConsumer
+        from confluent_kafka import Consumer
 
-        self.consumer = KafkaConsumer(
-            bootstrap_servers=k.bootstrap,
-            group_id=k.group_id,
-            client_id="a-squatter",  # range lists members by id, which starts with it: before lastmile-gateway-
-            enable_auto_commit=False,
-            **FAST_GROUP,
-        )
-        self.consumer.subscribe([k.input_topic])
+        self.consumer = Consumer({
+            "bootstrap.servers": k.bootstrap, "group.id": k.group_id, "client.id": "a-squatter",
+            "enable.auto.commit": False, "partition.assignment.strategy": "cooperative-sticky",
+            "session.timeout.ms": FAST_GROUP["session_timeout_ms"],
+            "heartbeat.interval.ms": FAST_GROUP["heartbeat_interval_ms"],
+            "max.poll.interval.ms": FAST_GROUP["max_poll_interval_ms"],
+        })  # fmt: skip
+        self.held: list = []
+        self.consumer.subscribe([k.input_topic], on_assign=self._assigned, on_revoke=self._revoked)
         self.commit_to: int | None = None  # set by the test; committed (and cleared) by the squatter's own thread
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
+    def _assigned(self, consumer, partitions) -> None:
+        consumer.incremental_assign(partitions)
+        consumer.pause(partitions)  # holds, reads nothing
+        self.held = [*self.held, *partitions]
+
+    def _revoked(self, consumer, partitions) -> None:
+        gone = {(p.topic, p.partition) for p in partitions}
+        self.held = [p for p in self.held if (p.topic, p.partition) not in gone]
+
+    def assignment(self) -> list:
+        return list(self.held)
+
     def _run(self) -> None:
-        from kafka.errors import KafkaError
-        from kafka.structs import OffsetAndMetadata
+        from confluent_kafka import KafkaException, TopicPartition
 
         while not self.stop.is_set():
-            self.consumer.pause(*self.consumer.assignment())  # holds, reads nothing
-            self.consumer.poll(100)
-            if self.commit_to is not None and self.consumer.assignment():
-                tp = next(iter(self.consumer.assignment()))
+            self.consumer.poll(0.1)
+            if self.commit_to is not None and self.held:
+                tp = self.held[0]
                 try:
-                    self.consumer.commit({tp: OffsetAndMetadata(self.commit_to, "", -1)})
-                except KafkaError:  # a rebalance under way: again on the next round
+                    self.consumer.commit(offsets=[TopicPartition(tp.topic, tp.partition, self.commit_to)],
+                                         asynchronous=False)  # fmt: skip
+                except KafkaException:  # a rebalance under way: again on the next round
                     continue
                 self.commit_to = None
 
@@ -121,7 +124,7 @@ def test_a_gateway_with_no_partition_while_its_group_waits_is_not_ready_until_th
     k, clip = cfg.kafka, tmp_path / "clip.mp4"
     clip.write_bytes(make_clip(tmp_path, "made.mp4"))
     squatter = _Squatter(k)
-    wait_for(lambda: squatter.consumer.assignment(), 60, "the squatter to hold the partition")
+    wait_for(lambda: squatter.assignment(), 60, "the squatter to hold the partition")
     producer = bus.producer(k)
     producer.send(k.input_topic, VideoEvent(video_id="v", uri=clip.as_uri()).model_dump_json().encode(), key=b"v")
     producer.flush()
@@ -160,10 +163,10 @@ def test_a_replay_whose_gateway_holds_no_partition_starts_it_again_in_a_fresh_gr
     bus.ensure_topics(k, partitions=1)  # made before the replay's own (which keeps them): the squatter's one
     squatter = _Squatter(k)
     try:
-        wait_for(lambda: squatter.consumer.assignment(), 60, "the squatter to hold the partition")
+        wait_for(lambda: squatter.assignment(), 60, "the squatter to hold the partition")
         stats: dict = {}
         path = replay_via_kafka(cfg, tmp_path / "run", broker.bootstrap, 1, 300, stats, run_id="squatted")
-        assert squatter.consumer.assignment()  # it still holds the first group's partition, and read nothing
+        assert squatter.assignment()  # it still holds the first group's partition, and read nothing
     finally:
         squatter.close()
     rows = pq.read_table(path).to_pylist()

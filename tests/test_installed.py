@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import require_tool
-from tests.test_triton import _triton
-from tests.test_up import NARROW, PORTS, _stack_left, readme_commands
+from tests.support.stack import NARROW, PORTS, _stack_left, readme_commands
+from tests.support.tools import require_tool
+from tests.support.triton import _triton
 
 ROOT = Path(__file__).resolve().parent.parent
 PIP = ["-m", "pip", "-q", "--disable-pip-version-check"]

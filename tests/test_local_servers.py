@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from detectors.serving.processes import free_port
-from tests.conftest import require_part
+from tests.support.tools import require_part
 
 
 def _group_members(pgid: int) -> set[int]:

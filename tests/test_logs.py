@@ -77,12 +77,13 @@ def test_a_service_logs_ours_at_its_level_and_the_clients_from_warning_once_per_
 
 
 def test_the_fetchers_errors_still_reach_the_stall_watch_at_any_level():
-    """The stall watch notes an oversize fetch from kafka-python's ERROR line (a filter on its logger)."""
+    """The kafka-python engine's stall watch notes an oversize fetch from kafka-python's ERROR line (a filter on
+    its logger)."""
     code = (
         "import logging\n"
         "from kafka.errors import InvalidReceiveError\n"
         "from gateway.cli.logs import configure_logging\n"
-        "from gateway.bus.stalls import FETCH_FAILURES, FETCHER_LOG\n"
+        "from gateway.bus.kafka_python.consumer import FETCH_FAILURES, FETCHER_LOG\n"
         "configure_logging('CRITICAL')\n"
         "logging.getLogger(FETCHER_LOG).addFilter(FETCH_FAILURES)\n"
         "logging.getLogger(FETCHER_LOG).error('Fetch to node %s failed: %s', 1, InvalidReceiveError('big'))\n"

@@ -24,7 +24,7 @@ from gateway.monitor.exporter import MonitorMetrics
 from gateway.monitor.store import Store
 from gateway.ops import grafana, rules
 from gateway.stream.live import LiveMetrics
-from tests.test_monitor import NOW, Clock, stream
+from tests.support.monitor import NOW, Clock, stream
 
 ROOT = Path(__file__).resolve().parent.parent
 COPIES = (

@@ -10,6 +10,7 @@ from sklearn.metrics import balanced_accuracy_score, f1_score, roc_auc_score, ro
 from detectors import metrics
 from gateway.core.messages import ScoreRow
 from gateway.evaluation.paired import evaluate
+from tests.support.report import _failed
 
 
 def _cases():
@@ -272,12 +273,6 @@ def test_recall_drift_intervals_keep_an_anchors_videos_together():
         _, (lo, hi) = proportions.recall_differences(decided["sim", "cond"], decided["sim", "original"])[0]
         alone += lo <= after - before <= hi
     assert alone / trials < 0.9 and 0.92 <= hull / trials <= 0.99, (alone / trials, hull / trials)
-
-
-def _failed(rows: list[ScoreRow], where: set[tuple[str, str]]) -> list[ScoreRow]:
-    """``rows`` with the (video, condition) pairs of ``where`` failed (a video error)."""
-    bad = {"score": None, "error": "bad", "error_kind": "video", "error_class": "X"}
-    return [r.model_copy(update=bad) if (r.video_id, r.condition) in where else r for r in rows]
 
 
 def test_auc_drift_is_on_the_videos_scored_under_both_conditions():

@@ -11,37 +11,10 @@ from scipy.stats import ks_2samp
 from sklearn.metrics import balanced_accuracy_score, recall_score, roc_auc_score
 
 from detectors.intervals import wilson_interval
-from gateway.core.messages import ScoreEvent, idempotency_key
 from gateway.monitor.config import WindowSettings
 from gateway.monitor.signals import compute
 from gateway.monitor.store import Store
-
-NOW = 1_800_000_000.0
-
-
-class Clock:
-    def __init__(self, t: float = NOW) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
-
-
-def event(vid: str, cond: str, score: float, t: float, det: str = "npr", label=None, canary=False, thr=0.0):
-    return ScoreEvent(
-        video_id=vid,
-        condition=cond,
-        detector=det,
-        detector_version="1",
-        runtime="embedded",
-        score=score,
-        decision=score > thr,
-        threshold=thr,
-        label=label,
-        event_time=t,
-        canary=canary,
-        idempotency_key=idempotency_key(vid, cond, det, "1"),
-    )
+from tests.support.monitor import NOW, Clock, event, stream
 
 
 def values(samples, name, **labels) -> dict:
@@ -50,21 +23,6 @@ def values(samples, name, **labels) -> dict:
         if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
             out[(s.labels["detector"], s.labels["condition"])] = s.value
     return out
-
-
-def stream(rng, n=300, dets=("npr", "d3")):
-    """Rows of n videos x 2 conditions x dets, with labels, in a random order, some redelivered."""
-    truth, rows = {}, []
-    for i in range(n):
-        vid, y = f"v{i}", bool(rng.random() < 0.4)
-        truth[vid] = "generated" if y else "real"
-        t = NOW - 5 * n + i * 5
-        for det in dets:
-            base = rng.normal(1.0 if y else -0.5)
-            rows.append(event(vid, "original", round(base, 2), t, det))
-            rows.append(event(vid, "full", round(base * 0.4 + rng.normal(0, 0.8), 2), t, det))
-    order = rng.permutation(len(rows))
-    return truth, [rows[i] for i in order] + [rows[i] for i in order[:100]]  # 100 redeliveries
 
 
 def test_windowed_metrics_equal_sklearn_on_deduplicated_rows_whatever_the_label_order():
@@ -246,22 +204,6 @@ def test_canary_messages_carry_a_fresh_id_the_label_and_the_flag(tmp_path):
     elsewhere = feed.rows()[0].model_copy(update={"uri": "file://videos/a.mp4"})  # the gateway's refusal, said first
     with pytest.raises(CanaryError, match=r"names host .videos. \(a local file: .*\) \(.*m\.jsonl, video a\)"):
         feed.message(elsewhere)
-
-
-def test_the_monitor_benchmark_fills_its_windows_from_a_broker_scrapes_and_restarts():
-    from gateway.ops.bench_monitor import bench_monitor
-    from tests.streaming import require_broker
-
-    require_broker()
-    out = bench_monitor(videos=360, partitions=2)
-    assert out["videos_held"] == 360 and out["ingest_events"] == out["events_produced"] == 360 * 24
-    assert out["scrape_bytes"] > 10_000 and out["ingest_events_per_s"] > 0 and out["peak_rss_mb"] > 0
-    assert out["restart_videos_held"] == 360 and out["restart_to_ready_s"] > 0 and out["compute_s"] > 0
-    assert out["series_with_auc"] == 24 and out["samples"] > 24 * 20  # it measured a computation of every series
-    assert out["live_scrapes"] >= 1 and 0 < out["live_scrape_median_s"] <= out["live_scrape_max_s"]
-    for over_http in ("http_scrape", "healthz"):  # the same scrapes over HTTP, and the kubelet's probe
-        assert 0 < out[f"live_{over_http}_median_s"] <= out[f"live_{over_http}_max_s"]
-    assert out["live_ingest_events_per_s"] > 0  # the tenth more videos, loaded while it was scraped
 
 
 def test_windowed_series_are_withheld_until_the_windows_are_rebuilt():

@@ -10,7 +10,6 @@ import threading
 import time
 
 import numpy as np
-import pytest
 
 from detectors.serving.processes import free_port
 from gateway import bus
@@ -19,16 +18,8 @@ from gateway.monitor import checkpoint
 from gateway.monitor.config import CheckpointSettings, MonitorConfig, WindowSettings
 from gateway.monitor.signals import compute
 from gateway.monitor.store import Store
-from tests.streaming import metric, require_broker, scrape, start_monitor, wait_for
-from tests.test_monitor import NOW, Clock, event, stream
-from tests.test_monitor_labels import FAST, MonitorProcess, computed_after, topics, windowed
-
-
-@pytest.fixture(scope="module")
-def broker():
-    require_broker()
-    with bus.start_broker() as b:
-        yield b
+from tests.support.monitor import FAST, NOW, Clock, MonitorProcess, computed_after, event, stream, topics, windowed
+from tests.support.streaming import metric, scrape, start_monitor, wait_for
 
 
 def _filled(settings: WindowSettings) -> Store:

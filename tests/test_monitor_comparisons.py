@@ -14,7 +14,7 @@ from gateway.core import catalogue as mc
 from gateway.monitor.config import ComparisonSettings, MonitorConfig, WindowSettings
 from gateway.monitor.exporter import MonitorMetrics
 from gateway.monitor.store import Store
-from tests.test_monitor import NOW, Clock, stream
+from tests.support.monitor import NOW, Clock, stream
 
 DROPPED = {f"v{i}" for i in range(0, 80, 7)}  # d3 never scored these under full
 

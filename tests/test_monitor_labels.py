@@ -6,87 +6,19 @@ killed with SIGKILL, and the same rows fed to a store in every order."""
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
-import pytest
-import yaml
 
 from detectors.serving.processes import free_port
 from gateway import bus
 from gateway.core.messages import LabelEvent
 from gateway.monitor.config import MonitorConfig, MonitorKafka, WindowSettings
-from gateway.monitor.signals import FAMILIES, compute
+from gateway.monitor.signals import compute
 from gateway.monitor.store import Store
-from tests.streaming import metric, require_broker, scrape, status, wait_for
-from tests.test_monitor import NOW, Clock, event
-
-FAST = {"count": 100, "timestamp_skew_s": 1.0, "compute_interval_s": 0.2}  # a test's windows, computed often
-
-
-@pytest.fixture(scope="module")
-def broker():
-    require_broker()
-    with bus.start_broker() as b:
-        yield b
-
-
-def topics(broker, name: str, partitions: int = 2) -> MonitorKafka:
-    k = MonitorKafka(
-        bootstrap=broker.bootstrap,
-        input_topic=f"{name}.videos",
-        output_topic=f"{name}.scores",
-        labels_topic=f"{name}.labels",
-        probe_interval_s=0.5,
-        probe_timeout_ms=1000,
-        request_timeout_ms=3000,
-    )
-    bus.ensure_topics(k, partitions=partitions, extra=(k.labels_topic,))
-    return k
-
-
-def computed_after(port: int, t: float) -> dict:
-    """A scrape whose windowed series were computed after ``t`` (the monitor's clock is this machine's)."""
-    return wait_for(lambda: (s := scrape(port)) and metric(s, "lastmile_monitor_computed_timestamp_seconds") > t and s)
-
-
-def windowed(scraped: dict) -> dict:
-    return {k: v for k, v in scraped.items() if k.split("{")[0] in FAMILIES}
-
-
-class MonitorProcess:
-    """``lastmile monitor run`` in a process of its own (its own session, so a SIGKILL takes all of it)."""
-
-    def __init__(self, cfg: MonitorConfig, tmp_path, log: Path | None = None) -> None:
-        self.port, self.log = cfg.http_port, log
-        config = tmp_path / "monitor.yaml"
-        config.write_text(yaml.safe_dump(json.loads(cfg.model_dump_json())))
-        self.cmd = [sys.executable, "-m", "gateway.cli", "monitor", "run", "--config", str(config)]
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> MonitorProcess:
-        err = self.log.open("a") if self.log else subprocess.DEVNULL
-        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
-        wait_for(lambda: status(self.port, "/readyz") == 200, what="the monitor to be ready")
-        return self
-
-    def settled(self, done: Callable[[dict], bool]) -> dict:
-        return wait_for(lambda: (s := scrape(self.port)) and done(s) and s, timeout_s=90, what="the monitor to settle")
-
-    def kill(self) -> None:
-        os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
-
-    def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        assert self.proc.wait(30) == 0
+from tests.support.monitor import FAST, NOW, Clock, MonitorProcess, computed_after, event, topics, windowed  # noqa: F401
+from tests.support.streaming import metric, scrape, wait_for
 
 
 def produce_scores(k: MonitorKafka, vids: list[str], rng) -> int:

@@ -5,16 +5,12 @@ collapse alert from the shipped rules."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
 import time
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -25,12 +21,21 @@ from sklearn.metrics import recall_score, roc_auc_score
 from detectors.serving.processes import free_port
 from gateway import bus
 from gateway.core.config import GatewayConfig, KafkaSettings
-from gateway.core.messages import LabelEvent, ScoreEvent, VideoEvent
+from gateway.core.messages import LabelEvent, VideoEvent
 from gateway.monitor.canary import CanaryFeed
 from gateway.monitor.config import ComparisonSettings, MonitorConfig, MonitorKafka, WindowSettings
 from gateway.monitor.signals import FAMILIES
-from tests.conftest import require_tool
-from tests.streaming import (
+from tests.support.monitor import (
+    FAST_WINDOWS,
+    _produce,
+    _prom,
+    _unique,
+    computed_after,
+    event,
+    prometheus_scraping,
+)
+from tests.support.monitor import topics as _topics
+from tests.support.streaming import (
     FAST_GROUP,
     metric,
     read_topics,
@@ -39,21 +44,11 @@ from tests.streaming import (
     start_gateway,
     start_monitor,
     status,
+    stop_process,
     wait_for,
 )
-from tests.test_monitor import event
-from tests.test_monitor_labels import computed_after
-from tests.test_monitor_labels import topics as _topics
 
 ROOT = Path(__file__).resolve().parent.parent
-FAST_WINDOWS = WindowSettings(compute_interval_s=0.2)  # the windowed series computed often
-
-
-@pytest.fixture(scope="module")
-def broker():
-    require_broker()
-    with bus.start_broker() as b:
-        yield b
 
 
 def _windowed(scraped: dict) -> dict:
@@ -66,15 +61,6 @@ def _labelled(scraped, name, det, cond) -> float:
             and f'condition="{cond}"' in k and 'window="time"' in k and 'population="labelled"' in k]  # fmt: skip
     assert len(hits) == 1, (name, det, cond)
     return hits[0]
-
-
-def _produce(k: KafkaSettings, topic: str, items: list[tuple[str, bytes]], partition=None) -> None:
-    producer = bus.producer(k)
-    for i, (key, value) in enumerate(items):
-        p = None if partition is None else partition(i)
-        producer.send(topic, key=key.encode(), value=value, partition=p)
-    producer.flush()
-    producer.close()
 
 
 # -- 1. two gateway replicas, labels on any partition: exactly scikit-learn's numbers ------------------------
@@ -135,7 +121,7 @@ def test_two_replicas_and_labels_on_any_partition_give_sklearns_numbers(broker, 
     assert metric(scraped, "lastmile_window_samples", window="time", population="canary") == 2 * 4
     events = {key: e for key, e in events.items() if not e.canary}
     assert {gw.metrics.videos.labels("scored")._value.get() > 0 for gw, _ in replicas} == {True}  # both worked
-    sent_at = {m.key.decode(): m.timestamp / 1000 for m in got[k.input_topic]}
+    sent_at = {m.key.decode(): m.timestamp_ms / 1000 for m in got[k.input_topic]}
     assert all(e.event_time == sent_at[e.video_id] and e.schema_version == 2 for e in events.values())
     for det in ("d3_px", "spectral"):
         for cond in ("original", "spatial"):
@@ -154,10 +140,6 @@ def test_two_replicas_and_labels_on_any_partition_give_sklearns_numbers(broker, 
     mon.stop_event.set()
     mon_thread.join(30)
     assert not mon_thread.is_alive()
-
-
-def _unique(messages) -> dict[str, ScoreEvent]:
-    return {e.idempotency_key: e for e in (ScoreEvent.model_validate_json(m.value) for m in messages)}
 
 
 # -- 2. SIGKILL and restart: the same values -----------------------------------------------------------------
@@ -244,7 +226,7 @@ def test_a_frozen_broker_makes_the_monitor_unready_and_nothing_looks_fresh():
         _synthetic(k, 20, time.time())
         mon, thread = start_monitor(MonitorConfig(kafka=k, http_port=0, windows=FAST_WINDOWS))
         before = wait_for(lambda: (s := scrape(mon.port)) and metric(s, "lastmile_window_videos") > 0 and s)
-        os.kill(b.process.pid, signal.SIGSTOP)
+        stop_process(b.process.pid)
         try:
             wait_for(lambda: status(mon.port, "/readyz") == 503, timeout_s=30, what="readyz 503")
             during = scrape(mon.port)
@@ -264,55 +246,6 @@ def test_a_frozen_broker_makes_the_monitor_unready_and_nothing_looks_fresh():
 
 
 # -- 4. a real Prometheus server with the shipped rules -------------------------------------------------------
-def _fast_rules(src: Path, dst: Path) -> None:
-    """The shipped rules with only ``for:`` and the range windows shortened, so a test sees them fire."""
-    text = re.sub(r"for: \d+[smh]", "for: 2s", src.read_text())
-    text = re.sub(r"\[\d+[smh]\]", "[30s]", text)
-    dst.write_text(text)
-
-
-@contextlib.contextmanager
-def prometheus_scraping(tmp_path: Path, target_port: int) -> Iterator[int]:
-    """A real Prometheus server scraping ``127.0.0.1:target_port`` every second with the shipped rules (their
-    ``for:`` and ranges shortened); yields its port, stops it on exit."""
-    prometheus = require_tool("prometheus")
-    rules = tmp_path / "rules.yaml"
-    _fast_rules(ROOT / "dashboards" / "prometheus" / "lastmile-rules.yaml", rules)
-    prom_port = free_port()
-    (tmp_path / "prometheus.yml").write_text(
-        yaml.safe_dump(
-            {
-                "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-                "rule_files": [str(rules)],
-                "scrape_configs": [
-                    {"job_name": "monitor", "static_configs": [{"targets": [f"127.0.0.1:{target_port}"]}]}
-                ],
-            }
-        )
-    )
-    proc = subprocess.Popen(
-        [
-            prometheus,
-            f"--config.file={tmp_path / 'prometheus.yml'}",
-            f"--web.listen-address=127.0.0.1:{prom_port}",
-            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        yield prom_port
-    finally:
-        proc.terminate()
-        proc.wait(30)
-
-
-def _prom(port: int, path: str) -> dict:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as r:
-        return json.loads(r.read())
-
-
 def test_prometheus_scrapes_the_monitor_and_raises_the_faker_collapse_alert(broker, tmp_path):
     k = _topics(broker, "prom")
     _synthetic(k, 80, time.time(), collapse="npr", canary=True)  # canaries: labelled without the labels topic

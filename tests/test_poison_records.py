@@ -7,18 +7,17 @@ from __future__ import annotations
 
 import itertools
 import json
-import time
 
 import pytest
 
 from gateway import bus
-from gateway.bus.bulk import Loader
 from gateway.core.config import MessageSettings
 from gateway.core.messages import InvalidMessage, VideoEvent, inline_headers, parse_video_message
 from gateway.stream import records
-from tests.conftest import make_clip
-from tests.streaming import metric, read_topics, require_broker, scrape, start_gateway, status, wait_for
-from tests.test_gateway import _config
+from tests.support.gateway import _config
+from tests.support.media import make_clip
+from tests.support.produce import NotUtf8, produce_raw
+from tests.support.streaming import metric, read_topics, scrape, start_gateway, status, wait_for
 from transforms.engine import Engine
 from transforms.errors import UnsupportedVideo
 from transforms.limits import MAX_ENCODED_SIDE, Limits
@@ -142,33 +141,6 @@ def test_a_side_longer_than_h264_encodes_is_refused_at_probe(wide):
 
 
 # -- through the real broker and gateway -------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def broker():
-    require_broker()
-    with bus.start_broker() as b:
-        yield b
-
-
-def _produce_raw(
-    bootstrap: str, topic: str, key: bytes | None, value: bytes | None, headers: list, partition: int = 0
-) -> None:
-    """One record on ``partition`` of ``topic`` as clients that send null header values do (librdkafka, franz-go;
-    kafka-python's ``send`` refuses them): a record batch from kafka-python's own encoder, which writes a None
-    header value as null, appended by :class:`gateway.bus.bulk.Loader`, which checks the broker's answer."""
-    from kafka.record.default_records import DefaultRecordBatchBuilder
-
-    batch = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 1 << 20)
-    batch.append(0, int(time.time() * 1000), key, value, headers)
-    with Loader(bootstrap, timeout_s=30) as loader:  # raises LoadError unless the broker took it
-        loader.append(topic, partition, bytes(batch.build()))
-
-
-class _NotUtf8(str):
-    """A header name that kafka-python's encoder writes as bytes that are not UTF-8 (other clients send any bytes;
-    kafka-python cannot decode such a record at all)."""
-
-    def encode(self, *args, **kwargs) -> bytes:
-        return b"\xff\xfe"
 
 
 def test_poison_records_each_get_an_outcome_and_the_partition_moves_on(broker, tmp_path, wide):
@@ -189,14 +161,14 @@ def test_poison_records_each_get_an_outcome_and_the_partition_moves_on(broker, t
         b"wide": (wide["over"], inline_headers(VideoEvent(video_id="wide")), b"UnsupportedVideo", b"over 16384"),
     }
     producer = bus.producer(k)
-    _produce_raw(k.bootstrap, k.input_topic, b"undecodable", b"{}", [(_NotUtf8("x"), b"v")])  # offset 0
+    produce_raw(k.bootstrap, k.input_topic, b"undecodable", b"{}", [(NotUtf8("x"), b"v")])  # offset 0
     for key, (value, headers, _, _) in list(dead.items())[:3]:
-        _produce_raw(k.bootstrap, k.input_topic, key, value, headers)
+        produce_raw(k.bootstrap, k.input_topic, key, value, headers)
     producer.send_and_wait(k.input_topic, None, key=b"gone", partition=0)  # a tombstone
     for key, (value, headers, _, _) in list(dead.items())[3:]:
         producer.send_and_wait(k.input_topic, value, key=key, headers=headers, partition=0)
     good = VideoEvent(video_id="after-poison", uri=clip.as_uri()).model_dump_json().encode()
-    _produce_raw(k.bootstrap, k.input_topic, b"after-poison", good, [("x-trace", None)])  # a foreign null header
+    produce_raw(k.bootstrap, k.input_topic, b"after-poison", good, [("x-trace", None)])  # a foreign null header
     n_records = len(dead) + 3
     gw, thread = start_gateway(cfg)
     got = read_topics(

@@ -18,7 +18,7 @@ from gateway.evaluation.errors import EvaluationError
 from gateway.evaluation.reals import evaluate_reals, is_reals_only
 from gateway.evaluation.reals_report import reals_table
 from gateway.evaluation.report import build_report
-from tests.test_report_glance import _run
+from tests.support.report import _run
 
 THRESHOLD = 0.5
 
@@ -161,7 +161,7 @@ def test_a_finding_says_how_many_drops_it_leaves_out_and_names_the_steady_detect
 @pytest.mark.parametrize("reals_only", [True, False])
 def test_a_run_without_original_gets_its_report_without_drifts(tmp_path, reals_only):
     """No original, no drift: the findings on drifts are left out (they crashed on the undefined drifts)."""
-    from tests.test_report_glance import _rows as paired_rows
+    from tests.support.report import paired_rows
 
     conditions = ["spatial", "full"]
     rows = _rows(4, {c: {0} for c in conditions}) if reals_only else paired_rows(4, conditions=conditions)

@@ -5,52 +5,23 @@ partition and offset; a dead letter too large for the limit is reduced rather th
 from __future__ import annotations
 
 import json
-import urllib.error
-import urllib.request
 
 import pytest
 
 from gateway import bus
-from gateway.bus import Producer
-from gateway.bus.clients import producer_client
 from gateway.core.config import GatewayConfig, KafkaSettings
 from gateway.core.messages import VideoEvent
 from gateway.stream.publisher import KEPT_HEADER_BYTES, Publisher, Source
-from tests.conftest import make_clip
-from tests.streaming import metric, read_topics, require_broker, scrape, start_gateway, wait_for
-from tests.test_gateway import _config
-from tests.test_poison_records import _produce_raw
+from tests.support.gateway import _config, _readyz, _stop, _with_kafka
+from tests.support.media import make_clip
+from tests.support.produce import produce_raw
+from tests.support.streaming import metric, read_topics, scrape, start_gateway, wait_for
 
 MB = 1024 * 1024
 
 
-@pytest.fixture(scope="module")
-def broker():
-    require_broker()
-    with bus.start_broker() as b:
-        yield b
-
-
-def _with_kafka(cfg: GatewayConfig, **kafka) -> GatewayConfig:
-    return cfg.model_copy(update={"kafka": cfg.kafka.model_copy(update=kafka)})
-
-
-def _readyz(port: int) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=10) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-
-
 def _video(clip, vid: str) -> bytes:
     return VideoEvent(video_id=vid, uri=clip.as_uri()).model_dump_json().encode()
-
-
-def _stop(gw, thread) -> None:
-    gw.stop_event.set()
-    thread.join(90)
-    assert not thread.is_alive()
 
 
 def _letters(got: dict, dlq: str) -> dict[int, tuple[bytes, dict]]:
@@ -69,10 +40,10 @@ def test_a_200_mb_record_is_dead_lettered_by_reference_and_both_partitions_move_
     )
     k, clip = cfg.kafka, tmp_path / "clip.mp4"
     clip.write_bytes(make_clip(tmp_path, "made.mp4"))
-    _produce_raw(k.bootstrap, k.input_topic, b"null-header", _video(clip, "nh"), [("lastmile-video-id", None)])
-    _produce_raw(k.bootstrap, k.input_topic, b"huge", b"\0" * (200 * MB), [("content-type", b"video/mp4")])
-    _produce_raw(k.bootstrap, k.input_topic, b"after", _video(clip, "after"), [])
-    _produce_raw(k.bootstrap, k.input_topic, b"other", _video(clip, "other"), [], partition=1)
+    produce_raw(k.bootstrap, k.input_topic, b"null-header", _video(clip, "nh"), [("lastmile-video-id", None)])
+    produce_raw(k.bootstrap, k.input_topic, b"huge", b"\0" * (200 * MB), [("content-type", b"video/mp4")])
+    produce_raw(k.bootstrap, k.input_topic, b"after", _video(clip, "after"), [])
+    produce_raw(k.bootstrap, k.input_topic, b"other", _video(clip, "other"), [], partition=1)
     gw, thread = start_gateway(cfg)
     got = read_topics(
         k.bootstrap, [k.output_topic, k.dlq], lambda g: len(g[k.output_topic]) >= 2 and len(g[k.dlq]) >= 2
@@ -100,8 +71,8 @@ def test_an_oversize_stall_makes_readyz_name_the_partition_and_the_fix_passes_it
     cfg = _with_kafka(base, max_message_bytes=256 * 1024, stall_check_s=0.3, stall_after_s=1.5, probe_interval_s=0.3)
     k, clip = cfg.kafka, tmp_path / "clip.mp4"
     clip.write_bytes(make_clip(tmp_path, "made.mp4"))
-    _produce_raw(k.bootstrap, k.input_topic, b"big", b"\0" * (4 * MB), [])  # over 256 KiB + 2 MiB: unfetchable
-    _produce_raw(k.bootstrap, k.input_topic, b"after", _video(clip, "after"), [])
+    produce_raw(k.bootstrap, k.input_topic, b"big", b"\0" * (4 * MB), [])  # over 256 KiB + 2 MiB: unfetchable
+    produce_raw(k.bootstrap, k.input_topic, b"after", _video(clip, "after"), [])
     gw, thread = start_gateway(_with_kafka(cfg, oversize_records="stop"))
     _, body = wait_for(lambda: (r := _readyz(gw.port))[0] == 503 and r, 60, "not ready")
     assert "stall.videos/0 stuck at offset 0" in body and "2 records behind it" in body
@@ -128,8 +99,8 @@ def test_a_dead_letter_over_the_limit_is_reduced_and_its_partition_moves_on(brok
     # within the record limit (key, value and headers count), but not once the letter's reason is added
     big_value = b"{" + b"x" * (MB - 200 - len(b"big-value") - len("x-small") - len(b"kept"))
     big_header = [("x-trace", b"\x01\x02" * ((MB - 200 - len(b"big-header") - len("x-trace")) // 2))]
-    _produce_raw(k.bootstrap, k.input_topic, b"big-value", big_value, small)
-    _produce_raw(k.bootstrap, k.input_topic, b"big-header", b"{", big_header)
+    produce_raw(k.bootstrap, k.input_topic, b"big-value", big_value, small)
+    produce_raw(k.bootstrap, k.input_topic, b"big-header", b"{", big_header)
     gw, thread = start_gateway(cfg)
     got = read_topics(k.bootstrap, [k.dlq], lambda g: len(g[k.dlq]) >= 2)
     assert wait_for(lambda: bus.committed_offsets(k, k.group_id, k.input_topic).get(0) == 2, 60, "commit")
@@ -146,7 +117,7 @@ def test_a_dead_letter_over_the_limit_is_reduced_and_its_partition_moves_on(brok
 
 def test_a_reduced_letter_fits_the_limit():
     settings = KafkaSettings(max_message_bytes=64 * 1024)
-    publisher = Publisher(Producer(None, 1.0), settings)
+    publisher = Publisher(None, settings)  # (only its fitting: no producer asked)
     reason = [("lastmile-error-class", b"InvalidMessage"), *Source("t", 0, 7).headers()]
     headers = [(f"h{i}", b"v" * 4000) for i in range(100)]
     value, kept = publisher._fit(b"x" * 10_000, headers, reason, b"key")
@@ -163,8 +134,8 @@ def test_a_dead_letter_refused_as_too_large_goes_again_with_its_reason_alone(bro
     again without the value and original headers, keeping the reason, the source and the dropped size."""
     k = KafkaSettings(bootstrap=broker.bootstrap, input_topic="too-large", max_message_bytes=8 * MB)
     bus.ensure_topics(k)
-    low = producer_client(k.model_copy(update={"max_message_bytes": 1024}))  # ~1 MB requests
-    publisher = Publisher(Producer(low, 30.0), k)
+    low = bus.producer(k.model_copy(update={"max_message_bytes": 1024}))  # ~1 MB requests
+    publisher = Publisher(low, k)
     original = b"v" * (3 * MB)  # fits 8 MB, so _fit keeps it; over the ~1 MB requests
     publisher.dead_letter(original, [("x-trace", b"t")], "InvalidMessage", "bad", None, key=b"k", source=Source(
         "too-large", 0, 41))  # fmt: skip

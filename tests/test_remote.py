@@ -13,7 +13,7 @@ from detectors.runtimes import make_runtime
 from detectors.runtimes.embedded import EmbeddedRuntime
 from detectors.runtimes.remote import RemoteRuntime
 from detectors.serving.processes import free_port
-from tests.test_triton import _triton
+from tests.support.triton import _triton
 
 
 def _remote(card: ModelCard, endpoint: str, **spec) -> ModelCard:
@@ -23,7 +23,7 @@ def _remote(card: ModelCard, endpoint: str, **spec) -> ModelCard:
 @pytest.fixture(scope="module")
 def composed(tmp_path_factory):
     """A user repository holding the five torch contracts of test_compose, each exported and composed."""
-    from tests.test_compose import CASES, _card, _export, torch
+    from tests.support.torch_models import CASES, _card, _export, torch
 
     repo = tmp_path_factory.mktemp("repo")
     models = {}
@@ -57,7 +57,7 @@ def test_remote_scores_equal_the_embedded_runtime_over_both_protocols(server, co
 
 
 def test_triton_serves_each_composed_contract_as_the_torch_model_scores_it_by_hand(server, composed, media):
-    from tests.test_compose import H, T, W, _by_hand
+    from tests.support.torch_models import H, T, W, _by_hand
     from transforms.sampling import SamplingPolicy, sample_frames
 
     triton = _triton()

@@ -17,7 +17,7 @@ from detectors.proxy.corpus import CorpusConfig, synthesize
 from gateway.batch.replay import ReplayConfig, replay
 from gateway.batch.results import read_results
 from gateway.core.messages import TIMING_FIELDS
-from tests.conftest import ffmpeg
+from tests.support.media import ffmpeg
 
 DETECTORS = "d3_px,spectral"
 
@@ -210,16 +210,6 @@ def test_a_replay_fetches_a_manifests_urls_only_from_the_hosts_it_is_given(tmp_p
     assert v.error is None and v.score == w.score and v.input_sha256 == w.input_sha256  # the same bytes, fetched
     with pytest.raises(ValueError, match="allow-list entry 'a b' is no host name"):
         ReplayConfig(manifest=manifest, http_allow_hosts=["a b"])
-
-
-@pytest.fixture
-def broker():
-    from gateway import bus
-    from tests.streaming import require_broker
-
-    require_broker()
-    with bus.start_broker() as b:
-        yield b
 
 
 def test_the_command_line_gives_the_allow_list_to_a_replay_via_kafka_and_a_host_not_on_it_is_refused(

@@ -13,56 +13,17 @@ import numpy as np
 import pytest
 from matplotlib.container import ErrorbarContainer
 
-from gateway.batch.results import merge, write_part
-from gateway.core.messages import ScoreRow
 from gateway.evaluation.caveats import SMALL_SAMPLE_ANCHORS, UNRECORDED_CORPUS_SEED
 from gateway.evaluation.glossary import glossary, term_for
 from gateway.evaluation.plots import auc_figure, heatmap_figure, recall_figure
 from gateway.evaluation.report import build_report, evaluate_run
 from gateway.evaluation.sweeps import sweep_tables
 from gateway.evaluation.tables import pct, report_tables
+from tests.support.report import DETECTORS, _fail, _run
+from tests.support.report import paired_rows as _rows
 
 REPLICATES = 200
 CONDITIONS = ["original", "spatial", "full"]
-SOURCES = ("genA", "genB")
-DETECTORS = ("alpha", "beta")
-
-
-def _rows(anchors: int, collapse: str | None = None, under: str = "full", seed: int = 0, sep: float = 2.0,
-          conditions: list[str] = CONDITIONS, perfect: str | None = None) -> list[ScoreRow]:  # fmt: skip
-    """Each anchor: one real video and one counterpart per source, scored by every detector under every
-    condition; generated videos score ``sep`` higher, except for ``collapse`` under ``under`` (and any harsher
-    sweep value), where they look real. ``perfect`` separates its classes completely."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for i in range(anchors):
-        a = f"a{i:03d}"
-        for det in DETECTORS:
-            for cond in conditions:
-                common = dict(condition=cond, detector=det, detector_version="1", runtime="sim", anchor_id=a,
-                              threshold=0.5 * sep, spec_hash=f"h-{cond}")  # fmt: skip
-                shift = 10.0 if det == perfect else sep
-                if det == collapse and (cond == under or (under in cond and cond.endswith("=0.25"))):
-                    shift = 0.0
-                out.append(ScoreRow(video_id=a, label="real", source="real", score=float(rng.normal()), **common))
-                for s in SOURCES:
-                    score = float(shift + rng.normal())
-                    out.append(ScoreRow(video_id=f"{a}_{s}", label="generated", source=s, score=score, **common))
-    return out
-
-
-def _run(folder: Path, rows: list[ScoreRow], conditions: list[str] = CONDITIONS, corpus: dict | None = None) -> Path:
-    (folder / "parts").mkdir(parents=True)
-    if rows:
-        write_part(folder / "parts", 0, len(rows), [r.model_dump() for r in rows])
-    merge(folder)
-    info = {"conditions": conditions, "config": {"manifest": "user.jsonl"}, "corpus": corpus}
-    (folder / "run.json").write_text(json.dumps(info))
-    return folder
-
-
-def _fail(row: ScoreRow, kind: str, cls: str, message: str) -> ScoreRow:
-    return row.model_copy(update={"score": None, "error": message, "error_kind": kind, "error_class": cls})
 
 
 class _Text(HTMLParser):
@@ -315,7 +276,7 @@ def test_a_detector_that_does_not_fit_the_corpus_is_named_and_calibrate_refits_i
     from click.testing import CliRunner
 
     from gateway.cli import main as cli
-    from tests.test_compare import _rows
+    from tests.support.report import _rows
 
     rows = []
     for r in _rows(40, collapse=None):

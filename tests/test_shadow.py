@@ -44,9 +44,9 @@ def test_the_gateway_scores_a_shadow_challenger_on_its_share_only(tmp_path):
     exactly the videos whose id hash is below the share, and nothing else changes."""
     from gateway import bus
     from gateway.core.messages import VideoEvent
-    from tests.conftest import make_clip
-    from tests.streaming import read_topics, require_broker, start_gateway
-    from tests.test_gateway import _config
+    from tests.support.gateway import _config
+    from tests.support.media import make_clip
+    from tests.support.streaming import read_topics, require_broker, start_gateway
 
     require_broker()
     clip = tmp_path / "clip.mp4"

@@ -23,9 +23,9 @@ from gateway.core.messages import (
     score_event_bound,
 )
 from gateway.core.sources import SourceError, fetch, parse_source_url
-from tests.conftest import make_clip
-from tests.streaming import read_topics, require_broker, start_gateway
-from tests.test_gateway import _config
+from tests.support.gateway import _config
+from tests.support.media import make_clip
+from tests.support.streaming import read_topics, start_gateway
 
 LOOPBACK = ipaddress.IPv4Address("127.0.0.1")
 NAMES_ONLY = ["localhost", "allowed.example"]
@@ -251,11 +251,6 @@ def test_video_id_is_bounded_by_both_its_schema_and_the_setting():
 
 
 # -- through the real broker and gateway --------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def broker():
-    require_broker()
-    with bus.start_broker() as b:
-        yield b
 
 
 def test_overlong_fields_and_duplicate_keys_are_dead_lettered_and_score_events_stay_bounded(broker, tmp_path):

@@ -9,7 +9,7 @@ import av
 import pytest
 from pydantic import ValidationError
 
-from tests.conftest import decode_gray, make_clip, psnr
+from tests.support.media import decode_gray, make_clip, psnr
 from transforms import ffmpeg_cli
 from transforms.catalog import load_conditions_file
 from transforms.engine import Engine

@@ -7,7 +7,6 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -17,22 +16,8 @@ from detectors.card import ModelCard
 from detectors.errors import CardError, RuntimeUnavailable
 from detectors.repository import SHIPPED_REPO, list_detectors
 from detectors.runtimes.embedded import EmbeddedRuntime
-from tests.conftest import IN_CI
+from tests.support.triton import _triton
 from transforms.spec import LASTMILE
-
-
-def _triton():
-    from detectors.errors import TritonNotInstalled
-    from detectors.runtimes import triton as client
-    from detectors.serving import local
-
-    try:
-        local.bundled_server()
-    except TritonNotInstalled as exc:
-        if IN_CI:
-            pytest.fail(f"the bundled tritonserver is required in CI: {exc}")
-        pytest.skip(str(exc))
-    return SimpleNamespace(LocalTriton=local.LocalTriton, TritonRuntime=client.TritonRuntime)
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import signal
 import socket
 import subprocess
@@ -16,22 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import require_tool
-from tests.streaming import require_broker, wait_for
+from tests.support.stack import NARROW, PORTS, _cli, _stack_left, _until, readme_commands
+from tests.support.streaming import require_broker, wait_for
+from tests.support.tools import require_tool
 
 ROOT = Path(__file__).resolve().parent.parent
-NARROW = ["--detectors", "d3_px,spectral", "--conditions", "original,spatial"]  # a fast stack for the test
-PORTS = ["--kafka-port", "0", "--gateway-port", "0", "--monitor-port", "0", "--prometheus-port", "0"]
-
-
-def readme_commands() -> list[list[str]]:
-    block = re.search(r"<!-- tap-commands.*?```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
-    return [shlex.split(line.split("#")[0]) for line in block.splitlines() if line.startswith("lastmile ")]
-
-
-def _cli(args: list[str]) -> list[str]:
-    assert args[0] == "lastmile"
-    return [sys.executable, "-m", "gateway.cli", *args[1:]]
 
 
 def _clips(folder: Path) -> list[Path]:
@@ -51,21 +39,6 @@ def _clips(folder: Path) -> list[Path]:
 def _prom(base: str, path: str) -> dict:
     with urllib.request.urlopen(base + path, timeout=10) as r:
         return json.loads(r.read())["data"]
-
-
-def _stack_left(pgids: set[int]) -> list[str]:
-    """Processes of those process groups still alive (their command lines). A zombie has exited: it waits only
-    for this container's PID 1 to reap it, which not every container's init does."""
-    left = []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                zombie = "\nState:\tZ" in Path(f"/proc/{d}/status").read_text()
-                if os.getpgid(int(d)) in pgids and not zombie:
-                    left.append(Path(f"/proc/{d}/cmdline").read_bytes().replace(b"\0", b" ").decode())
-            except (ProcessLookupError, FileNotFoundError):
-                pass
-    return left
 
 
 def test_up_send_scores_then_sigterm_leaves_nothing(tmp_path):
@@ -173,17 +146,6 @@ def test_up_starts_a_killed_gateway_again_and_no_video_is_lost(tmp_path):
     assert _stack_left(set(pids.values()) | {up.pid}) == []
 
 
-def _until(up: subprocess.Popen, prefix: str) -> list[str]:
-    """`lastmile up`'s lines up to the first that starts with ``prefix`` (its stdout ends, and fails this, if it
-    exits)."""
-    lines = []
-    for line in up.stdout:
-        lines.append(line.rstrip("\n"))
-        if line.startswith(prefix):
-            return lines
-    raise AssertionError(f"lastmile up exited before {prefix!r}: {lines}")
-
-
 @pytest.mark.parametrize("args", [["--inline"], []])
 def test_send_refuses_before_sending_anything(tmp_path, args):
     from gateway.core.config import GatewayConfig
@@ -201,7 +163,7 @@ def test_send_inline_and_scores_show_verdicts_and_dead_letters(tmp_path):
     from gateway.core.messages import ScoreEvent, idempotency_key, parse_video_message
     from gateway.stream.follow import follow
     from gateway.stream.send import Sender, expand
-    from tests.streaming import read_topics
+    from tests.support.streaming import read_topics
 
     require_broker()
     (tmp_path / "v.mp4").write_bytes(b"\x00\x01" * 1000)

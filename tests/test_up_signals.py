@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.streaming import require_broker, wait_for
-from tests.test_up import NARROW, PORTS, _cli, _stack_left, _until
+from tests.support.stack import NARROW, PORTS, _cli, _stack_left, _until
+from tests.support.streaming import require_broker, wait_for
 
 
 def _hangups_as_by_default() -> None:

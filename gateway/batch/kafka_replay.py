@@ -81,6 +81,8 @@ def replay_via_kafka(
     rows = read_manifest(cfg.manifest)
     via = f"the Kafka cluster at {bootstrap}" if bootstrap else "a local Tansu broker"
     prepare_run(cfg, run_dir, resume=False, rows=rows, route=f"through Kafka ({via}) and a gateway in this process")
+    if bootstrap:
+        bus.ping(KafkaSettings(bootstrap=bootstrap))  # no broker there: one line naming it, before any work
     broker = None if bootstrap else bus.start_broker(die_with_parent=True)  # (a killed replay leaves no broker)
     gw_cfg = gateway_config(cfg, bootstrap or broker.bootstrap, run_id or uuid.uuid4().hex[:10], workers)
     try:

@@ -1,56 +1,78 @@
-"""The Kafka boundary: the only package that imports the Kafka client (import-linter forbids it elsewhere).
+"""The Kafka boundary: the only package that imports a Kafka client (import-linter forbids it elsewhere).
 
 It hands out the project's types (:class:`Record`, :class:`Partition`, :class:`Consumer`, :class:`Producer`) and
-raises the project's errors (:class:`BusError` and its subclasses), never kafka-python's."""
+raises the project's errors (:class:`BusError` and its subclasses), never a client's. The client is librdkafka
+(confluent-kafka) by default, kafka-python when ``kafka.client`` says so (:mod:`gateway.bus.engines`)."""
 
-from gateway.bus.admin import committed_offsets, ensure_topics, ping
-from gateway.bus.batch_reader import BatchReader, reader
+from gateway.bus.admin import NoBroker, committed_offsets, ensure_topics, ping
 from gateway.bus.broker import BrokerError, LocalBroker, start_broker, tansu_binary, which_tansu
-from gateway.bus.consumer import Consumer, client_reader, consumer
+from gateway.bus.consumer import Consumer
+from gateway.bus.engines import consumer, producer, reader
 from gateway.bus.errors import (
+    AccessDenied,
     BrokerUnavailable,
     BusError,
+    ClientConfigError,
     CommitFailed,
     CorruptBatch,
+    NoAnswer,
     RecordTooLarge,
     UnknownTopic,
 )
 from gateway.bus.membership import Backlog, IdleWatch, Unassigned
-from gateway.bus.producer import Delivery, Producer, producer
+from gateway.bus.producer import Delivery, Producer
 from gateway.bus.rebalance import Rebalance
-from gateway.bus.records import Header, OversizeRecord, Partition, Record, UnreadableRecord
+from gateway.bus.records import (
+    NO_TIMESTAMP,
+    Fetched,
+    FetchedRow,
+    Header,
+    OversizeRecord,
+    Partition,
+    Record,
+    Row,
+    UnreadableRecord,
+    row,
+)
 from gateway.bus.stalls import Stall
 
 __all__ = [
+    "NO_TIMESTAMP",
+    "AccessDenied",
     "Backlog",
-    "BatchReader",
     "BrokerError",
     "BrokerUnavailable",
     "BusError",
+    "ClientConfigError",
     "CommitFailed",
     "Consumer",
     "CorruptBatch",
     "Delivery",
+    "Fetched",
+    "FetchedRow",
     "Header",
     "IdleWatch",
     "LocalBroker",
+    "NoAnswer",
+    "NoBroker",
     "OversizeRecord",
     "Partition",
     "Producer",
     "Rebalance",
     "Record",
     "RecordTooLarge",
+    "Row",
     "Stall",
     "Unassigned",
     "UnknownTopic",
     "UnreadableRecord",
-    "client_reader",
     "committed_offsets",
     "consumer",
     "ensure_topics",
     "ping",
     "producer",
     "reader",
+    "row",
     "start_broker",
     "tansu_binary",
     "which_tansu",

@@ -1,45 +1,45 @@
-"""Topics and committed offsets, asked of the broker's admin API."""
+"""Topics, committed offsets and whether a broker answers, on the settings' engine. A broker that does not answer
+is one line naming the bootstrap and what to check, within :data:`PING_TIMEOUT_S`."""
 
 from __future__ import annotations
 
-import contextlib
-
-from gateway.bus.clients import admin_client
-from gateway.bus.errors import mapped
+from gateway.bus.engines import admin
+from gateway.bus.errors import BrokerUnavailable, BusError
 from gateway.core.kafka_settings import KafkaSettings
 
+PING_TIMEOUT_S = 6.0  # a command that talks to Kafka says within this that no broker answers (one line; its
+# start-up, a few seconds on a loaded machine, comes first: the line is due within 10 s of the command)
+ADMIN_TIMEOUT_S = 10.0
 
-def ping(settings: KafkaSettings) -> None:
-    """Return once a broker of ``settings.bootstrap`` answers; raises :class:`BrokerUnavailable` if none does."""
-    with mapped():
-        admin_client(settings).close()
+
+class NoBroker(BrokerUnavailable):
+    """No broker answered at the bootstrap: said once, with what to check."""
+
+
+def ping(settings: KafkaSettings, timeout_s: float = PING_TIMEOUT_S) -> None:
+    """Return once a broker of ``settings.bootstrap`` answers; raises :class:`NoBroker` if none does in time."""
+    try:
+        admin(settings).ping(settings, timeout_s)
+    except BusError as exc:
+        if not isinstance(exc, BrokerUnavailable):
+            raise
+        raise NoBroker(
+            f"no broker answered at {settings.bootstrap} within {timeout_s:.0f} s ({exc}); check kafka.bootstrap "
+            "(--bootstrap), or start a local broker with `lastmile up` or `lastmile kafka up`"
+        ) from exc
 
 
 def ensure_topics(settings: KafkaSettings, partitions: int = 4, extra: tuple[str, ...] = ()) -> list[str]:
     """Create the input, output and DLQ topics (and ``extra``, e.g. the labels topic) if missing; their names."""
-    from kafka.admin import NewTopic
-    from kafka.errors import TopicAlreadyExistsError
-
-    names = [settings.input_topic, settings.output_topic, settings.dlq, *extra]
-    with mapped():
-        client = admin_client(settings)
-        try:
-            existing = set(client.list_topics())
-            new = [NewTopic(n, num_partitions=partitions, replication_factor=1) for n in names if n not in existing]
-            if new:
-                with contextlib.suppress(TopicAlreadyExistsError):
-                    client.create_topics(new)
-        finally:
-            client.close()
+    names = list(dict.fromkeys([settings.input_topic, settings.output_topic, settings.dlq, *(n for n in extra if n)]))
+    engine = admin(settings)
+    existing = engine.topics(settings, ADMIN_TIMEOUT_S)
+    missing = [n for n in names if n not in existing]
+    if missing:
+        engine.create_topics(settings, missing, partitions, ADMIN_TIMEOUT_S)
     return names
 
 
 def committed_offsets(settings: KafkaSettings, group: str, topic: str) -> dict[int, int]:
     """Per partition of ``topic``, the offset ``group`` committed (partitions it never committed are absent)."""
-    with mapped():
-        client = admin_client(settings)
-        try:
-            offsets = client.list_group_offsets(group).get(group, {})
-        finally:
-            client.close()
-    return {tp.partition: o.offset for tp, o in offsets.items() if tp.topic == topic}
+    return admin(settings).committed_offsets(settings, group, topic, ADMIN_TIMEOUT_S)

@@ -17,6 +17,7 @@ from gateway.bus.errors import BusError
 from gateway.core.kafka_settings import KafkaSettings
 
 READY_POLL_S = 0.1  # how often a starting broker is asked whether it accepts clients
+READY_PING_S = 1.0  # how long each such question waits
 STOP_TIMEOUT_S = 10
 
 
@@ -87,7 +88,7 @@ def start_broker(
         if proc.poll() is not None:
             raise BrokerError(f"tansu exited with {proc.returncode} before accepting connections")
         try:
-            ping(KafkaSettings(bootstrap=broker.bootstrap))
+            ping(KafkaSettings(bootstrap=broker.bootstrap), timeout_s=READY_PING_S)
             return broker
         except BusError as exc:  # no broker answers while it starts
             if time.monotonic() > deadline:

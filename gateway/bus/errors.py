@@ -1,13 +1,15 @@
-"""The project's errors for whatever the Kafka client raises: the client's own exceptions never leave the bus.
+"""The project's errors for whatever a Kafka client raises: the clients' own exceptions never leave the bus.
 
-As httpx maps httpcore's, every call into kafka-python runs inside :func:`mapped`, which raises the client's
-exception again as one of these, chained (``raise ... from``), so the client's words stay in the traceback and
-the message. Callers catch :class:`BusError` (or a subclass), never ``Exception`` and never a kafka-python class.
+As httpx maps httpcore's, every call into a client runs inside its engine's ``mapped()`` (a :func:`translating`
+context), which raises the client's exception again as one of these, chained (``raise ... from``), so the client's
+words stay in the traceback and the message. Callers catch :class:`BusError` (or a subclass), never ``Exception``
+and never a client's class. librdkafka's error codes are mapped one by one
+(:mod:`gateway.bus.librdkafka.codes`); kafka-python's classes in :mod:`gateway.bus.kafka_python.errors`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 
@@ -20,12 +22,16 @@ class BrokerUnavailable(BusError):
     trying again later; never a verdict on a record."""
 
 
+class NoAnswer(BrokerUnavailable):
+    """A request went unanswered in time (a frozen or overloaded broker), rather than refused or cut."""
+
+
 class CommitFailed(BusError):
     """The group rebalanced before offsets were committed: the partitions' next owner redelivers what was not."""
 
 
 class RecordTooLarge(BusError):
-    """A record larger than the producer (``max_request_size``) or the broker accepts."""
+    """A record larger than the producer (``max_message_bytes``) or the broker accepts."""
 
 
 class UnknownTopic(BusError):
@@ -37,46 +43,34 @@ class CorruptBatch(BusError):
     at the consumer's position need not be the bad one, so nothing can be skipped past it."""
 
 
-def _kind(exc: BaseException) -> type[BusError] | None:
-    """The project's class for one of the client's exceptions; None for what is not the client's (a bug)."""
-    from kafka import errors as e
-
-    if not isinstance(exc, e.KafkaError):
-        return None
-    table: tuple[tuple[tuple[type[BaseException], ...], type[BusError]], ...] = (
-        (
-            (e.CommitFailedError, e.RebalanceInProgressError, e.IllegalGenerationError, e.UnknownMemberIdError),
-            CommitFailed,
-        ),
-        ((e.MessageSizeTooLargeError, e.RecordListTooLargeError), RecordTooLarge),
-        ((e.UnknownTopicOrPartitionError,), UnknownTopic),
-        ((e.CorruptRecordError,), CorruptBatch),
-        ((e.KafkaConnectionError, e.KafkaTimeoutError, e.NodeNotReadyError, e.RequestTimedOutError), BrokerUnavailable),
-    )
-    for classes, kind in table:
-        if isinstance(exc, classes):
-            return kind
-    return BrokerUnavailable if getattr(exc, "retriable", False) else BusError
+class AccessDenied(BusError):
+    """The broker refused this client's credentials, certificate or permissions: retrying will not help until the
+    settings (``kafka.sasl_*``, ``kafka.ssl_*``) or the broker's ACLs change."""
 
 
-def to_bus_error(exc: BaseException) -> BusError | None:
-    """The project's error for a client exception (its message names the client's class), or None."""
-    kind = _kind(exc)
-    if kind is None:
-        return None
-    name, text = type(exc).__name__, str(exc)
-    return kind(text if text.startswith(name) else f"{name}: {text}" if text else name)
+class ClientConfigError(BusError):
+    """The client refused a setting (a librdkafka property it does not know, a value out of range, a file it
+    cannot read): the configuration must change, so the command line exits 2."""
+
+
+Translate = Callable[[BaseException], "BusError | None"]
 
 
 @contextmanager
-def mapped() -> Iterator[None]:
-    """Run a call into kafka-python; its exceptions come out as :class:`BusError` subclasses."""
+def translating(translate: Translate) -> Iterator[None]:
+    """Run a call into a client; an exception ``translate`` knows comes out as its :class:`BusError`, chained;
+    anything else (a bug, not the client's) passes unchanged."""
     try:
         yield
     except BusError:
         raise
     except Exception as exc:
-        mapped_exc = to_bus_error(exc)
-        if mapped_exc is None:
+        ours = translate(exc)
+        if ours is None:
             raise
-        raise mapped_exc from exc
+        raise ours from exc
+
+
+def named(kind: type[BusError], name: str, text: str) -> BusError:
+    """``kind`` with a message that starts with the client's name for the error (once)."""
+    return kind(text if text.startswith(name) else f"{name}: {text}" if text else name)

@@ -1,13 +1,13 @@
-"""One record batch, fetched on a socket of its own: read whole when it is within the limit, described (size,
-offsets) from its header alone when it is not.
+"""The one batch at a partition's position, asked of its leader on a socket of its own: the only Kafka wire code
+in the bus, and why it is still needed.
 
-A broker returns the first record batch at a fetch position whole, whatever the fetch size (KIP-74), and
-kafka-python drops a connection whose response frame is over ``receive_message_max_bytes``, then asks again: one
-oversize batch stops every partition fetched from that broker, silently. (Tansu also adds the next batch to a
-reply whatever its size, so records *before* an oversize batch stop too.) :func:`fetch_batch` asks the
-partition's leader for the one batch at a position (Fetch v4, ``max_bytes`` 1: the first batch only), and hangs
-up after its header when it is over the limit, so no oversize payload is ever read.
-"""
+A broker returns the first record batch at a fetch position whole, whatever the fetch size (KIP-74). A batch over
+the client's receive limit (librdkafka's ``receive.message.max.bytes``, kafka-python's
+``receive_message_max_bytes``) fails the whole connection, again on every retry: every partition fetched from
+that broker stops, and no client API says which batch or how big it is. (Tansu also adds the next batch to a
+reply whatever its size, so records *before* an oversize batch stop too.) :func:`fetch_batch` asks for the one
+batch at a position (Fetch v4, ``max_bytes`` 1) and hangs up after its header when it is over the limit, so no
+oversize payload is ever read; within the limit its bytes are returned for kafka-python's record decoder."""
 
 from __future__ import annotations
 
@@ -16,13 +16,12 @@ import ssl
 import struct
 from dataclasses import dataclass
 
-from gateway.bus.batches import LOG_OVERHEAD
 from gateway.bus.errors import BusError
-from gateway.bus.fetch_link import fetch_request
-from gateway.bus.records import Partition
-from gateway.bus.wire import WireReader
 
 BATCH_HEADER = ">qiibIhi"  # base offset, length, leader epoch, magic, crc, attributes, last offset delta
+LOG_OVERHEAD = 12  # a batch's base offset and length, not counted in its length
+FETCH, FETCH_V4, READ_COMMITTED = 1, 4, 1
+MAX_WAIT_MS = 500  # a broker answers as soon as it holds the batch (Tansu answered a wait of 0 with nothing)
 
 
 @dataclass(frozen=True)
@@ -49,9 +48,30 @@ class NoBatch(ProbeError):
         self.end = end
 
 
+def _request(topic: str, partition: int, offset: int) -> bytes:
+    name, client = topic.encode(), b"lastmile-probe"
+    header = struct.pack(">hhih", FETCH, FETCH_V4, 1, len(client)) + client
+    body = struct.pack(">iiiibi", -1, MAX_WAIT_MS, 1, 1, READ_COMMITTED, 1) + struct.pack(">h", len(name)) + name
+    body += struct.pack(">iiqi", 1, partition, offset, 1)
+    return struct.pack(">i", len(header) + len(body)) + header + body
+
+
+def _exactly(conn: socket.socket, n: int) -> bytes:
+    data = bytearray()
+    while len(data) < n:
+        chunk = conn.recv(min(n - len(data), 1 << 20))
+        if not chunk:
+            raise ProbeError("the leader closed the connection mid-reply")
+        data += chunk
+    return bytes(data)
+
+
+def _take(conn: socket.socket, fmt: str) -> tuple:
+    return struct.unpack(fmt, _exactly(conn, struct.calcsize(fmt)))
+
+
 def fetch_batch(
-    host: str,
-    port: int,
+    address: tuple[str, int],
     topic: str,
     partition: int,
     offset: int,
@@ -59,29 +79,26 @@ def fetch_batch(
     timeout_s: float,
     tls: ssl.SSLContext | None = None,
 ) -> Batch:
-    """The batch at ``offset`` of ``topic``/``partition`` from its leader at ``host``:``port`` (over TLS when
-    ``tls`` is given): with its bytes when it is at most ``limit`` bytes, else its header alone."""
+    """The batch at ``offset`` of ``topic``/``partition`` from its leader at ``address`` (over TLS when ``tls`` is
+    given): with its bytes when it is at most ``limit`` bytes, else its header alone."""
+    host, port = address
     with socket.create_connection((host, port), timeout=timeout_s) as raw:
         conn = tls.wrap_socket(raw, server_hostname=host) if tls is not None else raw
-        conn.sendall(fetch_request(1, {Partition(topic, partition): offset}, max_bytes=1, partition_bytes=1))
-        r = WireReader(conn, ProbeError, "leader")
-        r.take(">iii")  # frame length, correlation id, throttle time
-        (n_topics,) = r.take(">i")
-        if n_topics != 1:
+        conn.sendall(_request(topic, partition, offset))
+        _take(conn, ">iii")  # frame length, correlation id, throttle time
+        if _take(conn, ">i")[0] != 1:
             raise ProbeError(f"no record batch at offset {offset} of {topic}/{partition} (an empty reply)")
-        (name_len,) = r.take(">h")
-        r.raw(name_len)
-        (n_parts,) = r.take(">i")
-        if n_parts != 1:
+        _exactly(conn, _take(conn, ">h")[0])  # the topic's name
+        if (n_parts := _take(conn, ">i")[0]) != 1:
             raise ProbeError(f"expected one partition in the reply, got {n_parts}")
-        _, error, end, _, n_aborted = r.take(">ihqqi")
+        _, error, end, _, n_aborted = _take(conn, ">ihqqi")
         if error:
             raise ProbeError(f"the leader answered error code {error} for {topic}/{partition} at offset {offset}")
-        r.raw(16 * max(0, n_aborted))
-        (records_size,) = r.take(">i")
+        _exactly(conn, 16 * max(0, n_aborted))
+        (records_size,) = _take(conn, ">i")
         if records_size < struct.calcsize(BATCH_HEADER):
             raise NoBatch(f"no record batch at offset {offset} of {topic}/{partition} (its end: {end})", end)
-        header = r.raw(struct.calcsize(BATCH_HEADER))
+        header = _exactly(conn, struct.calcsize(BATCH_HEADER))
         base, length, _, magic, _, _, last_delta = struct.unpack(BATCH_HEADER, header)
         if magic != 2:
             raise ProbeError(f"record batch format {magic} at offset {offset} of {topic}/{partition}")
@@ -90,4 +107,4 @@ def fetch_batch(
             return Batch(base, base + last_delta, size, end)
         if records_size < size:
             raise ProbeError(f"the batch at offset {offset} of {topic}/{partition} came cut short")
-        return Batch(base, base + last_delta, size, end, header + r.raw(size - len(header)))
+        return Batch(base, base + last_delta, size, end, header + _exactly(conn, size - len(header)))

@@ -1,6 +1,7 @@
-"""The bus's plain types: a partition, a record as fetched, and a record the client could not decode. Nothing of
-kafka-python's leaks through them: a fetched record's key, value and header values are ``bytes`` or None, its
-header names ``str``, its timestamp milliseconds or None."""
+"""The bus's plain types: a partition, a record as fetched (or a row of it), and a record the client could not
+decode or fetch.
+Nothing of a client's leaks through them: a fetched record's key, value and header values are ``bytes`` or None,
+its header names ``str``, its timestamp milliseconds or None."""
 
 from __future__ import annotations
 
@@ -17,21 +18,49 @@ class Partition(NamedTuple):
     partition: int
 
 
-@dataclass(frozen=True)
 class Record:
-    """One record as fetched."""
+    """One record as fetched. Its fields compare, hash and print as a tuple of them; an engine may hand out a
+    subclass that reads them from its client's message only when asked (a reader makes one per record, hundreds of
+    thousands a second)."""
 
+    __slots__ = ("headers", "key", "offset", "partition", "timestamp_ms", "topic", "value")
     topic: str
     partition: int
     offset: int
     timestamp_ms: int | None  # None: the record has none
     key: bytes | None
     value: bytes | None  # None: a tombstone
-    headers: tuple[Header, ...] = ()
+    headers: tuple[Header, ...]
+
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        timestamp_ms: int | None,
+        key: bytes | None,
+        value: bytes | None,
+        headers: tuple[Header, ...] = (),
+    ) -> None:
+        self.topic, self.partition, self.offset, self.timestamp_ms = topic, partition, offset, timestamp_ms
+        self.key, self.value, self.headers = key, value, headers
 
     @property
     def topic_partition(self) -> Partition:
         return Partition(self.topic, self.partition)
+
+    def fields(self) -> tuple:
+        return (self.topic, self.partition, self.offset, self.timestamp_ms, self.key, self.value, self.headers)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Record) and self.fields() == other.fields()
+
+    def __hash__(self) -> int:
+        return hash(self.fields())
+
+    def __repr__(self) -> str:
+        names = ("topic", "partition", "offset", "timestamp_ms", "key", "value", "headers")
+        return "Record(" + ", ".join(f"{n}={v!r}" for n, v in zip(names, self.fields(), strict=True)) + ")"
 
 
 @dataclass(frozen=True)
@@ -72,46 +101,16 @@ class OversizeRecord:
         )
 
 
-def from_client(msg: object) -> Record:
-    """A kafka-python ``ConsumerRecord`` (no deserializers: bytes as sent) as a :class:`Record`. On every record a
-    reader fetches, so it fills the frozen dataclass's fields as its ``__init__`` would, without a call per field."""
-    stamp = getattr(msg, "timestamp", None)
-    headers = getattr(msg, "headers", None)
-    key, value = msg.key, msg.value
-    record = object.__new__(Record)
-    record.__dict__.update(
-        topic=msg.topic,
-        partition=msg.partition,
-        offset=msg.offset,
-        timestamp_ms=stamp if isinstance(stamp, int) and stamp >= 0 else None,
-        key=None if key is None else bytes(key),
-        value=None if value is None else bytes(value),
-        headers=tuple((str(k), None if v is None else bytes(v)) for k, v in headers) if headers else (),
-    )
-    return record
+Fetched = Record | UnreadableRecord | OversizeRecord
+
+Row = tuple[str, int, int, int, bytes | None]
+"""A readable record as :meth:`~gateway.bus.Consumer.poll_rows` hands it out, a plain tuple: ``(topic, partition,
+offset, timestamp_ms, value)``, the timestamp -1 when the record has none; no key, no headers."""
+FetchedRow = Row | UnreadableRecord | OversizeRecord
+NO_TIMESTAMP = -1  # a row's timestamp when its record has none
 
 
-def from_batch(topic: str, partition: int, data: bytes, start: int) -> list[Record]:
-    """The records of one record batch (bytes as fetched) at or after offset ``start``; ValueError if one of them
-    does not decode (as kafka-python's consumer, which cannot read such a record either)."""
-    from kafka.errors import CorruptRecordError
-    from kafka.record import MemoryRecords
-
-    try:
-        batch = MemoryRecords(data).next_batch()
-        control = getattr(batch, "is_control_batch", False)  # transaction markers: no records to hand out
-        messages = [] if control else [m for m in batch or () if m.offset >= start]
-    except CorruptRecordError as exc:
-        raise ValueError(str(exc)) from exc
-    return [
-        Record(
-            topic=topic,
-            partition=partition,
-            offset=m.offset,
-            timestamp_ms=m.timestamp if isinstance(m.timestamp, int) and m.timestamp >= 0 else None,
-            key=m.key,
-            value=m.value,
-            headers=tuple((str(k), v) for k, v in m.headers),
-        )
-        for m in messages
-    ]
+def row(record: Record) -> Row:
+    """A record's row (its key and headers left out)."""
+    stamp = record.timestamp_ms
+    return (record.topic, record.partition, record.offset, NO_TIMESTAMP if stamp is None else stamp, record.value)

@@ -126,6 +126,17 @@ def bench_monitor_cmd(json_out, videos) -> None:
     _emit_json(bench_monitor(videos=videos), json_out)
 
 
+@bench.command("bus")
+@JSON_OUT
+@click.option("--records", default=200_000, show_default=True, type=int, help="records written and read")
+@click.option("--partitions", default=4, show_default=True, type=int)
+def bench_bus_cmd(json_out, records, partitions) -> None:
+    """The bus's engines side by side on a local broker: records per CPU-second and wall seconds, write and read."""
+    from gateway.ops.bench_bus import bench_bus
+
+    _emit_json(bench_bus(records=records, partitions=partitions), json_out)
+
+
 @bench.command("triton")
 @JSON_OUT
 @click.option("--detector", default="npr", show_default=True)

@@ -9,7 +9,7 @@ import click
 from pydantic import ValidationError
 
 from detectors.errors import TritonNotInstalled
-from gateway.bus import BrokerError, BusError
+from gateway.bus import BrokerError, BusError, ClientConfigError
 from gateway.ops.stack import StackError
 from gateway.stream.http import CannotListen
 from transforms.config_errors import ConfigError, describe, one_line
@@ -41,5 +41,7 @@ class LastmileGroup(click.Group):
         # a local broker, stack or Triton that cannot start (an extra not installed): say why, no traceback
         except (BrokerError, StackError, TritonNotInstalled, CannotListen) as exc:
             raise click.ClickException(str(exc)) from None
+        except ClientConfigError as exc:  # a Kafka setting the client refuses (kafka.properties, a secret file)
+            raise BadConfiguration(f"Kafka: {one_line(exc)}") from None
         except BusError as exc:  # a broker that does not answer: which, and what the client said
             raise click.ClickException(f"Kafka: {one_line(exc)}") from None

@@ -9,7 +9,8 @@ import time
 from collections.abc import Callable
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-CLIENT_LOGGER = "kafka"  # kafka-python: one line per connection attempt, several a second while a broker is down
+CLIENT_LOGGERS = ("kafka", "librdkafka")  # kafka-python's and librdkafka's (gateway.bus.librdkafka.config.LOGGER):
+# one line per connection attempt, several a second while a broker is down
 CLIENT_REPEAT_S = 60.0
 MAX_KINDS = 1000  # kinds of line remembered; past it the memory starts afresh
 FIGURES = re.compile(r"\d+(?:\.\d+)?")
@@ -46,16 +47,20 @@ class ClientLines(logging.Filter):
 def _kind(record: logging.LogRecord) -> tuple:
     """What makes two lines the same kind: a node or host named in the arguments counts, a backoff figure not."""
     args = record.args if isinstance(record.args, tuple) else ()
+    if record.name == "librdkafka":  # confluent-kafka logs ("%s [%s] %s", facility, client, text): text's figures
+        args = tuple(FIGURES.sub("#", a) if isinstance(a, str) else a for a in args)  # (ms, ports) vary per line
     shape = tuple(a if isinstance(a, int | str) and not isinstance(a, bool) else type(a).__name__ for a in args)
     return record.name, record.levelno, FIGURES.sub("#", str(record.msg)), shape
 
 
 def configure_logging(level: str) -> None:
-    """``level`` for our lines; the Kafka client's at WARNING or above (and not below ``level``; all of them at
-    DEBUG), repeats quieted. Its errors are still made at any level: the stall watch reads the fetcher's."""
+    """``level`` for our lines; the Kafka clients' at WARNING or above (and not below ``level``; all of them at
+    DEBUG), repeats quieted. Their errors are still made at any level: the kafka-python engine's stall watch reads
+    the fetcher's."""
     logging.basicConfig(level=level, format=LOG_FORMAT)
     root = logging.getLogger().getEffectiveLevel()
     if root > logging.DEBUG:
-        logging.getLogger(CLIENT_LOGGER).setLevel(logging.WARNING)
-        for handler in logging.getLogger().handlers:
-            handler.addFilter(ClientLines(CLIENT_LOGGER, max(logging.WARNING, root), CLIENT_REPEAT_S))
+        for client in CLIENT_LOGGERS:
+            logging.getLogger(client).setLevel(logging.WARNING)
+            for handler in logging.getLogger().handlers:
+                handler.addFilter(ClientLines(client, max(logging.WARNING, root), CLIENT_REPEAT_S))

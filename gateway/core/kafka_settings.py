@@ -1,12 +1,20 @@
 """Where a service meets Kafka: the broker, topics, consumer group, security and record limits (the gateway's
 ``kafka:`` block; the monitor's extends it). Kept apart from the pipeline's settings so that a service reading
-only Kafka (the monitor, the bus) does not import the transforms."""
+only Kafka (the monitor, the bus) does not import the transforms.
+
+The client is librdkafka (``client: librdkafka``, the default) or kafka-python (``client: kafka-python``, a
+pure-Python engine); the typed settings below mean the same on both. ``properties`` passes any other librdkafka
+property through, in librdkafka's own vocabulary (https://docs.confluent.io/platform/current/clients/librdkafka/
+html/md_CONFIGURATION.html); librdkafka refuses one it does not know at start-up."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+
+SECRET_FILE_MAX_BYTES = 64 * 1024  # a password or key password read from a file: at most this much
 
 
 class KafkaSettings(BaseModel):
@@ -17,11 +25,35 @@ class KafkaSettings(BaseModel):
     dlq_topic: str | None = None  # default: "<input_topic>.dlq"
     group_id: str = "lastmile-gateway"
     client_id: str = "lastmile-gateway"
+    client: Literal["librdkafka", "kafka-python"] = Field(
+        "librdkafka",
+        description="the Kafka client: librdkafka (confluent-kafka, the default) or kafka-python (pure Python)",
+    )
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
     sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
     sasl_username: str | None = None
-    sasl_password: str | None = None
+    sasl_password: SecretStr | None = None
+    sasl_password_file: str | None = Field(None, description="read the SASL password from this file instead")
     ssl_cafile: str | None = None
+    ssl_certfile: str | None = Field(None, description="the client's certificate (PEM), for a broker that asks one")
+    ssl_keyfile: str | None = Field(None, description="the client certificate's private key (PEM)")
+    ssl_key_password: SecretStr | None = None
+    ssl_key_password_file: str | None = Field(None, description="read the key's password from this file instead")
+    group_instance_id: str | None = Field(
+        None, description="static membership: a member restarted under the same id keeps its partitions"
+    )
+    assignment_strategy: Literal["cooperative-sticky", "range", "roundrobin"] | None = Field(
+        None,
+        description="how the group spreads partitions; default: cooperative-sticky (only the partitions that move "
+        "are revoked) on librdkafka, range then roundrobin (eager) on kafka-python, which runs eager ones only",
+    )
+    properties: dict[str, str | int | float | bool] = Field(
+        default_factory=dict,
+        description="any other librdkafka property, passed through as is (client: librdkafka only)",
+    )
+    statistics_interval_ms: int = Field(
+        1000, ge=100, description="how often librdkafka reports its state (group, brokers, partitions) for health"
+    )
     max_poll_interval_ms: int = Field(300_000, ge=1000)
     session_timeout_ms: int = Field(10_000, ge=1000)
     heartbeat_interval_ms: int = Field(3_000, ge=100)
@@ -56,12 +88,22 @@ class KafkaSettings(BaseModel):
         "a rebalance timeout (max_poll_interval_ms) plus a session (session_timeout_ms), which a join may take",
     )
 
+    @model_validator(mode="after")
+    def _one_source_per_secret(self) -> KafkaSettings:
+        for name in ("sasl_password", "ssl_key_password"):
+            if getattr(self, name) is not None and getattr(self, f"{name}_file") is not None:
+                raise ValueError(f"{name} and {name}_file are both set: give one")
+        if self.properties and self.client != "librdkafka":
+            raise ValueError("properties are librdkafka's: they need client: librdkafka")
+        if self.assignment_strategy == "cooperative-sticky" and self.client == "kafka-python":
+            raise ValueError("the kafka-python engine runs eager assignors only: range or roundrobin")
+        return self
+
     @property
     def joining_after_s(self) -> float:
         """How long a member still joining its group may hold nothing while the group's records wait: the setting,
         else the longer of ``idle_member_after_s`` and what a join may take (the group waits up to a rebalance
-        timeout, kafka-python's ``max_poll_interval_ms``, for its members; a member's session more for one
-        that died)."""
+        timeout, ``max_poll_interval_ms``, for its members; a member's session more for one that died)."""
         if self.joining_member_after_s is not None:
             return self.joining_member_after_s
         join_s = (self.max_poll_interval_ms + self.session_timeout_ms) / 1000
@@ -71,18 +113,25 @@ class KafkaSettings(BaseModel):
     def dlq(self) -> str:
         return self.dlq_topic or f"{self.input_topic}.dlq"
 
-    def client_options(self) -> dict:
-        opts: dict = {
-            "bootstrap_servers": self.bootstrap.split(","),
-            "client_id": self.client_id,
-            "security_protocol": self.security_protocol,
-        }
-        if self.sasl_mechanism:
-            opts.update(
-                sasl_mechanism=self.sasl_mechanism,
-                sasl_plain_username=self.sasl_username,
-                sasl_plain_password=self.sasl_password,
-            )
-        if self.ssl_cafile:
-            opts["ssl_cafile"] = self.ssl_cafile
-        return opts
+    def secret(self, name: Literal["sasl_password", "ssl_key_password"]) -> str | None:
+        """A password, from the setting or read from its ``*_file`` (a mounted Kubernetes secret; one trailing
+        newline dropped, at most ``SECRET_FILE_MAX_BYTES``). Raises ``ValueError`` naming the file, never the
+        secret, when it cannot be read."""
+        value: SecretStr | None = getattr(self, name)
+        if value is not None:
+            return value.get_secret_value()
+        path = getattr(self, f"{name}_file")
+        if path is None:
+            return None
+        try:
+            with Path(path).open("rb") as f:
+                data = f.read(SECRET_FILE_MAX_BYTES + 1)
+        except OSError as exc:
+            raise ValueError(f"kafka.{name}_file: cannot read {path}: {exc.strerror or exc}") from None
+        if len(data) > SECRET_FILE_MAX_BYTES:
+            raise ValueError(f"kafka.{name}_file: {path} is over {SECRET_FILE_MAX_BYTES} bytes")
+        try:
+            text = data.decode()
+        except UnicodeDecodeError:
+            raise ValueError(f"kafka.{name}_file: {path} is not UTF-8 text") from None
+        return text[:-1] if text.endswith("\n") else text

@@ -109,6 +109,7 @@ class CanaryFeed:
         """Send ``count`` canaries (None: until ``stop``), one every 1/rate seconds, each acknowledged by the
         broker before the next; returns how many were sent."""
         stop = stop or threading.Event()
+        bus.ping(self.kafka)  # a broker that does not answer: one line within seconds
         producer = bus.producer(self.kafka)
         sent = 0
         try:

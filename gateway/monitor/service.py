@@ -66,18 +66,21 @@ class Monitor:
             self._watermark = cp.watermark
         del cp  # the store holds what it restored; the checkpoint's own columns and ids (about 60 MB at a
         # million videos, Arrow buffers included) must not stay referenced for the whole run
-        self.consumer = bus.reader(self.cfg.kafka)
-        gc.freeze()  # what the process holds now (modules, schemas, the client) is left out of every collection
-        # until the monitor stops: a full one no longer walks it (it cost the ingest a fifth of its time)
         try:
+            bus.ping(self.cfg.kafka)  # no broker at the bootstrap: one line naming it, within seconds
+            self.consumer = bus.reader(self.cfg.kafka)
+            gc.freeze()  # what the process holds now (modules, schemas, the client) is left out of every collection
+            # until the monitor stops: a full one no longer walks it (it cost the ingest a fifth of its time)
             while not self.stop_event.is_set() and not self._assign():
                 self.stop_event.wait(self.health.down("broker", "topics not found or broker not answering"))
             self._loop()
         finally:
             gc.unfreeze()
+            self.stop_event.set()  # (however the run ended: the computing thread stops too)
             self.metrics.windows.kick.set()  # its thread sees stop_event now
-            with contextlib.suppress(bus.BusError):
-                self.consumer.close()
+            if self.consumer is not None:
+                with contextlib.suppress(bus.BusError):
+                    self.consumer.close()
             if self.http:
                 self.http.close()
             log.info("monitor stopped")
@@ -117,7 +120,7 @@ class Monitor:
         last_probe = 0.0
         while not self.stop_event.is_set():
             self.heartbeat = time.monotonic()
-            records = self.consumer.poll(timeout_ms=POLL_MS, max_records=self.cfg.poll_max_records)
+            records = self.consumer.poll_rows(timeout_ms=POLL_MS, max_records=self.cfg.poll_max_records)
             self.take(records)
             self._watermark = max(self._watermark, self.watermark())  # it never goes back
             if self.store.held > self.cfg.windows.max_videos * (1 + EVICTION_SLACK):
@@ -135,38 +138,40 @@ class Monitor:
                 last_probe = time.monotonic()
 
     # -- messages --------------------------------------------------------------------------------------------
-    def take(self, records: list[bus.Record | bus.UnreadableRecord | bus.OversizeRecord]) -> None:
-        """A poll's records, in order: each run of score events kept together (:meth:`Store.add_scores`), each
-        label on its own; one with no score or label in it is counted and skipped."""
-        scores: list[bus.Record] = []
+    def take(self, records: list[bus.FetchedRow]) -> None:
+        """A poll's rows (:meth:`bus.Consumer.poll_rows`), in order: each run of score events kept together
+        (:meth:`Store.add_scores`), each label on its own; one with no score or label in it is counted and
+        skipped, as is a record the bus could not read (an unreadable or oversize one)."""
+        scores: list[bus.Row] = []
+        output = self.cfg.kafka.output_topic
         for msg in records:
-            if not isinstance(msg, bus.Record):
+            if type(msg) is not tuple:
                 self.metrics.invalid.labels(msg.topic).inc()
-            elif msg.topic == self.cfg.kafka.output_topic:
+            elif msg[0] == output:
                 scores.append(msg)
             else:
                 self._scores(scores)
                 scores = []
-                self.handle(msg.topic, msg.value, msg.timestamp_ms)
+                topic, _, _, stamp, value = msg
+                self.handle(topic, value, None if stamp == bus.NO_TIMESTAMP else stamp)
         self._scores(scores)
 
-    def _scores(self, records: list[bus.Record]) -> None:
+    def _scores(self, records: list[bus.Row]) -> None:
         """Score events: the latest Kafka timestamp of each partition noted, the readable ones kept (by their
         fields: :mod:`gateway.monitor.decode`), the others counted. One loop, no call per event it can spare."""
         latest: dict[int, int] = {}
         events, invalid, clock = [], 0, self.clock
-        for msg in records:
-            stamp = msg.timestamp_ms
-            if stamp is None:
+        for _, partition, _, stamp, value in records:
+            if stamp < 0:  # (NO_TIMESTAMP)
                 record_time = clock()
             else:
-                if stamp > latest.get(msg.partition, stamp - 1):
-                    latest[msg.partition] = stamp
-                record_time = stamp / 1000 if stamp >= 0 else clock()
-            fields = fast_fields(msg.value)
+                if stamp > latest.get(partition, -1):
+                    latest[partition] = stamp
+                record_time = stamp / 1000
+            fields = fast_fields(value)
             if fields is None:
                 try:
-                    fields = by_model(msg.value)
+                    fields = by_model(value)
                 except ValueError:
                     invalid += 1
                     continue

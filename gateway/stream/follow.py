@@ -74,6 +74,7 @@ def follow(
     """Read the score and dead-letter topics; call ``emit(record, table)`` for each new record (a score event's
     or dead letter's JSON) and ``emit(None, table)`` after each batch."""
     stop = stop or threading.Event()
+    bus.ping(kafka)  # a broker that does not answer: one line within seconds
     consumer = bus.reader(kafka)
     table, seen = Table(), set()
     try:

@@ -211,6 +211,7 @@ class Sender:
         from tqdm import tqdm
 
         self.check(items)
+        bus.ping(self.cfg.kafka)  # a broker that does not answer: one line within seconds, nothing half-sent
         producer = bus.producer(self.cfg.kafka)
         topic = self.cfg.kafka.input_topic
         try:

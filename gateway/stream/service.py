@@ -84,6 +84,7 @@ class Gateway:
     def _start(self) -> None:
         k, limits = self.cfg.kafka, self.cfg.limits
         self.metrics.observe_detectors(self.pipeline.detectors)
+        bus.ping(k)  # no broker at the bootstrap: one line naming it, within seconds (not a silent retry loop)
         self.publisher = Publisher(bus.producer(k), k)
         self.consumer = bus.consumer(k)
         topics = [k.input_topic]  # labels are the monitor's (lastmile monitor run), not the gateway's

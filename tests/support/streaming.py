@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import threading
@@ -16,7 +18,7 @@ import yaml
 
 from gateway import bus
 from gateway.core.config import GatewayConfig
-from tests.conftest import IN_CI
+from tests.support.tools import IN_CI
 
 FAST_GROUP = {"max_poll_interval_ms": 4000, "session_timeout_ms": 4000, "heartbeat_interval_ms": 500}
 
@@ -31,26 +33,26 @@ def require_broker() -> None:
 
 
 def read_topics(bootstrap: str, topics: list[str], until, timeout_s: float = 120) -> dict[str, list]:
-    """Messages of ``topics`` from the start, until ``until(got)`` holds (fails after ``timeout_s``)."""
-    from kafka import KafkaConsumer
+    """Records of ``topics`` from the start (the bus's reader: every partition assigned, no group to join), until
+    ``until(got)`` holds (fails after ``timeout_s``)."""
+    from gateway.core.kafka_settings import KafkaSettings
 
-    consumer = KafkaConsumer(
-        *topics,
-        bootstrap_servers=bootstrap,
-        group_id=f"reader-{time.monotonic_ns()}",
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-        **FAST_GROUP,
-    )
+    reader = bus.reader(KafkaSettings(bootstrap=bootstrap, client_id=f"reader-{time.monotonic_ns()}"))
     got: dict[str, list] = {t: [] for t in topics}
     deadline = time.monotonic() + timeout_s
     try:
+        parts: list[bus.Partition] = []
+        while len({p.topic for p in parts}) < len(topics):  # (a topic the gateway has not made yet: asked again)
+            assert time.monotonic() < deadline, f"topics {topics} not found"
+            parts = [bus.Partition(t, p) for t in topics for p in sorted(reader.partitions(t))]
+        reader.assign(parts)
+        reader.seek_to_beginning(*parts)
         while not until(got):
             assert time.monotonic() < deadline, {t: len(v) for t, v in got.items()}
-            for tp, messages in consumer.poll(300).items():
-                got[tp.topic] += messages
+            for record in reader.poll(300, max_records=10_000):
+                got[record.topic].append(record)
     finally:
-        consumer.close()
+        reader.close()
     return got
 
 
@@ -123,3 +125,21 @@ def wait_for(check, timeout_s: float = 120, what: str = "condition"):
             return got
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.1)  # the polling interval of a condition, not a synchronisation
+
+
+def stop_process(pid: int, timeout_s: float = 10) -> None:
+    """SIGSTOP ``pid`` and return once every thread of it is stopped. ``kill`` returns once the signal is sent; a
+    thread running on another core stops only at its next entry to the kernel, and a request that reaches it
+    meanwhile is still answered."""
+    os.kill(pid, signal.SIGSTOP)
+
+    def stopped() -> bool:
+        states = []
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            try:
+                states.append((task / "stat").read_text().rsplit(")", 1)[1].split()[0])
+            except (OSError, IndexError):
+                continue  # (a thread that ended meanwhile)
+        return bool(states) and all(s in ("T", "t") for s in states)
+
+    wait_for(stopped, timeout_s, f"every thread of process {pid} to stop")

@@ -1,6 +1,7 @@
-"""``poll`` on a kafka-python consumer, with the two workarounds that reach into its fetcher's private fields.
-Both are pinned by tests (tests/test_bus.py: the fields still exist and the behaviour they restore holds; tests/
-test_poison_records.py: an undecodable record), so a client upgrade that moves them fails a test, not a partition.
+"""``poll`` on kafka-python's consumer (the kafka-python engine only), with the two workarounds that reach into
+its fetcher's private fields. Both are pinned by tests (tests/test_bus_kafka_python.py: the fields still exist and
+the behaviour they restore holds; tests/test_bus_contract.py: an undecodable record), so a client upgrade that
+moves them fails a test, not a partition.
 
 - **Resumed partitions lost** (kafka-python 3.0): records fetched for a partition that is then paused are parked,
   and the partition is not fetched again until they are restored; kafka-python restores them only while its
@@ -13,8 +14,8 @@ test_poison_records.py: an undecodable record), so a client upgrade that moves t
 
 from __future__ import annotations
 
-from gateway.bus.errors import mapped
-from gateway.bus.records import Record, UnreadableRecord, from_client
+from gateway.bus.kafka_python.errors import mapped
+from gateway.bus.records import Record, UnreadableRecord
 
 FETCHER = "_fetcher"
 NEXT_RECORDS = "_next_partition_records"  # the in-line slot: records of one partition being handed out
@@ -62,3 +63,19 @@ def _skip_unreadable(consumer, exc: Exception) -> dict[object, list[Record | Unr
     consumer.seek(tp, offset + 1)
     reason = f"unreadable record at offset {offset} of {tp.topic}/{tp.partition}: {exc}"
     return {tp: [UnreadableRecord(tp.topic, tp.partition, offset, reason)]}
+
+
+def from_client(msg: object) -> Record:
+    """A kafka-python ``ConsumerRecord`` (no deserializers: bytes as sent) as a :class:`Record`."""
+    stamp = getattr(msg, "timestamp", None)
+    headers = getattr(msg, "headers", None)
+    key, value = msg.key, msg.value
+    return Record(
+        msg.topic,
+        msg.partition,
+        msg.offset,
+        stamp if isinstance(stamp, int) and stamp >= 0 else None,
+        None if key is None else bytes(key),
+        None if value is None else bytes(value),
+        tuple((str(k), None if v is None else bytes(v)) for k, v in headers) if headers else (),
+    )

@@ -1,0 +1,53 @@
+"""Which client a service's settings run on (``kafka.client``): librdkafka (confluent-kafka), the default, or
+kafka-python. The one place that picks an engine; everything else gets the bus's :class:`Consumer` and
+:class:`Producer`, whichever it is."""
+
+from __future__ import annotations
+
+from gateway.bus.consumer import Consumer
+from gateway.bus.producer import Producer
+from gateway.core.kafka_settings import KafkaSettings
+
+
+def consumer(settings: KafkaSettings) -> Consumer:
+    """A member of ``settings.group_id``: offsets committed once their records' outcomes are acknowledged, from
+    the earliest offset of a new group, committed records only."""
+    if settings.client == "kafka-python":
+        from gateway.bus.kafka_python.consumer import KpConsumer
+
+        return KpConsumer(settings, group=True)
+    from gateway.bus.librdkafka.consumer import RdConsumer
+
+    return RdConsumer(settings, group=True)
+
+
+def reader(settings: KafkaSettings) -> Consumer:
+    """No group and no commits: it assigns partitions and seeks (the monitor, ``lastmile scores``)."""
+    if settings.client == "kafka-python":
+        from gateway.bus.kafka_python.consumer import KpConsumer
+
+        return KpConsumer(settings, group=False)
+    from gateway.bus.librdkafka.consumer import RdConsumer
+
+    return RdConsumer(settings, group=False)
+
+
+def producer(settings: KafkaSettings) -> Producer:
+    """Every send acknowledged by all in-sync replicas; a broker that does not answer fails a wait for its
+    acknowledgement within ``ack_timeout_s``."""
+    if settings.client == "kafka-python":
+        from gateway.bus.kafka_python.producer import KpProducer
+
+        return KpProducer(settings)
+    from gateway.bus.librdkafka.producer import RdProducer
+
+    return RdProducer(settings)
+
+
+def admin(settings: KafkaSettings):
+    """The engine's admin module (``ping``, ``topics``, ``create_topics``, ``committed_offsets``)."""
+    if settings.client == "kafka-python":
+        from gateway.bus.kafka_python import admin as module
+    else:
+        from gateway.bus.librdkafka import admin as module
+    return module

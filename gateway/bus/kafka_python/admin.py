@@ -1,0 +1,46 @@
+"""Topics, committed offsets and the broker's answer, asked with kafka-python's admin client."""
+
+from __future__ import annotations
+
+import contextlib
+
+from gateway.bus.kafka_python import config
+from gateway.bus.kafka_python.errors import mapped
+from gateway.core.kafka_settings import KafkaSettings
+
+
+def ping(settings: KafkaSettings, timeout_s: float) -> None:
+    with mapped():
+        config.admin_client(settings, int(timeout_s * 1000)).close()
+
+
+def topics(settings: KafkaSettings, timeout_s: float) -> set[str]:
+    with mapped():
+        client = config.admin_client(settings, int(timeout_s * 1000))
+        try:
+            return set(client.list_topics())
+        finally:
+            client.close()
+
+
+def create_topics(settings: KafkaSettings, names: list[str], partitions: int, timeout_s: float) -> None:
+    from kafka.admin import NewTopic
+    from kafka.errors import TopicAlreadyExistsError
+
+    with mapped():
+        client = config.admin_client(settings, int(timeout_s * 1000))
+        try:
+            with contextlib.suppress(TopicAlreadyExistsError):
+                client.create_topics([NewTopic(n, num_partitions=partitions, replication_factor=1) for n in names])
+        finally:
+            client.close()
+
+
+def committed_offsets(settings: KafkaSettings, group: str, topic: str, timeout_s: float) -> dict[int, int]:
+    with mapped():
+        client = config.admin_client(settings, int(timeout_s * 1000))
+        try:
+            offsets = client.list_group_offsets(group).get(group, {})
+        finally:
+            client.close()
+    return {tp.partition: o.offset for tp, o in offsets.items() if tp.topic == topic and o.offset >= 0}

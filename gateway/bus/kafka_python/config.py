@@ -1,0 +1,110 @@
+"""kafka-python's clients, built from the project's settings (the same typed settings librdkafka takes)."""
+
+from __future__ import annotations
+
+from gateway.bus.errors import ClientConfigError
+from gateway.core.kafka_settings import KafkaSettings
+
+HEADROOM_BYTES = 1024 * 1024  # a fetch or request holds a record of max_message_bytes plus its framing
+ADMIN_TIMEOUT_MS = 5000
+
+
+def options(settings: KafkaSettings) -> dict:
+    opts: dict = {
+        "bootstrap_servers": settings.bootstrap.split(","),
+        "client_id": settings.client_id,
+        "security_protocol": settings.security_protocol,
+    }
+    try:
+        if settings.sasl_mechanism:
+            opts.update(
+                sasl_mechanism=settings.sasl_mechanism,
+                sasl_plain_username=settings.sasl_username,
+                sasl_plain_password=settings.secret("sasl_password"),
+            )
+        tls = {
+            "ssl_cafile": settings.ssl_cafile,
+            "ssl_certfile": settings.ssl_certfile,
+            "ssl_keyfile": settings.ssl_keyfile,
+            "ssl_password": settings.secret("ssl_key_password"),
+        }
+    except ValueError as exc:
+        raise ClientConfigError(str(exc)) from None
+    opts.update({k: v for k, v in tls.items() if v is not None})
+    return opts
+
+
+def admin_client(settings: KafkaSettings, timeout_ms: int = ADMIN_TIMEOUT_MS):
+    from kafka import KafkaAdminClient
+
+    return KafkaAdminClient(**options(settings), request_timeout_ms=timeout_ms)
+
+
+def producer_client(settings: KafkaSettings):
+    """Every send acknowledged by all replicas; a broker that does not answer fails a send within
+    ``request_timeout_ms`` (and blocks a send at most ``max_block_ms``), so the caller stays responsive."""
+    from kafka import KafkaProducer
+
+    return KafkaProducer(
+        **options(settings),
+        acks="all",
+        linger_ms=5,
+        max_request_size=settings.max_message_bytes + HEADROOM_BYTES,
+        retries=5,
+        request_timeout_ms=settings.request_timeout_ms,
+        max_block_ms=settings.max_block_ms,
+    )
+
+
+def consumer_client(settings: KafkaSettings):
+    """A member of ``settings.group_id``: manual commits, from the earliest offset of a new group, committed
+    records only."""
+    from kafka import KafkaConsumer
+
+    return KafkaConsumer(
+        **options(settings),
+        group_id=settings.group_id,
+        group_instance_id=settings.group_instance_id,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        isolation_level="read_committed",
+        max_poll_interval_ms=settings.max_poll_interval_ms,
+        session_timeout_ms=settings.session_timeout_ms,
+        heartbeat_interval_ms=settings.heartbeat_interval_ms,
+        max_poll_records=settings.max_poll_records,
+        partition_assignment_strategy=eager_assignors(settings.assignment_strategy),
+        request_timeout_ms=max(settings.request_timeout_ms, settings.session_timeout_ms + 1000),
+        fetch_max_bytes=settings.max_message_bytes + HEADROOM_BYTES,
+        max_partition_fetch_bytes=settings.max_message_bytes + HEADROOM_BYTES,
+        # the largest response it reads: a bigger batch (broker-side, KIP-74) is passed by gateway.bus.stalls
+        receive_message_max_bytes=settings.max_message_bytes + 2 * HEADROOM_BYTES,
+    )
+
+
+def eager_assignors(strategy: str | None = None) -> tuple:
+    """kafka-python's eager assignors (``strategy`` first), named so that no new default changes them under the
+    bus. A member revokes every partition before each join, which :attr:`KpConsumer.joined` counts on."""
+    from kafka.coordinator.assignors.range import RangePartitionAssignor
+    from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+
+    if strategy == "roundrobin":
+        return (RoundRobinPartitionAssignor, RangePartitionAssignor)
+    return (RangePartitionAssignor, RoundRobinPartitionAssignor)
+
+
+def reader_client(settings: KafkaSettings):
+    """No group and no commits: for a reader that assigns partitions and seeks itself."""
+    from kafka import KafkaConsumer
+
+    return KafkaConsumer(
+        **options(settings),
+        group_id=None,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        isolation_level="read_committed",
+        request_timeout_ms=settings.request_timeout_ms,
+        max_poll_records=settings.max_poll_records,
+        fetch_max_bytes=settings.max_message_bytes + HEADROOM_BYTES,
+        max_partition_fetch_bytes=settings.max_message_bytes + HEADROOM_BYTES,
+        receive_message_max_bytes=settings.max_message_bytes + 2 * HEADROOM_BYTES,
+    )

@@ -1,0 +1,73 @@
+"""Topics, committed offsets and the broker's answer, asked with librdkafka's ``AdminClient``."""
+
+from __future__ import annotations
+
+from gateway.bus.errors import BusError, NoAnswer
+from gateway.bus.librdkafka import config
+from gateway.bus.librdkafka.errors import from_error, mapped
+from gateway.core.kafka_settings import KafkaSettings
+
+
+def _client(settings: KafkaSettings):
+    from confluent_kafka.admin import AdminClient
+
+    with mapped():
+        return AdminClient(config.admin(settings))
+
+
+def ping(settings: KafkaSettings, timeout_s: float) -> None:
+    """Return once a broker answers a metadata request; raises :class:`NoAnswer` if none does in time."""
+    client = _client(settings)
+    with mapped():
+        meta = client.list_topics(timeout=timeout_s)
+    if not meta.brokers:
+        raise NoAnswer("no broker in the cluster's metadata")
+
+
+def topics(settings: KafkaSettings, timeout_s: float) -> set[str]:
+    client = _client(settings)
+    with mapped():
+        return set(client.list_topics(timeout=timeout_s).topics)
+
+
+def create_topics(settings: KafkaSettings, names: list[str], partitions: int, timeout_s: float) -> None:
+    """Create each of ``names`` that does not exist yet (one that another client made meanwhile is no error)."""
+    from confluent_kafka.admin import NewTopic
+
+    client = _client(settings)
+    with mapped():
+        futures = client.create_topics(
+            [NewTopic(n, num_partitions=partitions, replication_factor=1) for n in names], request_timeout=timeout_s
+        )
+    for name, future in futures.items():
+        try:
+            with mapped():
+                future.result(timeout=timeout_s)
+        except BusError as exc:
+            if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                raise type(exc)(f"creating topic {name}: {exc}") from exc
+        except TimeoutError:
+            raise NoAnswer(f"creating topic {name}: no answer within {timeout_s:.0f} s") from None
+
+
+def committed_offsets(settings: KafkaSettings, group: str, topic: str, timeout_s: float) -> dict[int, int]:
+    """Per partition of ``topic``, the offset ``group`` committed (partitions it never committed are absent)."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+    client = _client(settings)
+    with mapped():
+        meta = client.list_topics(topic, timeout=timeout_s).topics.get(topic)
+    parts = [] if meta is None or meta.error is not None else sorted(meta.partitions)
+    if not parts:
+        return {}
+    asked = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in parts])
+    with mapped():
+        (future,) = client.list_consumer_group_offsets([asked], request_timeout=timeout_s).values()
+        answer = future.result(timeout=timeout_s)
+    out = {}
+    for tp in answer.topic_partitions:
+        if tp.error is not None:
+            raise from_error(tp.error)
+        if tp.offset >= 0:
+            out[tp.partition] = tp.offset
+    return out
