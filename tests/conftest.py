@@ -1,12 +1,15 @@
-"""Shared fixtures: real encoded inputs made with the ffmpeg CLI and the scene renderer, real clips, and one broker
-for the session."""
+"""Shared fixtures (real encoded inputs made with the ffmpeg CLI and the scene renderer, real clips, one broker per
+session) and each test's layer (:mod:`tests.support.layers`): its marker, its xdist group, and the unit layer's
+guard against starting processes."""
 
 from __future__ import annotations
 
 import signal
+from pathlib import Path
 
 import pytest
 
+from tests.support.layers import LAYERS, layer_of, no_processes
 from tests.support.media import ffmpeg, make_clip
 
 
@@ -18,12 +21,34 @@ def pytest_configure(config) -> None:
     """A SIGTERM (a timeout, CI cancelling) ends the run as Ctrl-C does: fixtures are torn down, so the brokers,
     servers and processes they started (each in a session of its own) are stopped, not orphaned."""
     signal.signal(signal.SIGTERM, _interrupted)
+    for name, what in LAYERS.items():
+        config.addinivalue_line("markers", f"{name}: {what}")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the groups
+def pytest_collection_modifyitems(config, items) -> None:
+    """Each test's layer marker, and its module as its xdist group (``--dist loadgroup`` keeps a module's tests,
+    and so its module-scoped fixtures, on one worker)."""
+    for item in items:
+        module = Path(str(item.fspath)).stem
+        item.add_marker(getattr(pytest.mark, layer_of(module, item.fixturenames)))
+        item.add_marker(pytest.mark.xdist_group(module))
+
+
+@pytest.fixture(autouse=True)
+def _unit_starts_no_process(request):
+    """A unit test that starts a process fails (:class:`tests.support.layers.LayerViolation`)."""
+    if request.node.get_closest_marker("unit") is None:
+        yield
+        return
+    with no_processes(request.node.nodeid):
+        yield
 
 
 @pytest.fixture(scope="session")
 def broker():
     """One local broker (Tansu) for every test that needs only topics and groups of its own (each names its own);
-    a test that stops or kills a broker starts its own."""
+    a test that stops or kills a broker starts its own. Under xdist, one per worker."""
     from gateway import bus
     from tests.support.streaming import require_broker
 

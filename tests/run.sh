@@ -1,13 +1,27 @@
 #!/usr/bin/env bash
 # Install everything the tests need on a fresh machine, then run them (the README's test command).
+#   tests/run.sh               every layer (three workers, each test module on one worker)
+#   tests/run.sh unit          one layer alone: unit (the edit-test loop), process, broker, stack or install
+#   tests/run.sh unit -k foo   anything after the layer (or instead of it) goes to pytest as it is
+# Layers: tests/support/layers.py. Every run prints its 25 slowest tests. TEST_WORKERS sets the workers (0: none).
 # Exit status: pytest's, except that "no tests collected" (5) counts as a failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+LAYER=()
+case "${1:-}" in
+  unit | process | broker | stack | install) LAYER=(-m "$1"); shift ;;
+esac
 
-"$PY" -m pip install -q --disable-pip-version-check -e '.[test,train,triton-local]'
+"$PY" -m pip install -q --disable-pip-version-check -e '.[test,triton-local]'
+# torch (extra `train`: the test models, the NPR reference) is large: installed once, when it is missing
+if ! "$PY" -c 'import torch' >/dev/null 2>&1; then
+  "$PY" -m pip install -q --disable-pip-version-check -e '.[train]'
+fi
 # the Triton server that the nvidia-pytriton wheel bundles (its numpy<2 pin would break pyarrow: no deps)
-"$PY" -m pip install -q --disable-pip-version-check --no-deps 'nvidia-pytriton==0.7.0'
+if ! "$PY" -m pip show -q nvidia-pytriton >/dev/null 2>&1; then
+  "$PY" -m pip install -q --disable-pip-version-check --no-deps 'nvidia-pytriton==0.7.0'
+fi
 
 # promtool (Prometheus rule checks and unit tests) comes from Debian's prometheus package
 if ! command -v promtool >/dev/null 2>&1; then
@@ -26,7 +40,7 @@ fi
 "$PY" -c 'from importlinter.cli import lint_imports_command; lint_imports_command()' --no-cache --no-logo
 
 set +e
-"$PY" -m pytest -q -p no:cacheprovider "$@"
+"$PY" -m pytest -q -p no:cacheprovider -n "${TEST_WORKERS:-3}" --dist loadgroup --durations=25 ${LAYER[@]+"${LAYER[@]}"} "$@"
 status=$?
 set -e
 if [ "$status" -eq 5 ]; then

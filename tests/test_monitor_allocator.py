@@ -1,10 +1,13 @@
 """The C allocator under the monitor (gateway/monitor/allocator.py): what a computation frees goes back to the
-kernel after it, and a computation gives it back."""
+kernel after it, and a computation gives it back. Each measure runs in a fresh process, as the monitor does: in a
+test worker that has run other tests, their threads' allocations share the one arena and fragment the heap."""
 
 from __future__ import annotations
 
 import ctypes
+import multiprocessing
 import resource
+from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 
@@ -33,18 +36,31 @@ def _fragment(libc: ctypes.CDLL) -> int:
     return chunks[-1]
 
 
-def test_give_back_returns_freed_heap_memory_to_the_kernel():
+def _fresh(job):
+    """``job()``'s result, computed in a freshly spawned process."""
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(job).result(timeout=120)
+
+
+def _give_back() -> tuple[int, int, int, bool]:
     libc = allocator._LIBC
     before = _resident()
     last = _fragment(libc)
     held = _resident()
-    assert held - before > CHUNK * CHUNKS // 2  # freed, but still resident
-    assert allocator.give_back()
-    assert _resident() < held - CHUNK * CHUNKS // 2  # returned
+    gave = allocator.give_back()
+    after = _resident()
     libc.free(last)
+    return before, held, after, gave
 
 
-def test_a_computation_gives_back_what_it_freed():
+def test_give_back_returns_freed_heap_memory_to_the_kernel():
+    before, held, after, gave = _fresh(_give_back)
+    assert held - before > CHUNK * CHUNKS // 2  # freed, but still resident
+    assert gave
+    assert after < held - CHUNK * CHUNKS // 2  # returned
+
+
+def _computation() -> tuple[int, int]:
     from prometheus_client import CollectorRegistry
 
     from gateway.core import catalogue as mc
@@ -58,8 +74,14 @@ def test_a_computation_gives_back_what_it_freed():
     last = _fragment(allocator._LIBC)  # as a computation's arrays would leave the heap
     held = _resident()
     windows.refresh()
-    assert _resident() < held - CHUNK * CHUNKS // 2
+    after = _resident()
     allocator._LIBC.free(last)
+    return held, after
+
+
+def test_a_computation_gives_back_what_it_freed():
+    held, after = _fresh(_computation)
+    assert after < held - CHUNK * CHUNKS // 2
 
 
 def test_the_monitors_threads_share_one_arena():

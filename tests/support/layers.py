@@ -1,0 +1,88 @@
+"""The test layers, and the one place each test gets its layer (applied by ``tests/conftest.py``).
+
+Each test module sits in one layer, by what it starts; a test that asks for the shared broker (the ``broker``
+fixture) is in the broker layer wherever it sits. ``pytest -m unit`` is the edit-test loop; the README's test
+command runs every layer. A unit test that starts a process fails (:func:`no_processes`), so a module that starts
+one cannot stay in the unit layer by mistake."""
+
+from __future__ import annotations
+
+import multiprocessing.process
+import os
+import subprocess
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+
+LAYERS = {
+    "unit": "pure functions and in-process objects: no subprocess, no broker, no server",
+    "process": "starts processes of its own (the ffmpeg CLI, worker pools, the command line), no broker or server",
+    "broker": "needs the local Kafka broker (Tansu)",
+    "stack": "starts `lastmile up`, Triton, Prometheus, a browser, or a gateway or monitor process",
+    "install": "builds the wheel and installs it in a fresh virtualenv",
+}
+
+INSTALL = frozenset({"test_installed"})
+STACK = frozenset({
+    "test_ab_prometheus", "test_ab_stream", "test_bench_monitor", "test_faults", "test_fates", "test_local_servers",
+    "test_monitor_checkpoint",
+    "test_monitor_labels", "test_monitor_stream", "test_remote", "test_triton", "test_up", "test_up_signals",
+})  # fmt: skip
+BROKER = frozenset({
+    "test_bus", "test_bus_contract", "test_bus_kafka_python", "test_content_digest", "test_fuzz_records",
+    "test_gateway", "test_group_membership", "test_poison_records", "test_record_limits", "test_replay",
+    "test_shadow", "test_source_urls",
+})  # fmt: skip
+PROCESS = frozenset({
+    "test_bench_gateway", "test_bench_gpu", "test_cards", "test_chart", "test_cli_errors", "test_cli_transform",
+    "test_compose", "test_conditions", "test_corpus", "test_demo", "test_deploy", "test_engine",
+    "test_gpu_placement", "test_layout", "test_logs", "test_measure", "test_memory", "test_metric_catalogue",
+    "test_metrics", "test_monitor_allocator", "test_pool", "test_reference_quality", "test_sampling",
+    "test_step_registry", "test_sweeps",
+})  # fmt: skip
+BROKER_FIXTURES = frozenset({"broker"})
+PROCESS_FIXTURES = frozenset({"media"})  # made with the ffmpeg CLI
+
+
+def layer_of(module: str, fixtures: Iterable[str]) -> str:
+    """The layer of a test of ``module`` (its name, e.g. ``test_gateway``) that uses ``fixtures``."""
+    used = set(fixtures)
+    if module in INSTALL:
+        return "install"
+    if module in STACK:
+        return "stack"
+    if module in BROKER or used & BROKER_FIXTURES:
+        return "broker"
+    if module in PROCESS or used & PROCESS_FIXTURES:
+        return "process"
+    return "unit"
+
+
+class LayerViolation(AssertionError):
+    """A unit test started a process: its module belongs in another layer (:mod:`tests.support.layers`)."""
+
+
+@contextmanager
+def no_processes(test: str = "a unit test") -> Iterator[None]:
+    """While inside, starting a process raises :class:`LayerViolation`: a subprocess (every ``subprocess`` call
+    goes through ``Popen._execute_child``), a ``multiprocessing`` process (pools and executors too), ``os.fork``
+    and ``os.posix_spawn``."""
+
+    def refuse(*_args, **_kwargs):
+        raise LayerViolation(f"{test} started a process; a unit test starts none: move its module to the layer "
+                             "that says what it starts (tests/support/layers.py)")  # fmt: skip
+
+    saved = [
+        (subprocess.Popen, "_execute_child"),
+        (multiprocessing.process.BaseProcess, "start"),
+        (os, "fork"),
+        (os, "posix_spawn"),
+        (os, "posix_spawnp"),
+    ]
+    originals = [(owner, name, getattr(owner, name)) for owner, name in saved if hasattr(owner, name)]
+    for owner, name, _ in originals:
+        setattr(owner, name, refuse)
+    try:
+        yield
+    finally:
+        for owner, name, original in originals:
+            setattr(owner, name, original)
