@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.layers import LAYERS, layer_of, no_processes
+from tests.support.layers import LAYERS, group_of, layer_of, no_processes
 from tests.support.media import ffmpeg, make_clip
 
 
@@ -32,7 +32,7 @@ def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
         module = Path(str(item.fspath)).stem
         item.add_marker(getattr(pytest.mark, layer_of(module, item.fixturenames)))
-        item.add_marker(pytest.mark.xdist_group(module))
+        item.add_marker(pytest.mark.xdist_group(group_of(module)))
 
 
 @pytest.fixture(autouse=True)

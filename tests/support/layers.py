@@ -39,8 +39,18 @@ PROCESS = frozenset({
     "test_metrics", "test_monitor_allocator", "test_pool", "test_reference_quality", "test_sampling",
     "test_step_registry", "test_sweeps",
 })  # fmt: skip
+# modules that start the bundled tritonserver run on one worker, one after another: two servers starting at once
+# on two workers aborted (exit -6) in one clean-clone run
+GROUPS = {
+    m: "tritonserver" for m in ("test_faults", "test_installed", "test_local_servers", "test_remote", "test_triton")
+}
 BROKER_FIXTURES = frozenset({"broker"})
 PROCESS_FIXTURES = frozenset({"media"})  # made with the ffmpeg CLI
+
+
+def group_of(module: str) -> str:
+    """The xdist group of a test of ``module``: its module, or a group shared with modules it must not overlap."""
+    return GROUPS.get(module, module)
 
 
 def layer_of(module: str, fixtures: Iterable[str]) -> str:
