@@ -62,13 +62,13 @@ class Consumer(ABC):
         thousands of records a second and needs no more of them (the monitor). An engine may build rows without
         building records (librdkafka does: a third less CPU a record, ``lastmile bench bus``)."""
         rows = self._fetch_rows(timeout_ms, max_records or self.settings.max_poll_records)
-        return rows + [row(r) if isinstance(r, Record) else r for r in self._watch.observe(self)]
+        return rows + as_rows(self._watch.observe(self))
 
     @abstractmethod
     def _fetch(self, timeout_ms: int, max_records: int) -> list[Fetched]: ...
 
     def _fetch_rows(self, timeout_ms: int, max_records: int) -> list[FetchedRow]:
-        return [row(r) if isinstance(r, Record) else r for r in self._fetch(timeout_ms, max_records)]
+        return as_rows(self._fetch(timeout_ms, max_records))
 
     @abstractmethod
     def paused(self) -> set[Partition]: ...
@@ -152,3 +152,8 @@ class Consumer(ABC):
             max(0, marks[p][1] - (marks[p][0] if c is None else c)) for p, c in zip(parts, committed, strict=True)
         )
         return Backlog(behind, committed)
+
+
+def as_rows(fetched: list[Fetched]) -> list[FetchedRow]:
+    """Each record as its row; an unreadable or oversize one as it is."""
+    return [row(r) if isinstance(r, Record) else r for r in fetched]
