@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gateway.bus.errors import ClientConfigError
+from gateway.bus.kafka_python.join import keep_finished_joins
 from gateway.core.kafka_settings import KafkaSettings
 
 HEADROOM_BYTES = 1024 * 1024  # a fetch or request holds a record of max_message_bytes plus its framing
@@ -61,7 +62,7 @@ def consumer_client(settings: KafkaSettings):
     records only."""
     from kafka import KafkaConsumer
 
-    return KafkaConsumer(
+    consumer = KafkaConsumer(
         **options(settings),
         group_id=settings.group_id,
         group_instance_id=settings.group_instance_id,
@@ -79,6 +80,8 @@ def consumer_client(settings: KafkaSettings):
         # the largest response it reads: a bigger batch (broker-side, KIP-74) is passed by gateway.bus.stalls
         receive_message_max_bytes=settings.max_message_bytes + 2 * HEADROOM_BYTES,
     )
+    keep_finished_joins(consumer)  # a join finished between two polls is completed, not thrown away
+    return consumer
 
 
 def eager_assignors(strategy: str | None = None) -> tuple:
