@@ -392,7 +392,7 @@ def test_6_hostile_messages_are_each_dead_lettered_once_with_their_reason(broker
         "f6",
         limits={"max_bytes": 2_000_000},
         kafka={"max_message_bytes": 3_000_000},
-        sources={"file_roots": [str(root)], "http_allow_hosts": ["127.0.0.1"]},
+        sources={"file_roots": [str(root)], "http_allow_hosts": [f"127.0.0.1:{redirect.server_address[1]}"]},
     )
     gw, thread = start_gateway(cfg)
     by_ref = {

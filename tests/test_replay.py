@@ -204,7 +204,7 @@ def test_a_replay_fetches_a_manifests_urls_only_from_the_hosts_it_is_given(tmp_p
 
     (line,) = summarize(list(by_video.values())).lines()
     assert "--http-allow-host" in line and "into a new --out" in line
-    allowed = cfg.model_copy(update={"http_allow_hosts": ["127.0.0.1"]})
+    allowed = cfg.model_copy(update={"http_allow_hosts": [served.split("://", 1)[1]]})  # 127.0.0.1:port
     assert allowed.identity() == cfg.identity()  # where videos may come from does not change what a run yields
     v, w = sorted(read_results(replay(allowed, tmp_path / "r2", workers=1, progress=False)), key=lambda r: r.video_id)
     assert v.error is None and v.score == w.score and v.input_sha256 == w.input_sha256  # the same bytes, fetched

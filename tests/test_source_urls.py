@@ -76,8 +76,9 @@ def server():
 
 
 class _Resolver:
-    """Stands in for ``socket.getaddrinfo`` in this (the fetching) thread: every lookup is recorded, and one of a
-    host not permitted fails the test (raised as an AssertionError, which no fetch code catches). Another thread's
+    """Stands in for ``socket.getaddrinfo`` in this (the fetching) thread and the fetch's lookup thread: every
+    lookup is recorded, and one of a host not permitted fails the test (an AssertionError, which the lookup thread
+    hands back to the fetch as it is and no fetch code catches). Another thread's
     lookup (a Kafka client an earlier test left redialling its stopped broker) is not the fetch's: passed on."""
 
     def __init__(self, real) -> None:
@@ -85,7 +86,8 @@ class _Resolver:
         self.thread = threading.get_ident()
 
     def __call__(self, host, port, *args, **kwargs):
-        if threading.get_ident() != self.thread:
+        fetching = threading.get_ident() == self.thread or threading.current_thread().name == "lastmile-dns"
+        if not fetching:  # (the fetch looks names up on a thread of its own, to bound the wait)
             return self.real(host, port, *args, **kwargs)
         self.asked.append(host)
         assert host in self.permitted, f"unexpected address lookup of {host!r}"
@@ -102,9 +104,8 @@ def resolver(monkeypatch) -> _Resolver:
 def _control(server, resolver) -> None:
     """One allowed fetch after the refused ones. The server accepts connections in order, so once this one is
     answered, any connection a refused fetch had opened would already be in ``server.connections``."""
-    resolver.permitted.add("127.0.0.1")
     port = server.server_address[1]
-    assert fetch(f"http://127.0.0.1:{port}/clip.mp4", http_allow_hosts=["127.0.0.1"]) == b"video"
+    assert fetch(f"http://127.0.0.1:{port}/clip.mp4", http_allow_hosts=[f"127.0.0.1:{port}"]) == b"video"
 
 
 def test_a_user_part_or_a_malformed_url_is_refused_before_any_lookup_or_connection(server, resolver):
@@ -124,7 +125,8 @@ def test_a_user_part_or_a_malformed_url_is_refused_before_any_lookup_or_connecti
         "http:///x.mp4": "invalid host",
         "http://[::1/x.mp4": "unparseable URL",
     }
-    for allow in (["allowed.example"], ["allowed.example", "127.0.0.1"]):  # even with both hosts on the list
+    both = ["allowed.example", f"allowed.example:{port}", f"127.0.0.1:{port}"]
+    for allow in (["allowed.example"], both):  # even with both hosts on the list
         for url, reason in refused.items():
             with pytest.raises(SourceError, match=reason):
                 fetch(url, http_allow_hosts=allow)
@@ -135,13 +137,13 @@ def test_a_user_part_or_a_malformed_url_is_refused_before_any_lookup_or_connecti
 
 def test_an_allowed_host_redirecting_to_a_user_part_url_is_refused_at_the_redirect(server, resolver):
     port = server.server_address[1]
-    resolver.permitted.add("127.0.0.1")  # the first hop is allowed and made; the redirect must go nowhere
+    # the first hop is allowed and made (to the address itself: no lookup); the redirect must go nowhere
     with pytest.raises(SourceError, match=r"redirect from .* refused: .*user part"):
-        fetch(f"http://127.0.0.1:{port}/to-user-part", http_allow_hosts=["127.0.0.1", "allowed.example"])
-    assert resolver.asked == ["127.0.0.1"]  # never "allowed.example@127.0.0.1", never "allowed.example"
+        fetch(f"http://127.0.0.1:{port}/to-user-part", http_allow_hosts=[f"127.0.0.1:{port}", "allowed.example"])
+    assert resolver.asked == []  # never "allowed.example@127.0.0.1", never "allowed.example"
     _control(server, resolver)
     assert len(server.connections) == 2 and server.hosts == [f"127.0.0.1:{port}"] * 2
-    assert fetch(f"http://127.0.0.1:{port}/relative", http_allow_hosts=["127.0.0.1"]) == b"video"
+    assert fetch(f"http://127.0.0.1:{port}/relative", http_allow_hosts=[f"127.0.0.1:{port}"]) == b"video"
 
 
 LOOPBACK_SPELLINGS = [
@@ -173,11 +175,11 @@ def test_numeric_spellings_of_loopback_never_pass_a_list_of_names(server, resolv
 
 def test_numeric_spellings_match_an_address_entry_and_connect_to_that_address(server, resolver):
     port = server.server_address[1]
-    resolver.permitted.add("127.0.0.1")
     spellings = [h for h in LOOPBACK_SPELLINGS if h != "[::1]"]
     for host in spellings:
-        assert fetch(f"http://{host}:{port}/clip.mp4", http_allow_hosts=["0x7f.1"]) == b"video", host
-    assert resolver.asked == ["127.0.0.1"] * len(spellings)  # connected to the parsed address, nothing else
+        assert fetch(f"http://{host}:{port}/clip.mp4", http_allow_hosts=[f"0x7f.1:{port}"]) == b"video", host
+    assert resolver.asked == []  # connected to the parsed address, never looked up
+    assert len(server.connections) == len(spellings)
     assert server.hosts == [f"127.0.0.1:{port}"] * len(spellings)  # and said so in the Host header
 
 
@@ -191,20 +193,20 @@ def test_a_number_like_host_that_is_no_address_is_refused(host):
 
 def test_host_names_compare_without_case_or_trailing_dot(server):
     port = server.server_address[1]
-    for allow in (["LOCALHOST"], ["localhost."]):
+    loopback = ["127.0.0.0/8", "::1/128"]  # the name resolves to loopback: refused unless a network names it
+    for allow in ([f"LOCALHOST:{port}", *loopback], [f"localhost.:{port}", *loopback]):
         for host in ("localhost", "localhost.", "LocalHost"):
             assert fetch(f"http://{host}:{port}/clip.mp4", http_allow_hosts=allow) == b"video"
     assert server.hosts == [f"localhost:{port}"] * 6
     with pytest.raises(SourceError, match="not in the allow-list"):
-        fetch(f"http://localhost.example:{port}/clip.mp4", http_allow_hosts=["localhost"])
+        fetch(f"http://localhost.example:{port}/clip.mp4", http_allow_hosts=[f"localhost:{port}", *loopback])
 
 
 def test_https_connects_to_the_parsed_host_and_reports_a_failed_handshake(server, resolver):
     port = server.server_address[1]
-    resolver.permitted.add("127.0.0.1")
     with pytest.raises(SourceError, match="cannot fetch"):  # the server speaks plain HTTP: no TLS handshake
-        fetch(f"https://0x7f000001:{port}/clip.mp4", http_allow_hosts=["127.0.0.1"])
-    assert resolver.asked == ["127.0.0.1"] and len(server.connections) == 1
+        fetch(f"https://0x7f000001:{port}/clip.mp4", http_allow_hosts=[f"127.0.0.1:{port}"])
+    assert resolver.asked == [] and len(server.connections) == 1
 
 
 def test_the_parse_is_what_the_request_uses():

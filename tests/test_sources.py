@@ -46,6 +46,11 @@ class _Hostile(http.server.BaseHTTPRequestHandler):
         return
 
 
+def _listed(root: str) -> list[str]:
+    """The allow-list entry of a local test server: its address and port (a bare host allows 80 and 443 only)."""
+    return [root.split("://", 1)[1]]
+
+
 @pytest.fixture
 def hostile():
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hostile)
@@ -75,7 +80,7 @@ def test_a_file_uri_naming_a_host_is_refused_not_read_as_a_path_on_this_one(tmp_
 
 
 def test_http_fetch_needs_the_host_on_the_allow_list(http_root):
-    assert fetch(f"{http_root}/clip.mp4", http_allow_hosts=["127.0.0.1"]) == b"x" * 5000
+    assert fetch(f"{http_root}/clip.mp4", http_allow_hosts=_listed(http_root)) == b"x" * 5000
     with pytest.raises(SourceError, match="not in the allow-list"):
         fetch(f"{http_root}/clip.mp4", http_allow_hosts=["cdn.example.internal"])
     with pytest.raises(SourceError, match="not in the allow-list"):
@@ -84,9 +89,9 @@ def test_http_fetch_needs_the_host_on_the_allow_list(http_root):
 
 def test_http_fetch_enforces_the_size_limit_and_reports_failures(http_root):
     with pytest.raises(LimitExceeded, match="limit is 1000"):
-        fetch(f"{http_root}/clip.mp4", http_allow_hosts=["127.0.0.1"], max_bytes=1000)
+        fetch(f"{http_root}/clip.mp4", http_allow_hosts=_listed(http_root), max_bytes=1000)
     with pytest.raises(SourceError, match="cannot fetch"):
-        fetch(f"{http_root}/missing.mp4", http_allow_hosts=["127.0.0.1"])
+        fetch(f"{http_root}/missing.mp4", http_allow_hosts=_listed(http_root))
 
 
 def test_file_uris_are_confined_to_their_roots(tmp_path):
@@ -147,10 +152,10 @@ def test_a_symlink_out_of_the_root_is_refused(tmp_path):
 
 def test_redirects_stay_on_the_allow_list_and_streams_are_capped(hostile):
     with pytest.raises(SourceError, match="leaves the allow-list"):
-        fetch(f"{hostile}/hop", http_allow_hosts=["127.0.0.1"])
-    assert fetch(f"{hostile}/stay", http_allow_hosts=["127.0.0.1"]) == b"video"
+        fetch(f"{hostile}/hop", http_allow_hosts=_listed(hostile))
+    assert fetch(f"{hostile}/stay", http_allow_hosts=_listed(hostile)) == b"video"
     with pytest.raises(LimitExceeded, match="100000-byte limit"):
-        fetch(f"{hostile}/endless", http_allow_hosts=["127.0.0.1"], max_bytes=100_000)
+        fetch(f"{hostile}/endless", http_allow_hosts=_listed(hostile), max_bytes=100_000)
 
 
 # -- deadlines and broken bodies (issue 27) ----------------------------------------------------------------------
@@ -203,7 +208,7 @@ def test_a_dripping_server_is_cut_at_the_total_deadline(raw, path):
     url = f"https://127.0.0.1:{raw}/v" if path == "tls" else f"http://127.0.0.1:{raw}{path}"
     t0 = time.monotonic()
     with pytest.raises(SourceError, match="took longer than its deadline"):
-        fetch(url, http_allow_hosts=["127.0.0.1"], http_timeout_s=5.0, http_total_s=TOTAL_S)
+        fetch(url, http_allow_hosts=[f"127.0.0.1:{raw}"], http_timeout_s=5.0, http_total_s=TOTAL_S)
     elapsed = time.monotonic() - t0
     assert TOTAL_S <= elapsed <= TOTAL_S + 1, elapsed  # cut on the wall clock, not at a read's timeout
 
@@ -211,7 +216,7 @@ def test_a_dripping_server_is_cut_at_the_total_deadline(raw, path):
 @pytest.mark.parametrize("path", ["/bad-chunk", "/cut-chunk", "/cut-length"])
 def test_a_broken_or_short_body_is_a_source_error(raw, path):
     with pytest.raises(SourceError, match=r"cannot fetch .*IncompleteRead"):
-        fetch(f"http://127.0.0.1:{raw}{path}", http_allow_hosts=["127.0.0.1"])
+        fetch(f"http://127.0.0.1:{raw}{path}", http_allow_hosts=[f"127.0.0.1:{raw}"])
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from pydantic_settings import SettingsConfigDict
 from detectors.runtimes.providers import ProviderSettings
 from gateway.core.kafka_settings import KafkaSettings
 from gateway.core.messages import MAX_FIELD_BYTES, MAX_URI_BYTES, score_event_bound
-from gateway.core.sources import SourceError, allow_set
+from gateway.core.sources import SourceError, allow_list
 from gateway.core.yaml_settings import YamlSettings
 from transforms.catalog import resolve_conditions
 from transforms.limits import Limits
@@ -29,10 +29,12 @@ class SourceSettings(BaseModel):
     )
     http_allow_hosts: list[str] = Field(
         default_factory=list,
-        description="host names (any case) or IP addresses that http(s):// URIs and redirects may name; none: no host",
+        description="hosts http(s):// URIs and redirects may name: 'name' (ports 80 and 443), 'name:port', an IP "
+        "address, or a CIDR network that names may resolve into although private or loopback; none: no host",
     )
     http_timeout_s: float = Field(10.0, gt=0, description="connect and read timeout")
     http_total_s: float = Field(120.0, gt=0, description="deadline of one whole download")
+    http_redirect_to_http: bool = Field(False, description="follow a redirect from https:// to http:// (drops TLS)")
 
     @field_validator("http_allow_hosts")
     @classmethod
@@ -41,9 +43,9 @@ class SourceSettings(BaseModel):
 
 
 def checked_hosts(hosts: list[str]) -> list[str]:
-    """``hosts``, if each is a host name or an address as a URL's host is parsed; else ``ValueError`` (a field's)."""
+    """``hosts``, if each is an allow-list entry (:mod:`gateway.core.sources.allowlist`); else ``ValueError``."""
     try:
-        allow_set(hosts)
+        allow_list(hosts)
     except SourceError as exc:
         raise ValueError(str(exc)) from exc
     return hosts

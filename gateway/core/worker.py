@@ -49,6 +49,7 @@ class FetchRules(BaseModel):
             http_allow_hosts=s.http_allow_hosts,
             http_timeout_s=s.http_timeout_s,
             http_total_s=s.http_total_s,
+            http_redirect_to_http=s.http_redirect_to_http,
         )
 
 

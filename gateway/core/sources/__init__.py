@@ -4,8 +4,10 @@ allow-listed hosts. Secure by default: with no roots no file is read, and no hos
 - Files (:mod:`.files`): the path (a manifest's relative path against ``base``, or a ``file://`` URI with no host
   but localhost) is resolved (symlinks followed) and must lie under one of ``roots``; only a regular file is read
   (not a FIFO, ``/dev/zero`` or a directory), and never more than ``max_bytes``, whatever ``stat`` says.
-- URLs (:mod:`.urls`): one parse gives the scheme, host, port and target that the allow-list checks *and* the
-  connection uses (:mod:`.downloads`), on the first request and on every redirect.
+- URLs (:mod:`.urls`): one parse gives the scheme, host, port and target that the allow-list (:mod:`.allowlist`:
+  hosts with their ports, networks) checks *and* the connection uses (:mod:`.downloads`), on the first request and
+  on every redirect. A name is resolved once and every address checked (:mod:`.addresses`: loopback, private,
+  link-local and other special ranges refused unless listed); the connection goes to an address checked.
 """
 
 from __future__ import annotations
@@ -14,14 +16,13 @@ import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 
+from gateway.core.sources.allowlist import AllowList, allow_list, allowed_url
 from gateway.core.sources.downloads import download
 from gateway.core.sources.errors import ContentMismatch, SourceError, show
 from gateway.core.sources.files import local_path, read_file
 from gateway.core.sources.urls import (
     DEFAULT_PORTS,
     SourceURL,
-    allow_set,
-    allowed_url,
     canonical_host,
     is_web_url,
     parse_source_url,
@@ -29,10 +30,11 @@ from gateway.core.sources.urls import (
 
 __all__ = [
     "DEFAULT_PORTS",
+    "AllowList",
     "ContentMismatch",
     "SourceError",
     "SourceURL",
-    "allow_set",
+    "allow_list",
     "allowed_url",
     "canonical_host",
     "check_digest",
@@ -52,11 +54,13 @@ def fetch(
     http_allow_hosts: Sequence[str] = (),
     http_timeout_s: float = 10.0,
     http_total_s: float = 120.0,
+    http_redirect_to_http: bool = False,
 ) -> bytes:
     """Bytes of ``uri``: a path (relative to ``base``) or ``file://`` URI under ``roots``, or an ``http(s)://`` URI
-    whose host is in ``http_allow_hosts``; else :class:`SourceError` (or :class:`LimitExceeded`)."""
+    whose host and port are in ``http_allow_hosts`` (:mod:`.allowlist`); else :class:`SourceError` (or
+    :class:`LimitExceeded`)."""
     if is_web_url(uri):
-        return download(uri, http_allow_hosts, max_bytes, http_timeout_s, http_total_s)
+        return download(uri, http_allow_hosts, max_bytes, http_timeout_s, http_total_s, http_redirect_to_http)
     return read_file(local_path(uri, base or Path.cwd()), roots, max_bytes)
 
 

@@ -1,6 +1,8 @@
 """``http(s)://`` downloads from allow-listed hosts: the parse the allow-list checked is the one connected to, on the
-first request and on every redirect. Reads time out, a download ends at its deadline however slowly a server
-drips, the body is read in chunks up to ``max_bytes``; no proxy."""
+first request and on every redirect, and the addresses checked (:mod:`.addresses`: one lookup, every address
+checked) are the only ones connected to; the ``Host`` header, TLS SNI and certificate check stay on the name. A
+redirect from https to http is refused unless allowed. Reads time out, a download ends at its deadline however
+slowly a server drips, the body is read in chunks up to ``max_bytes``; no proxy."""
 
 from __future__ import annotations
 
@@ -13,9 +15,11 @@ import time
 from collections.abc import Sequence
 from urllib.parse import urljoin
 
+from gateway.core.sources.addresses import connect, resolve
+from gateway.core.sources.allowlist import AllowList, allow_list
 from gateway.core.sources.errors import SourceError, show
 from gateway.core.sources.files import read_bounded
-from gateway.core.sources.urls import SourceURL, admit, allow_set, parse_source_url
+from gateway.core.sources.urls import Address, SourceURL, parse_source_url
 from transforms.errors import LimitExceeded
 
 MAX_REDIRECTS = 10
@@ -23,33 +27,68 @@ REDIRECTS = frozenset({301, 302, 303, 307, 308})
 HEADERS = {"User-Agent": "lastmile-gateway", "Accept-Encoding": "identity", "Connection": "close"}
 
 
-def download(uri: str, allow: Sequence[str], max_bytes: int | None, timeout_s: float, total_s: float) -> bytes:
-    """The body of ``uri`` (and of its redirects, each to a host in ``allow``); else :class:`SourceError`."""
-    allowed = allow_set(allow)
-    url = admit(parse_source_url(uri), allowed)
+def download(
+    uri: str,
+    allow: Sequence[str] | AllowList,
+    max_bytes: int | None,
+    timeout_s: float,
+    total_s: float,
+    redirect_to_http: bool = False,
+) -> bytes:
+    """The body of ``uri`` (and of its redirects, each to a host and port in ``allow``, each resolved and checked
+    again); else :class:`SourceError`. ``redirect_to_http``: follow a redirect from https to http (drops TLS)."""
+    allowed = allow_list(allow)
+    url = allowed.admit(parse_source_url(uri))
     deadline = time.monotonic() + total_s
     for _ in range(MAX_REDIRECTS + 1):
-        location = _get(url, max_bytes, min(timeout_s, max(deadline - time.monotonic(), 0.001)), deadline)
+        addresses = resolve(url, allowed, _left(timeout_s, deadline))
+        location = _get(url, addresses, max_bytes, _left(timeout_s, deadline), deadline)
         if isinstance(location, bytes):
             return location
         try:
             target = parse_source_url(urljoin(str(url), location))
         except (SourceError, ValueError) as exc:
             raise SourceError(f"redirect from {show(str(url))} refused: {exc}") from exc
-        if target.host not in allowed:
-            raise SourceError(f"redirect from {show(str(url))} to {show(str(target))} leaves the allow-list")
+        try:
+            allowed.admit(target)
+        except SourceError as exc:
+            why = f"redirect from {show(str(url))} to {show(str(target))} leaves the allow-list: {exc}"
+            raise SourceError(why) from exc
+        if url.scheme == "https" and target.scheme == "http" and not redirect_to_http:
+            raise SourceError(
+                f"redirect from {show(str(url))} to {show(str(target))} refused: it drops TLS "
+                "(sources.http_redirect_to_http allows it)"
+            )
         url = target
     raise SourceError(f"more than {MAX_REDIRECTS} redirects from {show(uri)}")
 
 
-def _get(url: SourceURL, max_bytes: int | None, timeout_s: float, deadline: float) -> bytes | str:
-    """One request to exactly ``url``'s host and port: the body, or the ``Location`` of a redirect. Each read
-    waits at most ``timeout_s``; at ``deadline`` the socket is shut down (:func:`_cut`), whatever it waits for."""
-    if url.scheme == "https":  # (the TLS handshake as a whole is bounded by the timeout: at most the time left)
-        tls = ssl.create_default_context()
-        conn = http.client.HTTPSConnection(url.connect_host, url.port, timeout=timeout_s, context=tls)
-    else:
-        conn = http.client.HTTPConnection(url.connect_host, url.port, timeout=timeout_s)
+def _left(timeout_s: float, deadline: float) -> float:
+    return min(timeout_s, max(deadline - time.monotonic(), 0.001))
+
+
+class PinnedConnection(http.client.HTTPConnection):
+    """An HTTP(S) connection to ``url``'s name that connects only to ``addresses`` (already checked): no lookup
+    of its own. With ``tls``, the socket is wrapped with SNI and certificate verification on the name."""
+
+    def __init__(self, url: SourceURL, addresses: list[Address], timeout_s: float, tls: ssl.SSLContext | None):
+        super().__init__(url.connect_host, url.port, timeout=timeout_s)
+        self._addresses, self._tls = addresses, tls
+
+    def connect(self) -> None:
+        self.sock = connect(self._addresses, self.port, self.timeout)
+        if self._tls is not None:  # (the handshake as a whole is bounded by the timeout: at most the time left)
+            self.sock = self._tls.wrap_socket(self.sock, server_hostname=self.host)
+
+
+def _get(
+    url: SourceURL, addresses: list[Address], max_bytes: int | None, timeout_s: float, deadline: float
+) -> bytes | str:
+    """One request to exactly ``url``'s port on one of ``addresses``: the body, or the ``Location`` of a redirect.
+    Each read waits at most ``timeout_s``; at ``deadline`` the socket is shut down (:func:`_cut`), whatever it
+    waits for."""
+    tls = ssl.create_default_context() if url.scheme == "https" else None
+    conn = PinnedConnection(url, addresses, timeout_s, tls)
     cut = threading.Timer(max(deadline - time.monotonic(), 0.0), _cut, (conn,))
     cut.start()
     try:

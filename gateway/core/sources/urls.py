@@ -8,7 +8,6 @@ from __future__ import annotations
 import ipaddress
 import re
 import string
-from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import quote, urlsplit
 
@@ -130,27 +129,3 @@ def _ipv4(name: str, text: str) -> ipaddress.IPv4Address:
     if len(numbers) > 4 or any(n > 255 for n in head) or last >= 256 ** (5 - len(numbers)):
         raise SourceError(f"host {show(text, 60)} looks like a number but is no IPv4 address")
     return ipaddress.IPv4Address(last + sum(n << (8 * (3 - i)) for i, n in enumerate(head)))
-
-
-def allow_set(hosts: Sequence[str]) -> frozenset[str | Address]:
-    """The allow-list's entries in the form :func:`canonical_host` gives (a bare IPv6 address is accepted too)."""
-    return frozenset(_allow_entry(h) for h in hosts)
-
-
-def _allow_entry(entry: str) -> str | Address:
-    try:
-        return canonical_host(f"[{entry}]" if ":" in entry and not entry.startswith("[") else entry)
-    except SourceError as exc:
-        raise SourceError(f"allow-list entry {show(entry, 60)} is no host name or IP address ({exc})") from exc
-
-
-def allowed_url(uri: str, allow: Sequence[str]) -> SourceURL:
-    """``uri`` parsed (:func:`parse_source_url`), refused unless its host is in ``allow``; no DNS, no network."""
-    return admit(parse_source_url(uri), allow_set(allow))
-
-
-def admit(url: SourceURL, allowed: frozenset[str | Address]) -> SourceURL:
-    """``url``, if its host is in ``allowed`` (:func:`allow_set`'s form); else :class:`SourceError`."""
-    if url.host not in allowed:
-        raise SourceError(f"host {str(url.host)!r} is not in the allow-list")
-    return url
