@@ -149,7 +149,7 @@ def test_triton_is_deployed_only_where_the_gateway_uses_it(runtime, enabled, ext
     deployed = runtime == "triton" and enabled
     objects = _triton_objects(docs)
     assert {d["kind"] for d in objects} == (
-        {"Deployment", "Service", "PodDisruptionBudget", "ServiceMonitor"} if deployed else set()
+        {"Deployment", "Service", "PodDisruptionBudget", "ServiceMonitor", "NetworkPolicy"} if deployed else set()
     )
     gpus = [
         c
@@ -537,3 +537,69 @@ def test_the_files_the_docs_and_values_name_exist():
             assert (ROOT / manifest).is_file(), f"{path.name}: {manifest}"
     for doc in re.findall(r"\(?((?:docs/)?[\w-]+\.md)\b", texts[CHART / "values.yaml"]):
         assert (ROOT / doc).is_file() or (ROOT / "docs" / doc).is_file(), f"values.yaml cites {doc}"
+
+
+# -- pods in a locked-down cluster (issue 53) ---------------------------------------------------------------------
+def _pods(docs: list[dict]) -> list[tuple[dict, dict]]:
+    """(workload, pod spec) of every workload that runs pods."""
+    out = []
+    for d in docs:
+        if d["kind"] in ("Deployment", "StatefulSet", "DaemonSet", "Job"):
+            out.append((d, d["spec"]["template"]["spec"]))
+        elif d["kind"] == "CronJob":
+            out.append((d, d["spec"]["jobTemplate"]["spec"]["template"]["spec"]))
+    return out
+
+
+@pytest.mark.parametrize("values", [{}, ALL_ON], ids=["default", "all-on"])
+def test_every_pod_runs_as_a_locked_down_cluster_asks(values):
+    """Non-root, read-only root filesystem (a writable emptyDir at /tmp: the test above), every capability dropped,
+    no privilege escalation, the runtime's seccomp profile, no service account token; valid objects."""
+    import kubernetes_validate as kv
+
+    pods = _pods(_docs(values))
+    assert pods
+    for workload, pod in pods:
+        name = workload["metadata"]["name"]
+        context = pod["securityContext"]
+        assert context["runAsNonRoot"] is True and context["runAsUser"] > 0 and context["runAsGroup"] > 0, name
+        assert context["seccompProfile"] == {"type": "RuntimeDefault"}, name
+        assert pod["automountServiceAccountToken"] is False, name
+        for c in pod["containers"] + pod.get("initContainers", []):
+            sc = c["securityContext"]
+            assert sc["readOnlyRootFilesystem"] is True and sc["allowPrivilegeEscalation"] is False, (name, c["name"])
+            assert sc["capabilities"] == {"drop": ["ALL"]}, (name, c["name"])  # nothing added back
+            assert not sc.get("privileged") and sc.get("runAsUser", context["runAsUser"]) != 0, (name, c["name"])
+        kv.validate(workload, "1.30.0", strict=True)
+
+
+def test_network_policies_let_each_pod_reach_only_what_it_needs():
+    import kubernetes_validate as kv
+
+    assert not _kind(_docs({}), "NetworkPolicy")  # optional: off by default
+    docs = _docs(ALL_ON)
+    policies = _kind(docs, "NetworkPolicy")
+    np = ALL_ON["networkPolicy"]
+    by_component = {p["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/component"]: p for p in policies}
+    for workload, _pod in _pods(docs):  # every pod is selected by its component's policy
+        labels = workload["spec"]["template"]["metadata"]["labels"]
+        policy = by_component[labels["app.kubernetes.io/component"]]
+        assert policy["spec"]["podSelector"]["matchLabels"].items() <= labels.items()
+        assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
+    for policy in policies:
+        kv.validate(policy, "1.30.0", strict=True)
+
+    dns = {"to": np["dns"]["to"], "ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}]}
+    kafka = {"to": np["kafka"]["to"], "ports": [{"port": p, "protocol": "TCP"} for p in np["kafka"]["ports"]]}
+    gateway = by_component["gateway"]["spec"]
+    triton_peer = gateway["egress"][2]["to"][0]["podSelector"]["matchLabels"]
+    assert gateway["egress"] == [dns, kafka, gateway["egress"][2], *np["egress"]]  # DNS, Kafka, Triton, sources
+    assert triton_peer["app.kubernetes.io/component"] == "triton" and gateway["egress"][2]["ports"] == [
+        {"port": 8001, "protocol": "TCP"}
+    ]
+    assert gateway["ingress"] == [{"from": np["metricsFrom"], "ports": [{"port": 9308, "protocol": "TCP"}]}]
+    triton = by_component["triton"]["spec"]
+    assert triton["egress"] == []  # Triton reaches nothing
+    assert triton["ingress"][0]["from"][0]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "gateway"
+    assert by_component["monitor"]["spec"]["egress"] == [dns, kafka]
+    assert by_component["canary"]["spec"] == {**by_component["canary"]["spec"], "ingress": [], "egress": [dns, kafka]}
