@@ -482,3 +482,25 @@ def test_only_detectors_scored_over_grpc_need_tritonclient():
     assert _needs_grpc(inst(None), "triton") and not _needs_grpc(inst(None), "embedded")
     assert _needs_grpc(inst("grpc://kserve:8081"), "embedded")
     assert not _needs_grpc(inst("http://kserve:8080"), "triton") and not _needs_grpc(inst("https://k:443"), "embedded")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [("gateway", "run", "--log-level", "DEBUG"), ("scores",), ("monitor", "run", "--log-level", "DEBUG")],
+    ids=["gateway", "scores", "monitor"],
+)
+def test_a_planted_secret_given_by_file_appears_in_no_output(tmp_path, broker, command):
+    """A SASL password and a TLS key password read from files (as Kubernetes mounts secrets) never reach a log
+    line or an error, DEBUG logging included: the broker here speaks no SASL, so each command fails to reach it
+    (librdkafka reports the refused SASL handshake as a transport failure: "no broker answered") without them."""
+    secret, key_secret = "planted-Pa55-7f3a91", "planted-key-c04e2d"
+    (tmp_path / "pw").write_text(secret + "\n")
+    (tmp_path / "key-pw").write_text(key_secret)
+    kafka = {"bootstrap": broker.bootstrap, "security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "SCRAM-SHA-512",
+             "sasl_username": "gw", "sasl_password_file": str(tmp_path / "pw"),
+             "ssl_key_password_file": str(tmp_path / "key-pw")}  # fmt: skip
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump({"http_port": 0, "kafka": kafka}))
+    run = _lastmile(*command, "--config", "c.yaml", cwd=tmp_path)
+    out = run.stdout + run.stderr
+    assert run.returncode != 0 and "Error: Kafka: " in run.stderr, out[-2000:]
+    assert secret not in out and key_secret not in out, out[-2000:]
