@@ -62,7 +62,8 @@ def _fail_loudly(failures: RunFailures, what: str, kept: str) -> None:
     "--http-allow-host",
     "http_allow_hosts",
     multiple=True,
-    help="a host (name or IP address) the manifest's http(s):// videos may be fetched from (repeatable; none: no host)",
+    help="a host the manifest's http(s):// videos may be fetched from: 'name' or an IP address (ports 80 and 443), "
+    "'name:port', or a CIDR network names may resolve into (repeatable; none: no host; docs/sources.md)",
 )
 @MAX_INFRA_ERRORS
 @click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path))
