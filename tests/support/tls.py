@@ -14,10 +14,13 @@ class Certs:
     ca: Path  # the CA certificate a client trusts
     cert: Path  # the server's certificate (signed by the CA) ...
     key: Path  # ... and its private key (unencrypted PEM)
+    client_cert: Path | None = None  # a client's certificate (signed by the CA), for mutual TLS ...
+    client_key: Path | None = None  # ... and its private key, encrypted with the password given
 
 
-def make_certs(folder: Path, names: list[str]) -> Certs:
-    """A CA and a server certificate for ``names`` (DNS names, or IP addresses as text), valid for a day."""
+def make_certs(folder: Path, names: list[str], client_key_password: bytes | None = None) -> Certs:
+    """A CA and a server certificate for ``names`` (DNS names, or IP addresses as text), valid for a day; with
+    ``client_key_password``, also a client certificate whose key is encrypted with it."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -47,6 +50,21 @@ def make_certs(folder: Path, names: list[str]) -> Certs:
     out.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     pem = serialization.PrivateFormat.TraditionalOpenSSL
     out.key.write_bytes(key.private_bytes(serialization.Encoding.PEM, pem, serialization.NoEncryption()))
+    if client_key_password is None:
+        return out
+    client_key = ec.generate_private_key(ec.SECP256R1())
+    client = (
+        x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "lastmile-gw")]))
+        .issuer_name(ca_name).public_key(client_key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
+        .sign(ca_key, hashes.SHA256())
+    )  # fmt: skip
+    out = Certs(out.ca, out.cert, out.key, folder / "client.pem", folder / "client.key")
+    out.client_cert.write_bytes(client.public_bytes(serialization.Encoding.PEM))
+    encrypted = serialization.BestAvailableEncryption(client_key_password)
+    out.client_key.write_bytes(
+        client_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encrypted)
+    )
     return out
 
 
