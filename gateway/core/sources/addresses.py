@@ -42,7 +42,7 @@ def special(address: Address) -> str | None:
         if why is not None:
             return f"{why}, inside {address}"
     for name, networks in SPECIAL:
-        if any(address.version == n.version and address in n for n in networks):
+        if any(address in n for n in networks):  # (an address is in no network of the other version)
             return name
     return None if address.is_global else "not globally routable"
 

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from gateway.core.sources.errors import SourceError, show
-from gateway.core.sources.urls import Address, SourceURL, canonical_host, parse_source_url
+from gateway.core.sources.urls import Address, SourceURL, canonical_host, parse_source_url, port_number
 
 BARE_PORTS = frozenset({80, 443})  # the ports a host listed without one may be reached on
 
@@ -65,7 +65,7 @@ class AllowList:
 
     def names(self, address: Address) -> bool:
         """Whether an entry names ``address`` or a network holding it (so it may be reached although special)."""
-        return any(address.version == n.version and address in n for n in self.networks)
+        return any(address in n for n in self.networks)  # (an address is in no network of the other version)
 
 
 def allow_list(entries: Iterable[str] | AllowList) -> AllowList:
@@ -90,9 +90,10 @@ def _host_port(entry: str) -> tuple[Host, int | None]:
 
 
 def _port(text: str, entry: str) -> int:
-    if not (text.isascii() and text.isdigit() and len(text) <= 5 and 0 < int(text) <= 65535):
+    port = port_number(text)
+    if port is None:
         raise SourceError(f"allow-list entry {show(entry, 60)} has no valid port after its ':' (1 to 65535)")
-    return int(text)
+    return port
 
 
 def _network(entry: str) -> Network:

@@ -86,10 +86,19 @@ def parse_source_url(uri: str) -> SourceURL:
     return SourceURL(parts.scheme, canonical_host(host_text), port, quote(target, safe=string.punctuation))
 
 
+def port_number(text: str) -> int | None:
+    """``text`` as a TCP port (1 to 65535, plain ASCII digits, at most five), or None: the one rule for a URL's
+    port and an allow-list entry's."""
+    if text.isascii() and text.isdigit() and len(text) <= 5 and 0 < int(text) <= 65535:
+        return int(text)
+    return None
+
+
 def _port(text: str, uri: str) -> int:
-    if not (text.isascii() and text.isdigit() and len(text) <= 5 and 0 < int(text) <= 65535):
+    port = port_number(text)
+    if port is None:
         raise SourceError(f"unparseable port {show(text, 20)} in URL {show(uri)}")
-    return int(text)
+    return port
 
 
 def canonical_host(text: str) -> str | Address:
