@@ -72,8 +72,7 @@ def _cfg(bootstrap: str, clips: dict, name: str, partitions: int = 2, **extra) -
         request_timeout_ms=5000,
         max_block_ms=3000,
         ack_timeout_s=5,
-        **FAST_GROUP,
-        **extra.pop("kafka", {}),
+        **{**FAST_GROUP, **extra.pop("kafka", {})},  # (a test's own settings win over the fast group's)
     )
     settings = dict(
         conditions=CONDITIONS,

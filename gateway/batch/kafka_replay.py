@@ -45,6 +45,7 @@ def gateway_config(cfg: ReplayConfig, bootstrap: str, run_id: str, workers: int)
         max_poll_interval_ms=5_000,
         session_timeout_ms=5_000,
         heartbeat_interval_ms=500,
+        probe_timeout_ms=2_000,  # the poll loop's questions wait this long at most: half the poll interval
         idle_member_after_s=20.0,  # the only member: holding no partition while videos wait is never right
         joining_member_after_s=60.0,  # a fresh group's gateway once held nothing for 20 s in CI: a slow join?
     )

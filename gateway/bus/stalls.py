@@ -15,7 +15,10 @@ asks for the one batch at a stalled position on a socket of its own (:mod:`gatew
   client (it may hold it fetched already). The client says so itself: librdkafka through its error callback
   (:mod:`gateway.bus.librdkafka.health`), kafka-python in its fetcher's log (:mod:`gateway.bus.kafka_python`).
 
-Positions, ends and seeks go through the consumer's own methods, whichever engine it runs on.
+Positions, ends and seeks go through the consumer's own methods, whichever engine it runs on. The watch runs inside
+the poll loop, so it never holds it long: each question waits ``probe_timeout_ms`` at most, and once a round has
+spent that long, the partitions still due are judged after the next poll (the settings keep two such waits within
+``max_poll_interval_ms``).
 """
 
 from __future__ import annotations
@@ -109,8 +112,13 @@ class Watch:
                     return []
                 ends = {}
             out: list[Fetched] = []
-            for p in due:
+            budget_until = time.monotonic() + self.settings.probe_timeout_ms / 1000
+            for i, p in enumerate(due):
                 if time.monotonic() < self._unanswered_until:  # a probe went unanswered: the rest would wait too
+                    break
+                if i and time.monotonic() >= budget_until:  # this round has waited its share of the poll
+                    for rest in due[i:]:  # interval: the rest are judged after the next poll
+                        self._seen[rest].checked = float("-inf")
                     break
                 out += self._judge(consumer, p, self._seen[p], ends.get(p), now)
             return out

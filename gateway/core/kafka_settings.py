@@ -99,6 +99,19 @@ class KafkaSettings(BaseModel):
             raise ValueError("the kafka-python engine runs eager assignors only: range or roundrobin")
         return self
 
+    @model_validator(mode="after")
+    def _questions_fit_the_poll_interval(self) -> KafkaSettings:
+        """The poll loop asks the broker questions (the stall watch's, the health probe's), each waiting up to
+        ``probe_timeout_ms``; a member that does not poll within ``max_poll_interval_ms`` is dropped from its group,
+        and its records, the one it was asking about among them, come back to it: a loop that never ends."""
+        if 2 * self.probe_timeout_ms > self.max_poll_interval_ms:
+            raise ValueError(
+                f"probe_timeout_ms ({self.probe_timeout_ms}) is over half of max_poll_interval_ms "
+                f"({self.max_poll_interval_ms}): a poll loop waiting on the broker would be dropped from its group; "
+                "lower probe_timeout_ms or raise max_poll_interval_ms"
+            )
+        return self
+
     @property
     def joining_after_s(self) -> float:
         """How long a member still joining its group may hold nothing while the group's records wait: the setting,

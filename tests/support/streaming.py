@@ -20,7 +20,12 @@ from gateway import bus
 from gateway.core.config import GatewayConfig
 from tests.support.tools import IN_CI
 
-FAST_GROUP = {"max_poll_interval_ms": 4000, "session_timeout_ms": 4000, "heartbeat_interval_ms": 500}
+FAST_GROUP = {
+    "max_poll_interval_ms": 4000,
+    "session_timeout_ms": 4000,
+    "heartbeat_interval_ms": 500,
+    "probe_timeout_ms": 2000,  # at most half the poll interval (the settings refuse more)
+}
 
 
 def require_broker() -> None:

@@ -13,7 +13,6 @@ import logging
 from collections.abc import Iterable, Mapping
 
 from gateway.bus.consumer import Consumer
-from gateway.bus.errors import BusError
 from gateway.bus.librdkafka import config
 from gateway.bus.librdkafka.errors import from_error, mapped
 from gateway.bus.librdkafka.health import ClientHealth
@@ -46,7 +45,7 @@ class RdConsumer(Consumer):
         self._paused: set[Partition] = set()
         self._start: dict[Partition, int] = {}  # where a partition starts before its first record is handed out
         self._timeout_s = settings.request_timeout_ms / 1000
-        self._offsets: OffsetQueries | None = None  # partitions' offsets, asked apart from the fetches (once asked)
+        self._offsets: OffsetQueries | None = None  # questions about partitions, asked apart from the fetches
 
     # -- what is read ----------------------------------------------------------------------------------------
     def subscribe(self, topics: list[str], listener: Rebalance | None = None) -> None:
@@ -89,9 +88,7 @@ class RdConsumer(Consumer):
             return set(_ours(self._c.assignment()))
 
     def partitions(self, topic: str) -> set[int]:
-        with mapped():
-            found = self._c.list_topics(topic, self._timeout_s).topics.get(topic)
-        return set() if found is None or found.error is not None else set(found.partitions)
+        return self._queries().partitions(topic, self._timeout_s)
 
     @property
     def joined(self) -> bool:
@@ -213,9 +210,13 @@ class RdConsumer(Consumer):
 
     def _list_offsets(self, parts: list[Partition], which: int, timeout_ms: int | None) -> dict[Partition, int]:
         timeout_s = self._timeout_s if timeout_ms is None else timeout_ms / 1000
+        return self._queries().ask(parts, which == OFFSET_BEGINNING, timeout_s)
+
+    def _queries(self) -> OffsetQueries:
+        """Questions about partitions, on a connection with no fetch on it (made when first asked)."""
         if self._offsets is None:
             self._offsets = OffsetQueries(self.settings)
-        return self._offsets.ask(parts, which == OFFSET_BEGINNING, timeout_s)
+        return self._offsets
 
     def offsets_for_times(self, times_ms: Mapping[Partition, int]) -> dict[Partition, int | None]:
         from confluent_kafka import TopicPartition
@@ -239,14 +240,8 @@ class RdConsumer(Consumer):
         return {Partition(tp.topic, tp.partition): tp.offset if tp.offset >= 0 else None for tp in found}
 
     def leader(self, partition: Partition) -> tuple[str, int]:
-        with mapped():
-            meta = self._c.list_topics(partition.topic, self._timeout_s)
-        topic = meta.topics.get(partition.topic)
-        part = None if topic is None else topic.partitions.get(partition.partition)
-        broker = None if part is None else meta.brokers.get(part.leader)
-        if broker is None:
-            raise BusError(f"no known leader for {partition.topic}/{partition.partition}")
-        return broker.host, broker.port
+        """Asked when a partition stalls, inside the poll loop: it waits ``probe_timeout_ms`` at most."""
+        return self._queries().leader(partition, self.settings.probe_timeout_ms / 1000)
 
     def close(self, autocommit: bool = False) -> None:
         """Leave the group (committing only what was stored: acknowledged outcomes) and stop the client."""
