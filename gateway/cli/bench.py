@@ -45,7 +45,7 @@ def bench() -> None:
 
 @bench.command("transforms")
 @JSON_OUT
-@click.option("--profiles", default="fidelity,throughput", show_default=True)
+@click.option("--profiles", default="fidelity,throughput", show_default=True, help="comma-separated profiles to time")
 @click.option("--quick", is_flag=True, help="short clips only (a smoke run, not the reported figures)")
 @click.option("--long", "with_long", is_flag=True, help="also 60 s inputs (1080p30, 1080p60; a rendered 10 s x6)")
 def bench_transforms_cmd(json_out, profiles, quick, with_long) -> None:
@@ -104,8 +104,8 @@ def bench_detectors_cmd(json_out, repo, seconds, threads) -> None:
 
 @bench.command("gateway")
 @JSON_OUT
-@click.option("--anchors", default=10, show_default=True, type=int)
-@click.option("--workers", default=2, show_default=True, type=int)
+@click.option("--anchors", default=10, show_default=True, type=int, help="real anchors of the corpus sent through")
+@click.option("--workers", default=2, show_default=True, type=int, help="parallel videos in each path")
 @profile_option("throughput")
 def bench_gateway_cmd(json_out, anchors, workers, profile) -> None:
     """Through Kafka (local broker + gateway) vs the in-process replay on the same corpus."""
@@ -129,7 +129,7 @@ def bench_monitor_cmd(json_out, videos) -> None:
 @bench.command("bus")
 @JSON_OUT
 @click.option("--records", default=200_000, show_default=True, type=int, help="records written and read")
-@click.option("--partitions", default=4, show_default=True, type=int)
+@click.option("--partitions", default=4, show_default=True, type=int, help="partitions of the topic written and read")
 def bench_bus_cmd(json_out, records, partitions) -> None:
     """The bus's engines side by side on a local broker: records per CPU-second and wall seconds, write and read."""
     from gateway.ops.bench_bus import bench_bus
@@ -139,7 +139,7 @@ def bench_bus_cmd(json_out, records, partitions) -> None:
 
 @bench.command("triton")
 @JSON_OUT
-@click.option("--detector", default="npr", show_default=True)
+@click.option("--detector", default="npr", show_default=True, help="the detector whose model is served and timed")
 @click.option("--seconds", default=4.0, show_default=True, type=float, help="time per concurrency level")
 @click.option(
     "--batch", default=6, show_default=True, type=int, help="variants per request (the pipeline sends a video's six)"

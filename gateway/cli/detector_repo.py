@@ -34,8 +34,8 @@ def detectors_list(repo) -> None:
 @detectors_group.command("build")
 @click.option("--out", default=None, type=click.Path(file_okay=False, path_type=Path),
               help="default: the package's triton_models/ (in a source checkout: the committed detectors)")  # fmt: skip
-@click.option("--seed", default=1000, show_default=True, type=int)
-@click.option("--anchors", default=64, show_default=True, type=int)
+@click.option("--seed", default=1000, show_default=True, type=int, help="seed of the training corpus and the weights")
+@click.option("--anchors", default=64, show_default=True, type=int, help="real anchors of the training corpus")
 @click.option("--epochs", default=12, show_default=True, type=int, help="NPR training epochs")
 def detectors_build(out, seed, anchors, epochs) -> None:
     """Train (torch, extra `train`) and export the four reference detectors with their model cards."""
@@ -56,7 +56,8 @@ def detectors_build(out, seed, anchors, epochs) -> None:
 
 @detectors_group.command("add")
 @click.argument("model", required=False, type=click.Path(exists=True, dir_okay=False))
-@click.option("--card", "card_path", required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--card", "card_path", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="the detector's model card (YAML), naming its ONNX model beside it")  # fmt: skip
 @REPO
 @click.option("--force", is_flag=True, help="replace an installed detector of the same name")
 @click.option("--dry-run", is_flag=True, help="print what would be composed and the checks; install nothing")

@@ -23,7 +23,7 @@ VIDEO_SUFFIXES = {".mp4", ".mov", ".webm", ".mkv"}  # what `corpus synth --real-
 @click.option(
     "--deterministic/--no-deterministic", default=False, show_default=True, help="byte-identical output (1 thread)"
 )
-@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="folder to write to")
 def transform(inputs, conditions, conditions_file, profile, deterministic, out) -> None:
     """Write each INPUT's condition variants (MP4) and a JSON sidecar each to OUT."""
     from transforms.catalog import resolve_conditions
@@ -65,16 +65,21 @@ def corpus() -> None:
     type=click.IntRange(1, 10_000),
     help="real anchors (each with 5 counterparts); with --real-dir, at most this many of its videos (default: all)",
 )
-@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--seed", default=0, show_default=True, type=int, help="the same seed writes the same corpus")
 @click.option("--size", default="192x144", show_default=True, help="WIDTHxHEIGHT")
-@click.option("--fps", default=24, show_default=True, type=int)
+@click.option("--fps", default=24, show_default=True, type=int, help="frames per second of every clip")
 @click.option("--seconds", default="2-3", show_default=True, help="duration range MIN-MAX, within 2-8 s")
 @click.option(
     "--real-dir",
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     help="use these videos as the real anchors, in name order (scaled, centre-cropped, sampled at --fps)",
 )
-@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="folder for the clips and manifest.jsonl",
+)
 def corpus_synth(anchors, seed, size, fps, seconds, real_dir, out) -> None:
     """Write real anchors, pseudo-generated counterparts and a JSONL manifest to OUT."""
     from detectors.proxy.corpus import PROXY_NOTICE, USER_ANCHORS_NOTICE, CorpusConfig, synthesize

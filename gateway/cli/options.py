@@ -26,7 +26,12 @@ REPO = click.option(
 JSON_OUT = click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), help="write JSON here")
 BOOTSTRAP = click.option("--bootstrap", default=None, help="overrides the config's kafka.bootstrap")
 WORKERS = click.option("--workers", type=click.IntRange(min=1), default=None, help="parallel videos (default: cores)")
-LOG_LEVEL = click.option("--log-level", default="INFO", show_default=True)
+LOG_LEVEL = click.option(
+    "--log-level",
+    default="INFO",
+    show_default=True,
+    help="the least severe log records written: DEBUG, INFO, WARNING or ERROR",
+)
 MAX_INFRA_ERRORS = click.option(
     "--max-infra-errors",
     default=DEFAULT_MAX_INFRA_ERRORS,
@@ -43,7 +48,13 @@ def config_option(help: str):
 
 def profile_option(default: str):
     """``--profile``: one of the transform engine's profiles."""
-    return click.option("--profile", type=click.Choice(sorted(PROFILES)), default=default, show_default=True)
+    return click.option(
+        "--profile",
+        type=click.Choice(sorted(PROFILES)),
+        default=default,
+        show_default=True,
+        help="how the encoders run: fidelity (x264 medium, VP9 good) or throughput (veryfast, VP9 realtime)",
+    )
 
 
 def with_bootstrap(kafka: KafkaSettings, bootstrap: str | None) -> KafkaSettings:
@@ -51,12 +62,28 @@ def with_bootstrap(kafka: KafkaSettings, bootstrap: str | None) -> KafkaSettings
     return kafka.model_copy(update={"bootstrap": bootstrap}) if bootstrap else kafka
 
 
-def gateway_config(config_path: str | None, bootstrap: str | None = None, *, default_up: bool = False) -> GatewayConfig:
-    """The gateway configuration of ``--config`` (with ``default_up`` and none given: the one ``lastmile up``
-    wrote, where there is one), with ``--bootstrap`` over its broker."""
+def gateway_config(config_path: str | None, bootstrap: str | None = None) -> GatewayConfig:
+    """The gateway configuration of ``--config`` (none: the defaults), with ``--bootstrap`` over its broker."""
     from gateway.core.config import GatewayConfig  # the pipeline's settings import the transforms: not at start-up
 
-    if config_path is None and default_up and (UP_DIR / "gateway.yaml").exists():
-        config_path = str(UP_DIR / "gateway.yaml")
     cfg = GatewayConfig.load(config_path)
     return cfg.model_copy(update={"kafka": with_bootstrap(cfg.kafka, bootstrap)}) if bootstrap else cfg
+
+
+NO_STACK_CONFIG = (
+    f"no --config given and no {UP_DIR}/gateway.yaml here ({{cwd}}): using the defaults (broker localhost:9092, "
+    "no folder the gateway reads files from); run this in the folder where `lastmile up` runs, or pass --config"
+)
+
+
+def stack_config(command: str, config_path: str | None, bootstrap: str | None = None) -> tuple[GatewayConfig, bool]:
+    """For the stack's clients (``send``, ``scores``): the gateway configuration of ``--config``, else the one
+    ``lastmile up`` wrote in this folder, else the defaults; which of the three is said on stderr, since the
+    defaults read no folder and a client started in the wrong folder would otherwise fail for a reason it hides.
+    Returns the configuration and whether a file gave it."""
+    if config_path is None and (UP_DIR / "gateway.yaml").exists():
+        config_path = str(UP_DIR / "gateway.yaml")
+        click.echo(f"{command}: note: using {config_path}, the stack's config written by lastmile up", err=True)
+    elif config_path is None:
+        click.echo(f"{command}: note: {NO_STACK_CONFIG.format(cwd=Path.cwd())}", err=True)
+    return gateway_config(config_path, bootstrap), config_path is not None

@@ -26,14 +26,20 @@ def _fail_loudly(failures: RunFailures, what: str, kept: str) -> None:
 
 @click.command()
 @click.argument("manifest", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--conditions", default="all", show_default=True)
-@click.option("--conditions-file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--detectors", "detector_names", default="all", show_default=True)
+@click.option("--conditions", default="all", show_default=True, help="'all' or comma-separated condition names")
+@click.option("--conditions-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="conditions of your own (YAML/JSON), instead of the built-in ones")  # fmt: skip
+@click.option("--detectors", "detector_names", default="all", show_default=True,
+              help="'all' or comma-separated detector names (shipped or in --repo)")  # fmt: skip
 @REPO
-@click.option("--runtime", type=click.Choice(["embedded", "triton"]), default="embedded", show_default=True)
-@click.option("--triton-url", default="127.0.0.1:8001", show_default=True)
+@click.option("--runtime", type=click.Choice(["embedded", "triton"]), default="embedded", show_default=True,
+              help="score in this process (onnxruntime) or on a Triton server")  # fmt: skip
+@click.option(
+    "--triton-url", default="127.0.0.1:8001", show_default=True, help="with --runtime triton: its gRPC address"
+)
 @profile_option("fidelity")
-@click.option("--deterministic/--no-deterministic", default=True, show_default=True)
+@click.option("--deterministic/--no-deterministic", default=True, show_default=True,
+              help="byte-identical variants on every run (the encoder on one thread)")  # fmt: skip
 @WORKERS
 @click.option("--resume", is_flag=True, help="continue a killed run in --out")
 @click.option(
@@ -66,7 +72,8 @@ def _fail_loudly(failures: RunFailures, what: str, kept: str) -> None:
     "'name:port', or a CIDR network names may resolve into (repeatable; none: no host; docs/sources.md)",
 )
 @MAX_INFRA_ERRORS
-@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="the run's folder: scores, report, plots and provenance")  # fmt: skip
 def replay(
     manifest,
     conditions,
@@ -188,8 +195,10 @@ def report(run_dir, replicates, seed, comparisons, calibrate) -> None:
 
 
 @click.command()
-@click.option("--out", default="lastmile-demo", show_default=True, type=click.Path(file_okay=False, path_type=Path))
-@click.option("--anchors", default=12, show_default=True, type=click.IntRange(1, 10_000))
+@click.option("--out", default="lastmile-demo", show_default=True, type=click.Path(file_okay=False, path_type=Path),
+              help="folder for the corpus, the run and its report")  # fmt: skip
+@click.option("--anchors", default=12, show_default=True, type=click.IntRange(1, 10_000),
+              help="real anchors of the proxy corpus (each with 5 counterparts)")  # fmt: skip
 @profile_option("fidelity")
 @WORKERS
 @click.option("--sweeps", is_flag=True, help="also a scale-factor sweep of spatial and a two-hop repost of full")

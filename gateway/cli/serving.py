@@ -30,9 +30,9 @@ def triton_repo(repo, out) -> None:
 
 @triton_group.command("serve")
 @REPO
-@click.option("--grpc-port", default=8001, show_default=True, type=int)
-@click.option("--http-port", default=8000, show_default=True, type=int)
-@click.option("--metrics-port", default=8002, show_default=True, type=int)
+@click.option("--grpc-port", default=8001, show_default=True, type=int, help="Triton's gRPC port (the gateway's)")
+@click.option("--http-port", default=8000, show_default=True, type=int, help="Triton's HTTP port (health, models)")
+@click.option("--metrics-port", default=8002, show_default=True, type=int, help="Triton's Prometheus metrics port")
 def triton_serve(repo, grpc_port, http_port, metrics_port) -> None:
     """Start the tritonserver that nvidia-pytriton ships (extra `triton-local`) with the local configs."""
     from detectors.serving.local import LocalTriton

@@ -22,17 +22,20 @@ RESTARTS, RESTART_WINDOW_S = 5, 60.0  # a part killed more often than this is no
 
 @click.command()
 @click.option("--prometheus", is_flag=True, help="also run the Prometheus server with the project's rules")
-@click.option("--detectors", default="all", show_default=True)
-@click.option("--conditions", default="all", show_default=True)
+@click.option("--detectors", default="all", show_default=True, help="'all' or comma-separated detector names")
+@click.option("--conditions", default="all", show_default=True, help="'all' or comma-separated condition names")
 @profile_option("throughput")
-@click.option("--workers", default=2, show_default=True, type=int)
+@click.option("--workers", default=2, show_default=True, type=int, help="videos the gateway scores at once")
 @click.option("--root", "roots", multiple=True, type=click.Path(file_okay=False, path_type=Path),
               help="folder the gateway may read file:// videos from (default: the current folder)")  # fmt: skip
-@click.option("--dir", "folder", default=UP_DIR, show_default=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--dir", "folder", default=UP_DIR, show_default=True, type=click.Path(file_okay=False, path_type=Path),
+              help="the stack's configs, logs and Prometheus data (send and scores read its gateway.yaml)")  # fmt: skip
 @click.option("--kafka-port", default=9092, show_default=True, type=int, help="0: any free port (as the others)")
-@click.option("--gateway-port", default=9308, show_default=True, type=int)
-@click.option("--monitor-port", default=9309, show_default=True, type=int)
-@click.option("--prometheus-port", default=9090, show_default=True, type=int)
+@click.option(
+    "--gateway-port", default=9308, show_default=True, type=int, help="the gateway's /metrics, /healthz, /readyz"
+)
+@click.option("--monitor-port", default=9309, show_default=True, type=int, help="the monitor's /metrics and health")
+@click.option("--prometheus-port", default=9090, show_default=True, type=int, help="Prometheus's web port")
 def up(prometheus, detectors, conditions, profile, workers, roots, folder, **ports) -> None:
     """The local stack: broker, gateway, monitor (and Prometheus); Ctrl-C or SIGTERM stops all of it."""
     opts = StackOptions(folder, detectors, conditions, profile, workers, list(roots) or [Path.cwd()],
@@ -99,9 +102,9 @@ def kafka_group() -> None:
 
 
 @kafka_group.command("up")
-@click.option("--port", default=9092, show_default=True, type=int)
+@click.option("--port", default=9092, show_default=True, type=int, help="the broker's port on 127.0.0.1")
 @config_option("gateway.yaml (topics)")
-@click.option("--partitions", default=4, show_default=True, type=int)
+@click.option("--partitions", default=4, show_default=True, type=int, help="partitions of each topic it creates")
 def kafka_up(port, config_path, partitions) -> None:
     """Start the broker on 127.0.0.1:PORT, create the gateway's topics, print the bootstrap address; Ctrl-C stops it."""
     cfg = gateway_config(config_path)

@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Literal
 
 import click
 
 from gateway.cli.errors import notify
 from gateway.cli.logs import configure_logging
-from gateway.cli.options import BOOTSTRAP, UP_CONFIG_HELP, config_option, gateway_config
+from gateway.cli.options import BOOTSTRAP, UP_CONFIG_HELP, UP_DIR, config_option, gateway_config, stack_config
 from gateway.cli.signals import stop_on_signal
 from gateway.monitor.canary import CanaryError, CanaryFeed, parse_rate
 from gateway.stream.follow import follow, row_line
@@ -19,6 +20,11 @@ from gateway.stream.send import Advice, FileDigests, Sender, SendError, expand
 
 CLEAR_SCREEN = "\x1b[H\x1b[2J"  # cursor home, clear: the live table is redrawn in place
 
+
+NO_CONFIG_ADVICE = Advice(
+    outside_roots=f"no stack config was found (no --config, no {UP_DIR}/gateway.yaml here), and the defaults read "
+    "no folder: run this in the folder where `lastmile up` runs, pass --config, or send it with --inline"
+)
 
 NO_SHA256 = click.option(
     "--no-sha256",
@@ -38,14 +44,15 @@ NO_SHA256 = click.option(
 @BOOTSTRAP
 def send(paths, inline, label, no_sha256, config_path, bootstrap) -> None:
     """Put videos (files, folders, JSONL manifests) on the input topic."""
-    cfg = gateway_config(config_path, bootstrap, default_up=True)
+    cfg, from_file = stack_config("send", config_path, bootstrap)
+    advice = Advice() if from_file else NO_CONFIG_ADVICE
     notes: list[str] = []
     try:
         try:
             items = expand(paths, label, notes)
         finally:  # (also when a later argument fails: what was read of the earlier ones is said)
             notify("send", notes)
-        n = Sender(cfg, inline=inline, digests=not no_sha256).send(items, progress=sys.stderr.isatty())
+        n = Sender(cfg, inline=inline, advice=advice, digests=not no_sha256).send(items, progress=sys.stderr.isatty())
     except SendError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(f"{n} video{'' if n == 1 else 's'} sent to {cfg.kafka.input_topic} at {cfg.kafka.bootstrap}")
@@ -59,27 +66,37 @@ def send(paths, inline, label, no_sha256, config_path, bootstrap) -> None:
 @BOOTSTRAP
 def scores(keep_following, as_json, video_ids, config_path, bootstrap) -> None:
     """Show the score events and dead letters: per video, one line per condition and detector's verdict."""
-    cfg = gateway_config(config_path, bootstrap, default_up=True)
-    live = sys.stdout.isatty() and not as_json
-    streaming = keep_following and not live and not as_json  # piped: one flushed line per record as it comes
+    cfg, _ = stack_config("scores", config_path, bootstrap)
+    mode = display(keep_following, sys.stdout.isatty(), as_json)
     news = []
 
     def emit(record, table) -> None:
         if record is None:
-            if live and news:
+            if mode == "live" and news:
                 click.echo(CLEAR_SCREEN + table.render())  # redraw the table in place, when it changed
                 news.clear()
-        elif as_json:
+        elif mode == "json":
             click.echo(json.dumps(record))  # click.echo flushes
-        elif streaming:
+        elif mode == "lines":
             click.echo(row_line(record))
         else:
             news.append(1)
 
     with stop_on_signal() as stop:
         table = follow(cfg.kafka, emit, set(video_ids) or None, keep_following, stop)
-    if not as_json and not live and not streaming:
+    if mode == "table":
         click.echo(table.render(last=10**9))
+
+
+def display(keep_following: bool, tty: bool, as_json: bool) -> Literal["json", "live", "lines", "table"]:
+    """How ``lastmile scores`` shows what it reads: JSON lines; a table redrawn in place, clearing the screen
+    (following, on a terminal); one flushed line per record as it comes (following, piped); else one table once
+    everything so far is read (the screen left as it was)."""
+    if as_json:
+        return "json"
+    if keep_following:
+        return "live" if tty else "lines"
+    return "table"
 
 
 CANARY_ADVICE = Advice(
@@ -94,7 +111,8 @@ def canary_group() -> None:
 
 
 @canary_group.command("run")
-@click.option("--manifest", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--manifest", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="JSONL of labelled videos (lastmile corpus synth writes one)")  # fmt: skip
 @click.option("--rate", default="6/min", show_default=True, help="videos per minute (N/min), second or hour")
 @click.option("--count", type=int, default=None, help="stop after this many (default: run until stopped)")
 @config_option("gateway.yaml (kafka)")
