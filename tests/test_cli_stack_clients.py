@@ -7,6 +7,9 @@ were used, was said nowhere."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import click
 import pytest
 from click.testing import CliRunner
@@ -76,3 +79,45 @@ def test_every_option_of_every_command_has_help_text():
         if isinstance(option, click.Option) and not (option.help or "").strip()
     ]
     assert missing == []
+
+
+# -- a replay's manifest: its files checked before any work -----------------------------------------------------------
+def _manifest(folder, uris: dict[str, str]) -> None:
+    rows = [{"video_id": v, "uri": u, "label": "real", "source": "real", "anchor_id": v} for v, u in uris.items()]
+    (folder / "m.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_a_replay_of_a_manifest_naming_missing_files_exits_2_before_scoring_naming_each(folder):
+    (folder / "sub").mkdir()
+    _manifest(folder, {"a": "a.mp4", "typo": "a.mpp4", "dir": "sub", "gone": (folder / "gone.mp4").as_uri(),
+                       "web": "https://cdn.example.com/v.mp4"})  # fmt: skip
+    result = CliRunner().invoke(cli, ["replay", "m.jsonl", "--out", "run"])
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.splitlines()
+    assert lines[0] == "Error: m.jsonl: 3 of 5 videos name a file that cannot be read; nothing was scored " \
+                       "(--allow-missing runs the others):"  # fmt: skip
+    assert lines[1:] == [
+        f"  video typo: a.mpp4: no such file ({folder / 'a.mpp4'})",
+        f"  video dir: sub: not a regular file ({folder / 'sub'})",
+        f"  video gone: {(folder / 'gone.mp4').as_uri()}: no such file ({folder / 'gone.mp4'})",
+    ]  # the URL is not fetched here: a download fails per video, as before
+    assert not (folder / "run").exists()
+
+
+def test_allow_missing_runs_a_manifest_known_to_be_partial(folder, monkeypatch):
+    from gateway.batch import replay
+
+    _manifest(folder, {"a": "a.mp4", "typo": "a.mpp4"})
+    started = []
+    monkeypatch.setattr(replay, "replay", lambda cfg, out, **kw: started.append(out) or out / "results.parquet")
+    result = CliRunner().invoke(cli, ["replay", "m.jsonl", "--out", "run", "--allow-missing"])
+    assert started == [Path("run")], result.output  # past the check, to the run (stood in for: no scoring here)
+
+
+def test_many_missing_files_are_named_twenty_then_counted(folder):
+    _manifest(folder, {f"v{i}": f"v{i}.mp4" for i in range(25)})
+    result = CliRunner().invoke(cli, ["replay", "m.jsonl", "--out", "run"])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[1:] == [
+        f"  video v{i}: v{i}.mp4: no such file ({folder / f'v{i}.mp4'})" for i in range(20)
+    ] + ["  ... and 5 more"]

@@ -71,6 +71,12 @@ def _fail_loudly(failures: RunFailures, what: str, kept: str) -> None:
     help="a host the manifest's http(s):// videos may be fetched from: 'name' or an IP address (ports 80 and 443), "
     "'name:port', or a CIDR network names may resolve into (repeatable; none: no host; docs/sources.md)",
 )
+@click.option(
+    "--allow-missing",
+    is_flag=True,
+    help="run even if manifest rows name files that are not there (each such video gets error rows); without it, "
+    "the replay stops before scoring and names them",
+)
 @MAX_INFRA_ERRORS
 @click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="the run's folder: scores, report, plots and provenance")  # fmt: skip
@@ -91,6 +97,7 @@ def replay(
     kafka_timeout_s,
     file_roots,
     http_allow_hosts,
+    allow_missing,
     max_infra_errors,
     out,
 ) -> None:
@@ -98,6 +105,7 @@ def replay(
     (detector, condition) has no score or infrastructure errors exceed --max-infra-errors."""
     from detectors.manifest import read_manifest, unread_keys_notice
     from gateway.batch.kafka_replay import ReplayTimeout, replay_via_kafka
+    from gateway.batch.manifest_files import check_files
     from gateway.batch.replay import ReplayConfig, check_out, reals_only_notice
     from gateway.batch.replay import replay as run_replay
 
@@ -119,6 +127,8 @@ def replay(
     rows = read_manifest(manifest)  # (a bad row: one line, before any work)
     try:
         check_out(cfg, out, resume)  # (before the note: a run that cannot start says only why)
+        if not allow_missing:
+            check_files(manifest, rows)  # (a file that is not there: one line each, exit 2, before any work)
         notify("replay", (reals_only_notice(manifest, rows), unread_keys_notice(manifest, rows)))
         if via == "kafka":
             path = replay_via_kafka(cfg, out, bootstrap=bootstrap, workers=workers or 2, timeout_s=kafka_timeout_s)

@@ -1,0 +1,57 @@
+"""The files a replay's manifest names, checked before any video is scored.
+
+A manifest naming a file that is not there used to run to the end: each such video became ``SourceError`` rows,
+the report a banner, and the replay exited 0, so a typo in a path passed a CI job. Now every row whose ``uri``
+names a local file (a path, relative to the manifest's folder, or a ``file://`` URI) must name a regular file
+this process can read, or the replay stops before scoring with one line per such row (``--allow-missing`` keeps
+the old way, for corpora known to be partial). URLs are not fetched here: a download still fails per video."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from detectors.manifest import ManifestError, ManifestRow
+from gateway.core.sources.errors import SourceError
+from gateway.core.sources.files import local_path
+from gateway.core.sources.urls import is_web_url
+
+SHOWN = 20  # missing files named one a line; past these, a count
+
+
+class MissingFiles(ManifestError):
+    """Rows of a manifest whose local file does not exist or cannot be read (``problems``: one line each)."""
+
+    def __init__(self, manifest: Path, total: int, problems: list[str]) -> None:
+        self.problems = problems
+        more = f"\n  ... and {len(problems) - SHOWN} more" if len(problems) > SHOWN else ""
+        lines = "".join(f"\n  {p}" for p in problems[:SHOWN])
+        super().__init__(
+            f"{manifest}: {len(problems)} of {total} videos name a file that cannot be read; nothing was scored "
+            f"(--allow-missing runs the others):{lines}{more}"
+        )
+
+
+def unreadable(manifest: Path, row: ManifestRow) -> str | None:
+    """Why the file ``row`` names cannot be read (None: it can, or ``row`` names a URL)."""
+    if is_web_url(row.uri):
+        return None
+    where = f"video {row.video_id}: {row.uri}"
+    try:
+        path = local_path(row.uri, manifest.resolve().parent)
+    except SourceError as exc:
+        return f"{where}: {exc}"
+    if not path.exists():
+        return f"{where}: no such file ({path})"
+    if not path.is_file():
+        return f"{where}: not a regular file ({path})"
+    if not os.access(path, os.R_OK):
+        return f"{where}: not readable by this user ({path})"
+    return None
+
+
+def check_files(manifest: Path, rows: list[ManifestRow]) -> None:
+    """Raises :class:`MissingFiles` naming every row whose local file cannot be read."""
+    problems = [p for p in (unreadable(manifest, r) for r in rows) if p is not None]
+    if problems:
+        raise MissingFiles(manifest, len(rows), problems)
