@@ -24,6 +24,15 @@ def test_the_two_setup_commands_come_first():
     assert first[1].split("#")[0].strip() == "bash tests/run.sh"
 
 
+def test_the_two_commands_are_followed_by_one_sentence_of_their_times_then_the_guide():
+    """The measurement log that sat between the commands and the first heading (15 lines) is docs/benchmarks.md's."""
+    after = README.split("```", 2)[2].split("\n## ", 1)[0]
+    lines = [line for line in after.splitlines() if line.strip()]
+    assert len(lines) <= 2 and lines[0].startswith("Measured"), lines
+    assert "docs/benchmarks.md#the-two-set-up-commands" in after
+    assert "## The two set-up commands" in (ROOT / "docs" / "benchmarks.md").read_text()
+
+
 def test_every_path_and_link_the_readme_names_exists():
     named = set(PATH.findall(README)) | {m for m in re.findall(r"\]\(([^)#]+)\)", README) if "://" not in m}
     assert {"examples/manifest.jsonl", "docs/tap.md", "CHANGELOG.md"} <= named
