@@ -121,3 +121,28 @@ def test_many_missing_files_are_named_twenty_then_counted(folder):
     assert result.stderr.splitlines()[1:] == [
         f"  video v{i}: v{i}.mp4: no such file ({folder / f'v{i}.mp4'})" for i in range(20)
     ] + ["  ... and 5 more"]
+
+
+# -- verdicts that go one way ----------------------------------------------------------------------------------------
+def test_scores_warns_of_a_detector_whose_verdicts_go_one_way_naming_the_labelled_videos_it_got_wrong():
+    """On the bundled clips npr called every clip generated, the real ones included, and the tap said nothing."""
+    from gateway.stream.follow import Table, one_way
+    from tests.support.monitor import NOW, event
+
+    table = Table()
+    for i in range(12):
+        label = "real" if i < 2 else "generated"
+        for cond in ("original", "full"):
+            table.add(event(f"v{i}", cond, 8.0, NOW, "npr", label))  # every verdict generated
+            table.add(event(f"v{i}", cond, 1.0 if i % 2 else -1.0, NOW, "d3", label))  # half and half
+            table.add(event(f"v{i}", cond, -3.0 if i else 3.0, NOW, "spectral", label))  # 22 of 24 real
+    assert one_way(table) == [
+        "npr called 24 of its 24 verdicts generated (100%, 4 of them on videos labelled real): its threshold may not "
+        "fit these videos; calibrate it on a labelled replay of your own (lastmile report RUN --calibrate 0.95)",
+        "spectral called 22 of its 24 verdicts real (92%, 20 of them on videos labelled generated): its threshold may "
+        "not fit these videos; calibrate it on a labelled replay of your own (lastmile report RUN --calibrate 0.95)",
+    ]
+    few = Table()
+    for i in range(4):  # four real videos, all called real: too few verdicts to say anything
+        few.add(event(f"w{i}", "original", -1.0, NOW, "npr", "real"))
+    assert one_way(few) == []

@@ -124,6 +124,13 @@ def test_label_free_signals_equal_numpy_and_scipy():
                       for b in ("lower", "upper")]  # fmt: skip
             assert bounds == pytest.approx(list(wilson_interval(int(flipped), int(n))[1:]))  # a proportion's interval
         assert values(samples, "lastmile_paired_videos", **lab)[("npr", "full")] == len(part)
+        for cond, rows_here in (("full", part), ("original", sorted(orig.values(), key=lambda r: r.event_time))):
+            rows_here = rows_here if window == "time" else rows_here[-50:]
+            called = np.array([r.decision for r in rows_here])  # a threshold that does not fit shows here, unlabelled
+            rate = values(samples, "lastmile_generated_rate", **lab)[("npr", cond)]
+            bounds = [values(samples, f"lastmile_generated_rate_{b}", **lab)[("npr", cond)] for b in ("lower", "upper")]
+            assert rate == pytest.approx(called.mean()) and 0 < called.mean() < 1
+            assert bounds == pytest.approx(list(wilson_interval(int(called.sum()), called.size)[1:]))
     assert not values(samples, "lastmile_auc")  # no label anywhere: no labelled series at all
 
 

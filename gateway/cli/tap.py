@@ -15,7 +15,7 @@ from gateway.cli.logs import configure_logging
 from gateway.cli.options import BOOTSTRAP, UP_CONFIG_HELP, UP_DIR, config_option, gateway_config, stack_config
 from gateway.cli.signals import stop_on_signal
 from gateway.monitor.canary import CanaryError, CanaryFeed, parse_rate
-from gateway.stream.follow import follow, row_line
+from gateway.stream.follow import follow, one_way, row_line
 from gateway.stream.send import Advice, FileDigests, Sender, SendError, expand
 
 CLEAR_SCREEN = "\x1b[H\x1b[2J"  # cursor home, clear: the live table is redrawn in place
@@ -73,7 +73,8 @@ def scores(keep_following, as_json, video_ids, config_path, bootstrap) -> None:
     def emit(record, table) -> None:
         if record is None:
             if mode == "live" and news:
-                click.echo(CLEAR_SCREEN + table.render())  # redraw the table in place, when it changed
+                warnings = "".join(f"\nwarning: {w}" for w in one_way(table))
+                click.echo(CLEAR_SCREEN + table.render() + warnings)  # redraw the table in place, when it changed
                 news.clear()
         elif mode == "json":
             click.echo(json.dumps(record))  # click.echo flushes
@@ -86,6 +87,9 @@ def scores(keep_following, as_json, video_ids, config_path, bootstrap) -> None:
         table = follow(cfg.kafka, emit, set(video_ids) or None, keep_following, stop)
     if mode == "table":
         click.echo(table.render(last=10**9))
+    if mode != "live":  # (live: under the table, redrawn with it)
+        for warning in one_way(table):
+            click.echo(f"scores: warning: {warning}", err=True)
 
 
 def display(keep_following: bool, tty: bool, as_json: bool) -> Literal["json", "live", "lines", "table"]:

@@ -171,6 +171,11 @@ LAST_SAMPLE_TIME = _windowed(
     unit="seconds",
 )
 WINDOW_VIDEOS = _windowed("lastmile_window_videos", "Scored videos in the window")
+GENERATED_RATE = _windowed(
+    "lastmile_generated_rate",
+    "Share of the window's scored videos called generated (label-free): near 1 or 0, the threshold does not fit",
+    interval=True,
+)
 WINDOW_SAMPLES = _windowed(
     "lastmile_window_samples", "Labelled scores in the window, by true label", (*WINDOW, "label")
 )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -42,6 +43,35 @@ class Table:
                 lines.append(f"  {cond:<14}" + "   ".join(cells))
         lines += [f"{vid} DEAD-LETTERED {reason}" for vid, reason in list(self.dead.values())[-last:]]
         return "\n".join(lines)
+
+
+ONE_WAY_SHARE = 0.9  # a detector whose verdicts go this far one way gets a warning line
+ONE_WAY_MINIMUM = 10  # verdicts needed before it is said (a few videos may well all be real)
+
+
+def one_way(table: Table, share: float = ONE_WAY_SHARE, minimum: int = ONE_WAY_MINIMUM) -> list[str]:
+    """One line per detector whose verdicts so far (every condition, errors left out) go over ``share`` one way,
+    with how many videos labelled the other way it called so: the first sign of a threshold that does not fit the
+    videos (the shipped cards' were fitted on the proxy corpus), which the tap and the monitor act on as given."""
+    counts: dict[str, Counter[tuple[bool, str | None]]] = {}  # detector -> (called generated, label) -> verdicts
+    for by_cond in table.videos.values():
+        for by_det in by_cond.values():
+            for det, e in by_det.items():
+                if e.error is None:
+                    counts.setdefault(det, Counter())[(bool(e.decision), e.label)] += 1
+    out = []
+    for det, c in sorted(counts.items()):
+        n = c.total()
+        for called, way, other in ((True, "generated", "real"), (False, "real", "generated")):
+            k = sum(v for (d, _), v in c.items() if d == called)
+            if n >= minimum and k / n > share:
+                wrong = c[(called, other)]
+                labelled = f", {wrong} of them on videos labelled {other}" if wrong else ""
+                out.append(
+                    f"{det} called {k} of its {n} verdicts {way} ({k / n:.0%}{labelled}): its threshold may not fit "
+                    "these videos; calibrate it on a labelled replay of your own (lastmile report RUN --calibrate 0.95)"
+                )
+    return out
 
 
 def row_line(record: dict) -> str:
