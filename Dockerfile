@@ -6,6 +6,8 @@ COPY gateway gateway
 COPY transforms transforms
 COPY detectors detectors
 COPY triton_models triton_models
+# the examples ship in the wheel as gateway.examples (`lastmile examples` writes them out)
+COPY examples examples
 # the extra triton-local is tritonclient[grpc]: what the chart's default runtime (gateway.runtime: triton) needs
 RUN pip wheel --no-cache-dir --wheel-dir /wheels ".[triton-local]"
 

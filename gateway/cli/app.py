@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from gateway.cli import bench, detector_repo, media, monitor, runs, serving, stack, tap
+from gateway.cli import bench, detector_repo, examples, media, monitor, runs, serving, stack, tap
 from gateway.cli.errors import LastmileGroup
 
 
@@ -15,6 +15,7 @@ def main() -> None:
 
 
 for command in (
+    examples.examples,
     media.transform,
     media.corpus,
     bench.bench,
