@@ -120,6 +120,20 @@ class SourceContract(BaseModel):
     composed_sha256: str
 
 
+class Recalibration(BaseModel):
+    """Where a threshold set by ``lastmile detectors calibrate`` comes from: the run, its real videos on
+    ``original``, the RealR asked and the RealR reached there with its Wilson 95% interval, and what it replaced."""
+
+    model_config = _STRICT
+    run: str = Field(min_length=1, description="the run's folder, as given")
+    results_sha256: str = Field(pattern="^[0-9a-f]{64}$", description="of the run's results.parquet")
+    reals: int = Field(ge=1, description="real videos scored on original in the run")
+    real_recall: float = Field(ge=0, le=1, description="RealR the threshold gives on those reals")
+    interval: tuple[float, float] = Field(description="Wilson 95% interval of that RealR")
+    previous: float = Field(allow_inf_nan=False, description="the threshold it replaced")
+    at: str = Field(min_length=1, description="when (UTC, ISO 8601)")
+
+
 class Threshold(BaseModel):
     model_config = _STRICT
     value: float = Field(
@@ -127,6 +141,7 @@ class Threshold(BaseModel):
     )
     calibration: str = Field(min_length=1, description="how the value was set, on which data")
     target_real_recall: float | None = Field(None, gt=0, lt=1)
+    recalibrated: Recalibration | None = Field(None, description="set by lastmile detectors calibrate")
 
 
 class ModelCard(BaseModel):

@@ -13,7 +13,7 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from detectors.card import ModelCard, check_card_against_model, dump_card, load_card
+from detectors.card import ModelCard, Threshold, check_card_against_model, dump_card, load_card
 from detectors.errors import CardError, UnknownDetector
 
 
@@ -151,3 +151,17 @@ def install_from_files(
     model_path: str | Path, card_path: str | Path, repo: str | Path | None = None, overwrite: bool = False
 ) -> Installed:
     return install(model_path, load_card(card_path), repo, overwrite)
+
+
+def set_threshold(inst: Installed, threshold: Threshold, repo: str | Path | None = None) -> Installed:
+    """``inst`` deciding at ``threshold``, written into the user repository: a user detector's card is rewritten
+    in place; a shipped one is copied there first (its graph and card; the user repository's copy wins by name),
+    the package itself never written. Raises :class:`CardError` for a remote detector's card outside it."""
+    card = inst.card.model_copy(update={"threshold": threshold})
+    folder = user_repo(repo) / card.name
+    if inst.origin == "user" and inst.folder.resolve() == folder.resolve():
+        dump_card(card, folder / CARD_FILE)
+        return Installed(card, inst.model_path, "user")
+    if card.remote is not None:
+        return install_remote(card, repo, overwrite=True)
+    return install(inst.model_path, card, repo, overwrite=True)

@@ -138,9 +138,9 @@ def test_scores_warns_of_a_detector_whose_verdicts_go_one_way_naming_the_labelle
             table.add(event(f"v{i}", cond, -3.0 if i else 3.0, NOW, "spectral", label))  # 22 of 24 real
     assert one_way(table) == [
         "npr called 24 of its 24 verdicts generated (100%, 4 of them on videos labelled real): its threshold may not "
-        "fit these videos; calibrate it on a labelled replay of your own (lastmile report RUN --calibrate 0.95)",
+        "fit these videos; calibrate it on a labelled replay of your own (lastmile detectors calibrate RUN)",
         "spectral called 22 of its 24 verdicts real (92%, 20 of them on videos labelled generated): its threshold may "
-        "not fit these videos; calibrate it on a labelled replay of your own (lastmile report RUN --calibrate 0.95)",
+        "not fit these videos; calibrate it on a labelled replay of your own (lastmile detectors calibrate RUN)",
     ]
     few = Table()
     for i in range(4):  # four real videos, all called real: too few verdicts to say anything

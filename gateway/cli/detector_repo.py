@@ -112,3 +112,65 @@ def _dry_run_report(card, served, repo: Path) -> str:
     lines.append(f"direction {o.direction}; threshold {card.threshold.value:+.4f} on the composed score")
     lines.append(f"would install into {repo / card.name} (nothing written: --dry-run)")
     return "\n".join(lines)
+
+
+@detectors_group.command("calibrate")
+@click.argument("run", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--real-recall", "target", required=True, type=click.FloatRange(0, 1, min_open=True, max_open=True),
+              help="the share of the run's real videos on original to keep real, e.g. 0.95")  # fmt: skip
+@click.option("--detectors", "names", default=None, help="comma-separated detectors of the run (default: all of them)")
+@REPO
+def detectors_calibrate(run, target, names, repo) -> None:
+    """Set each detector's threshold to the one giving RealR --real-recall on RUN's real videos under original,
+    with where it comes from, in its card in the user repository: the gateway and the replay decide with it from
+    their next start (the monitor reads the gateway's decisions). RUN should be a replay of your own real uploads
+    (a labelled sample)."""
+    import datetime
+    import hashlib
+
+    from detectors.card import Recalibration, Threshold
+    from detectors.repository import list_detectors, set_threshold
+    from detectors.serving.config import write_configs
+    from gateway.batch.results import ResultsError, read_results
+    from gateway.evaluation.calibration import calibrate_run
+    from gateway.evaluation.errors import EvaluationError
+
+    results = run / "results.parquet"
+    installed = list_detectors(repo)
+    try:
+        rows = read_results(results)
+        done = calibrate_run(rows, target, [n.strip() for n in names.split(",")] if names else None)
+    except (EvaluationError, ResultsError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    for c in done:  # every one checked before any card is written
+        inst = installed.get(c.detector)
+        if inst is None:
+            raise click.ClickException(f"{c.detector}: not installed here (lastmile detectors list)")
+        if inst.card.version != c.version or (c.model_sha256 and inst.model_sha256 not in (None, c.model_sha256)):
+            raise click.ClickException(
+                f"{c.detector}: the run scored version {c.version} (model sha256 {c.model_sha256}), the installed one "
+                f"is {inst.card.version} (model sha256 {inst.model_sha256}): calibrate on a run of the installed one"
+            )
+    digest = hashlib.sha256(results.read_bytes()).hexdigest()
+    at = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    for c in done:
+        inst = installed[c.detector]
+        how = (
+            f"lastmile detectors calibrate: RealR {target:g} on the {c.reals} real videos of run {run} under "
+            f"original (reached {c.real_recall:.3f}, Wilson 95% [{c.interval[0]:.3f}, {c.interval[1]:.3f}])"
+        )
+        record = Recalibration(run=str(run), results_sha256=digest, reals=c.reals, real_recall=c.real_recall,
+                               interval=c.interval, previous=inst.card.threshold.value, at=at)  # fmt: skip
+        threshold = Threshold(value=c.threshold, calibration=how, target_real_recall=target, recalibrated=record)
+        written = set_threshold(inst, threshold, repo)
+        if written.card.remote is None:
+            write_configs(written)
+        click.echo(
+            f"{c.detector} {c.version}: threshold {inst.card.threshold.value:+.4f} -> {c.threshold:+.4f}; RealR "
+            f"{c.real_recall:.3f} [{c.interval[0]:.3f}, {c.interval[1]:.3f}] on {c.reals} real videos (target "
+            f"{target:g}); written to {written.folder / 'card.yaml'}"
+        )
+    click.echo(
+        "The gateway and the replay decide with these thresholds from their next start (the monitor reads the "
+        "gateway's decisions)."
+    )

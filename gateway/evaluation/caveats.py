@@ -159,7 +159,8 @@ def unfit_threshold_warnings(rows: list[ScoreRow], det: str, threshold: float, n
         f"{name or det}'s threshold ({threshold:.4g}) keeps only {pct(kept)} % of the scored real videos real on "
         "original: it does not fit this corpus (a card's threshold is set for RealR 95 % on its own calibration "
         "set), and its FakeR and RealR say little. `lastmile report RUN --calibrate 0.95` recalibrates the "
-        "thresholds on this run's original reals."
+        "thresholds on this run's original reals; `lastmile detectors calibrate RUN --real-recall 0.95` writes them "
+        "into the cards, for the tap and the replay."
     ]
 
 

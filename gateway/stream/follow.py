@@ -69,7 +69,7 @@ def one_way(table: Table, share: float = ONE_WAY_SHARE, minimum: int = ONE_WAY_M
                 labelled = f", {wrong} of them on videos labelled {other}" if wrong else ""
                 out.append(
                     f"{det} called {k} of its {n} verdicts {way} ({k / n:.0%}{labelled}): its threshold may not fit "
-                    "these videos; calibrate it on a labelled replay of your own (lastmile report RUN --calibrate 0.95)"
+                    "these videos; calibrate it on a labelled replay of your own (lastmile detectors calibrate RUN)"
                 )
     return out
 

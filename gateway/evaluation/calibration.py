@@ -1,0 +1,69 @@
+"""Thresholds recalibrated on a run's real videos, for ``lastmile detectors calibrate``: what the report's
+``--calibrate`` shows for one report, written into the detector's card so that the tap, the monitor and the replay
+decide with it.
+
+For each detector, the threshold is :func:`detectors.metrics.calibrate_threshold` of its scores on the run's real
+videos under ``original`` (the smallest threshold whose RealR there reaches the target; PROTOCOL.md fixes a
+threshold once, on ``original``, and holds it for every condition). The RealR it reaches on those videos is
+k/n >= target, given with its Wilson 95% interval (:func:`detectors.intervals.wilson_interval`): the range a
+replay of other real videos like them would be expected to fall in, not a promise about different traffic."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from detectors import intervals, metrics
+from gateway.core.messages import ScoreRow
+from gateway.evaluation.errors import EvaluationError
+
+MIN_REALS = 1  # a threshold needs one real score; the interval says how little a few of them tell
+
+
+@dataclass(frozen=True)
+class Calibrated:
+    """One detector's recalibrated threshold, and what it rests on."""
+
+    detector: str
+    version: str
+    model_sha256: str | None
+    threshold: float
+    previous: float
+    reals: int
+    real_recall: float
+    interval: tuple[float, float]
+
+
+def calibrate_run(rows: list[ScoreRow], target: float, detectors: list[str] | None = None) -> list[Calibrated]:
+    """Per detector of ``rows`` (or of ``detectors``, in that order), the threshold giving RealR ``target`` on its
+    scored real videos under ``original``. Raises :class:`EvaluationError` for a detector the run did not score
+    on a real video there, one whose rows hold several versions or models, or a target outside (0, 1)."""
+    if not 0 < target < 1:
+        raise EvaluationError(f"the RealR to calibrate to must lie in (0, 1); got {target}")
+    names = detectors or sorted({r.detector for r in rows})
+    out = []
+    for det in names:
+        mine = [r for r in rows if r.detector == det]
+        if not mine:
+            raise EvaluationError(
+                f"{det}: the run holds no row of this detector (it holds {sorted({r.detector for r in rows})})"
+            )
+        versions = {(r.detector_version, r.model_sha256) for r in mine if r.score is not None}
+        if len(versions) > 1:
+            raise EvaluationError(
+                f"{det}: the run scored several versions or models of it ({sorted(map(str, versions))})"
+            )
+        reals = np.array(
+            [r.score for r in mine if r.condition == "original" and r.label == "real" and r.score is not None]
+        )
+        if reals.size < MIN_REALS:
+            raise EvaluationError(f"{det}: no real video was scored on original in this run: nothing to calibrate on")
+        threshold = metrics.calibrate_threshold(reals, target)
+        kept = int(np.count_nonzero(reals < threshold))  # called real: score below the threshold
+        _, lo, hi = intervals.wilson_interval(kept, int(reals.size))
+        ((version, sha),) = versions
+        stated = {r.threshold for r in mine if r.threshold is not None}
+        previous = stated.pop() if len(stated) == 1 else float("nan")
+        out.append(Calibrated(det, version, sha, threshold, previous, int(reals.size), kept / reals.size, (lo, hi)))
+    return out
