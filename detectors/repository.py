@@ -155,8 +155,9 @@ def install_from_files(
 
 def set_threshold(inst: Installed, threshold: Threshold, repo: str | Path | None = None) -> Installed:
     """``inst`` deciding at ``threshold``, written into the user repository: a user detector's card is rewritten
-    in place; a shipped one is copied there first (its graph and card; the user repository's copy wins by name),
-    the package itself never written. Raises :class:`CardError` for a remote detector's card outside it."""
+    in place; a shipped or other repository's one is copied there first (its graph, checked against its card, or a
+    remote detector's card alone; the user repository's copy wins by name), the package itself never written.
+    Raises :class:`CardError` where the copy's graph does not load or check."""
     card = inst.card.model_copy(update={"threshold": threshold})
     folder = user_repo(repo) / card.name
     if inst.origin == "user" and inst.folder.resolve() == folder.resolve():

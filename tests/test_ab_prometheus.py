@@ -49,7 +49,10 @@ def test_prometheus_raises_the_challenger_alert_only_for_the_less_robust_challen
 
         alerts = wait_for(firing, timeout_s=90, what="the challenger alert firing")
         assert {(a["labels"]["challenger"], a["labels"]["condition"]) for a in alerts} == {("worse", "full")}
-        query = "/api/v1/query?query=champion_challenger_condition:lastmile_comparison_robustness_difference_upper:time"
+        query = (
+            "/api/v1/query?query="
+            "champion_challenger_population_condition:lastmile_comparison_robustness_difference_upper:time"
+        )
         upper = {r["metric"]["challenger"]: float(r["value"][1]) for r in _prom(prom_port, query)["data"]["result"]}
         assert upper["worse"] < -0.05 < upper["alike"]  # the silent one is within the margin, and was scraped
     mon.http.close()

@@ -65,6 +65,12 @@ def _run(tmp_path, rows):
     return tmp_path / "run"
 
 
+@pytest.fixture(autouse=True)
+def _no_user_repository_of_the_developers(tmp_path, monkeypatch):
+    """The tests' own user repository (empty): the developer's ~/.local/share/lastmile/models is never read."""
+    monkeypatch.setenv("LASTMILE_REPO", str(tmp_path / "no-user-repo"))
+
+
 def test_calibrating_a_shipped_detector_writes_a_copy_into_the_user_repository_never_the_package(tmp_path):
     shipped = list_detectors()["d3_px"]
     assert shipped.origin == "shipped"

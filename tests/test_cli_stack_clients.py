@@ -29,7 +29,7 @@ def test_send_without_a_stack_config_says_none_was_found_and_what_that_means(fol
     result = CliRunner().invoke(cli, ["send", "a.mp4", "--bootstrap", "127.0.0.1:1"])
     assert result.exit_code == 1
     assert f"send: note: no --config given and no lastmile-up/gateway.yaml here ({folder})" in result.stderr
-    assert "using the defaults (broker localhost:9092, no folder the gateway reads files from)" in result.stderr
+    assert "using the defaults (broker 127.0.0.1:1, no folder the gateway reads files from)" in result.stderr
     assert "no stack config was found (no --config, no lastmile-up/gateway.yaml here)" in result.stderr
 
 
@@ -146,3 +146,24 @@ def test_scores_warns_of_a_detector_whose_verdicts_go_one_way_naming_the_labelle
     for i in range(4):  # four real videos, all called real: too few verdicts to say anything
         few.add(event(f"w{i}", "original", -1.0, NOW, "npr", "real"))
     assert one_way(few) == []
+
+
+def test_a_manifest_file_outside_the_folders_the_replay_reads_is_refused_before_scoring(folder, tmp_path_factory):
+    """It existed, so it passed a check of existence only, then became a SourceError row per video and the replay
+    exited 0: the check applies the read's own rule (the manifest's folder and --file-root, symlinks followed)."""
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    (elsewhere / "v.mp4").write_bytes(b"x")
+    (folder / "link.mp4").symlink_to(elsewhere / "v.mp4")
+    _manifest(folder, {"abs": str(elsewhere / "v.mp4"), "up": f"../{elsewhere.name}/v.mp4", "link": "link.mp4"})
+    result = CliRunner().invoke(cli, ["replay", "m.jsonl", "--out", "run"])
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.splitlines()[1:]
+    assert len(lines) == 3 and all("outside the folders the replay reads" in line for line in lines), lines
+    assert "/etc" not in result.stderr and "no such file" not in result.stderr
+    from gateway.batch import replay
+
+    started = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(replay, "replay", lambda cfg, out, **kw: started.append(out) or out / "results.parquet")
+        CliRunner().invoke(cli, ["replay", "m.jsonl", "--out", "run", "--file-root", str(elsewhere)])
+    assert started == [Path("run")]  # --file-root adds the folder: past the check

@@ -45,3 +45,10 @@ def test_examples_default_to_the_folder_the_readme_names_and_never_overwrite_una
     assert forced.exit_code == 0, forced.output
     assert mine.read_bytes() == (ROOT / "examples" / "manifest.jsonl").read_bytes()
     assert (tmp_path / "examples" / "notes.txt").read_text() == "the user's own"  # not ours: left alone
+
+
+def test_examples_refuse_to_write_over_the_folder_they_are_read_from(monkeypatch):
+    monkeypatch.chdir(ROOT)  # a source checkout's root: ./examples is the source itself
+    result = CliRunner().invoke(cli, ["examples", "--force"])
+    assert result.exit_code == 1 and "is where the examples are read from: name another folder" in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)  # one line, no traceback

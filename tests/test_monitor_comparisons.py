@@ -14,7 +14,7 @@ from gateway.core import catalogue as mc
 from gateway.monitor.config import ComparisonSettings, MonitorConfig, WindowSettings
 from gateway.monitor.exporter import MonitorMetrics
 from gateway.monitor.store import Store
-from tests.support.monitor import NOW, Clock, stream
+from tests.support.monitor import NOW, Clock, event, stream
 
 DROPPED = {f"v{i}" for i in range(0, 80, 7)}  # d3 never scored these under full
 
@@ -71,15 +71,18 @@ def test_comparison_series_equal_the_intervals_on_the_shared_videos():
     for name, value in (("auc", diff), ("robustness", rob), ("fake_recall", fr)):
         for suffix, v in zip(("", "_lower", "_upper"), value, strict=True):
             want[f"lastmile_comparison_{name}_difference{suffix}"] = v
-    labels = (("challenger", "d3"), ("champion", "npr@1"), ("condition", "full"), ("window", "time"))
+    labels = (("challenger", "d3"), ("champion", "npr@1"), ("condition", "full"), ("population", "traffic"),
+              ("window", "time"))  # fmt: skip
     for name, value in want.items():
         assert got[name, labels] == pytest.approx(value, abs=1e-12), name
-    ident = (("challenger", "d3"), ("champion", "npr@1"))
+    ident = (("challenger", "d3"), ("champion", "npr@1"), ("population", "traffic"))
     assert got["lastmile_comparison_margin", ident] == -0.03
     assert got["lastmile_comparison_min_samples", ident] == 40
-    count = (("challenger", "d3"), ("champion", "npr@1"), ("condition", "full"), ("window", "count"))
+    count = (("challenger", "d3"), ("champion", "npr@1"), ("condition", "full"), ("population", "traffic"),
+             ("window", "count"))  # fmt: skip
     assert got["lastmile_comparison_videos", count] == 60
-    original = (("challenger", "d3"), ("champion", "npr@1"), ("condition", "original"), ("window", "time"))
+    original = (("challenger", "d3"), ("champion", "npr@1"), ("condition", "original"), ("population", "traffic"),
+                ("window", "time"))  # fmt: skip
     assert got["lastmile_comparison_videos", original] == 160
     assert ("lastmile_comparison_robustness_difference", original) not in got
     scraped = {name for name, _ in got}
@@ -134,3 +137,36 @@ def test_a_configured_pair_is_kept_without_its_surrounding_spaces():
     spaced = [{"champion": "npr", "challenger": "d3"}, {"champion": " npr", "challenger": "d3 "}]
     with pytest.raises(ValueError, match="the comparison npr:d3 is given twice"):
         MonitorConfig.model_validate({"comparisons": spaced})
+
+
+def test_a_comparison_on_canaries_reads_the_labelled_canaries_only():
+    """Comparisons read traffic only, so canaries, the live AUC without production labels, could not drive one
+    (lastmile_comparison_samples stayed 0). ``population: canary`` compares on them, and on nothing else."""
+    rng = np.random.default_rng(5)
+    store = Store(WindowSettings(count=60), Clock())
+    y = rng.random(80) < 0.5
+    scores = {det: rng.normal(y * shift, 1.0) for det, shift in (("npr", 1.5), ("d3", 0.5))}
+    for i in range(80):
+        label = ("real", "generated")[int(y[i])]
+        for det in ("npr", "d3"):
+            store.add_score(
+                event(f"c{i}", "original", float(scores[det][i]), NOW - 80 + i, det, label, canary=True), 0.0
+            )
+        store.add_score(event(f"t{i}", "original", float(rng.normal()), NOW - 80 + i, "npr"), 0.0)  # traffic: npr only
+    cmps = [ComparisonSettings(champion="npr", challenger="d3", population=p) for p in ("canary", "traffic")]
+    got = _scrape(MonitorMetrics(store, store.settings, Clock(), lambda: True, comparisons=cmps))
+    on = (("challenger", "d3"), ("champion", "npr"), ("condition", "original"), ("population", "canary"),
+          ("window", "time"))  # fmt: skip
+    assert got["lastmile_comparison_samples", on] == 80 == got["lastmile_comparison_videos", on]
+    diff = intervals.auc_difference(y, scores["npr"], scores["d3"])
+    for suffix, value in zip(("", "_lower", "_upper"), diff, strict=True):
+        assert got[f"lastmile_comparison_auc_difference{suffix}", on] == pytest.approx(value, abs=1e-12)
+    traffic = {k for k in got if k[0].startswith("lastmile_comparison_") and ("population", "traffic") in k[1]
+               and ("condition", "original") in k[1]}  # fmt: skip
+    assert traffic == set()  # d3 scored no traffic: nothing compared there
+    scored = {(dict(k)["population"], dict(k)["role"]): v for n, k in got if n == "lastmile_comparison_contender_scored"
+              for v in [got[n, k]]}  # fmt: skip
+    assert scored == {("canary", "champion"): 1, ("canary", "challenger"): 1, ("traffic", "champion"): 1,
+                      ("traffic", "challenger"): 0}  # d3 on traffic: none, so its alert can fire  # fmt: skip
+    with pytest.raises(ValueError, match="given twice"):
+        MonitorConfig(comparisons=[*cmps, cmps[0]])  # a pair once per population

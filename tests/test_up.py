@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -287,3 +288,65 @@ def test_up_stops_starting_a_part_killed_over_and_over(tmp_path, monkeypatch, ca
     assert "gateway    killed 6 times in 60 s; not starting it again" in lines
     assert lines[-1].startswith("gateway    exited (-9); see ")
     assert json.loads((tmp_path / "stack.json").read_text())["pids"]["gateway"] == stack.processes["gateway"].pid
+
+
+def test_up_compares_a_challenger_live_on_canaries_and_its_prometheus_answers_the_difference(tmp_path):
+    """A/B in the local stack needed hand work: `up` had no --compare or shadow option, and comparisons read
+    traffic only, so canaries could not drive one (lastmile_comparison_samples stayed 0). Now `up --compare
+    npr:spectral --shadow spectral --share 1.0`, `send` and `canary run` put the canary comparison in Prometheus."""
+    require_broker()
+    require_tool("prometheus")
+    made = subprocess.run(_cli(["lastmile", "examples"]), cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert made.returncode == 0, made.stderr
+    ab = ["--compare", "npr:spectral", "--shadow", "spectral", "--share", "1.0"]
+    narrow = ["--detectors", "npr,spectral", "--conditions", "original"]
+    up = subprocess.Popen(_cli(["lastmile", "up", "--prometheus", *ab, *narrow, *PORTS]), cwd=tmp_path,
+                          stdout=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+    try:
+        printed: dict[str, str] = {}
+        for line in _until(up, "ready:"):
+            name, _, value = line.partition(" ")
+            printed.setdefault(name, value.strip())  # (the addresses come first, then the states)
+        monitor_cfg = (tmp_path / "lastmile-up" / "monitor.yaml").read_text()
+        assert "population: canary" in monitor_cfg and "challenger: spectral" in monitor_cfg
+        sent = subprocess.run(_cli(["lastmile", "send", "examples/videos/"]), cwd=tmp_path, capture_output=True,
+                              text=True, timeout=120)  # fmt: skip
+        assert sent.returncode == 0 and "12 videos sent" in sent.stdout, sent.stderr
+        canaries = subprocess.run(_cli(["lastmile", "canary", "run", "--manifest", "examples/manifest.jsonl",
+                                        "--rate", "20/s", "--count", "12", "--config", "lastmile-up/gateway.yaml"]),
+                                  cwd=tmp_path, capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert canaries.returncode == 0 and "12 canaries sent" in canaries.stdout, canaries.stderr
+        prom = printed["prometheus"]
+
+        def query(expr: str) -> list:
+            return _prom(prom, "/api/v1/query?query=" + urllib.parse.quote(expr))["result"]
+
+        def answered():
+            return query('lastmile_comparison_auc_difference{population="canary", window="time"}') or None
+
+        (series,) = wait_for(answered, timeout_s=180, what="the canary comparison in Prometheus")
+        labels = series["metric"]
+        assert (labels["champion"], labels["challenger"], labels["condition"]) == ("npr", "spectral", "original")
+        assert -1 <= float(series["value"][1]) <= 1
+
+        def every_canary():  # each one labelled and scored by both, as the monitor's windows take them in
+            got = query('lastmile_comparison_samples{population="canary", window="time"}')
+            return got if got and float(got[0]["value"][1]) == 12 else None
+
+        assert wait_for(every_canary, timeout_s=120, what="all 12 canaries compared")
+    finally:
+        up.send_signal(signal.SIGTERM)
+        assert up.wait(120) == 0
+
+
+def test_up_refuses_a_comparison_or_shadow_of_a_detector_it_does_not_run(tmp_path):
+    require_broker()
+    refusals = ((["--compare", "npr:nope"], "--compare npr:nope: nope is not among the detectors this stack runs"),
+                (["--shadow", "nope"], "--shadow nope: --shadow names detectors the gateway does not run: ['nope']"),
+                (["--share", "0.5"], "--share applies to the --shadow detectors, and none is given"))  # fmt: skip
+    for extra, message in refusals:
+        run = subprocess.run(_cli(["lastmile", "up", "--detectors", "npr,spectral", *extra, *PORTS]), cwd=tmp_path,
+                             capture_output=True, text=True, timeout=60)  # fmt: skip
+        lines = [line for line in run.stderr.splitlines() if line.strip()]
+        assert run.returncode == 2 and len(lines) == 1 and message in lines[0], run.stderr  # a usage error, one line
+        assert not (tmp_path / "lastmile-up").exists()  # refused before anything started

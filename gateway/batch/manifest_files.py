@@ -3,12 +3,14 @@
 A manifest naming a file that is not there used to run to the end: each such video became ``SourceError`` rows,
 the report a banner, and the replay exited 0, so a typo in a path passed a CI job. Now every row whose ``uri``
 names a local file (a path, relative to the manifest's folder, or a ``file://`` URI) must name a regular file
-this process can read, or the replay stops before scoring with one line per such row (``--allow-missing`` keeps
+this process can read, under the folders the replay reads (the manifest's and ``--file-root``'s), or the replay
+stops before scoring with one line per such row (``--allow-missing`` keeps
 the old way, for corpora known to be partial). URLs are not fetched here: a download still fails per video."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from detectors.manifest import ManifestError, ManifestRow
@@ -32,8 +34,9 @@ class MissingFiles(ManifestError):
         )
 
 
-def unreadable(manifest: Path, row: ManifestRow) -> str | None:
-    """Why the file ``row`` names cannot be read (None: it can, or ``row`` names a URL)."""
+def unreadable(manifest: Path, row: ManifestRow, roots: Sequence[Path]) -> str | None:
+    """Why the file ``row`` names cannot be read by the replay (None: it can, or ``row`` names a URL): outside
+    ``roots`` (symlinks followed, as the read follows them), missing, not a regular file, or not readable."""
     if is_web_url(row.uri):
         return None
     where = f"video {row.video_id}: {row.uri}"
@@ -41,6 +44,8 @@ def unreadable(manifest: Path, row: ManifestRow) -> str | None:
         path = local_path(row.uri, manifest.resolve().parent)
     except SourceError as exc:
         return f"{where}: {exc}"
+    if not any(path.resolve().is_relative_to(Path(r).resolve()) for r in roots):
+        return f"{where}: outside the folders the replay reads ({path}; the manifest's folder and --file-root)"
     if not path.exists():
         return f"{where}: no such file ({path})"
     if not path.is_file():
@@ -50,8 +55,8 @@ def unreadable(manifest: Path, row: ManifestRow) -> str | None:
     return None
 
 
-def check_files(manifest: Path, rows: list[ManifestRow]) -> None:
-    """Raises :class:`MissingFiles` naming every row whose local file cannot be read."""
-    problems = [p for p in (unreadable(manifest, r) for r in rows) if p is not None]
+def check_files(manifest: Path, rows: list[ManifestRow], roots: Sequence[Path]) -> None:
+    """Raises :class:`MissingFiles` naming every row whose local file the replay cannot read under ``roots``."""
+    problems = [p for p in (unreadable(manifest, r, roots) for r in rows) if p is not None]
     if problems:
         raise MissingFiles(manifest, len(rows), problems)

@@ -41,8 +41,9 @@ class Consumer(ABC):
     def assignment(self) -> set[Partition]: ...
 
     @abstractmethod
-    def partitions(self, topic: str) -> set[int]:
-        """The topic's partitions; empty when the broker does not know the topic (yet)."""
+    def partitions(self, topic: str, timeout_ms: int | None = None) -> set[int]:
+        """The topic's partitions; empty when the broker does not know the topic (yet). Waits ``timeout_ms`` at
+        most (None: the request timeout)."""
 
     @property
     @abstractmethod
@@ -133,7 +134,7 @@ class Consumer(ABC):
     def lag(self, topic: str, timeout_ms: int | None = None) -> int | None:
         """Records behind the end of ``topic`` over its assigned partitions (None: none assigned). It asks for the
         end offsets of every partition of the topic, so it also proves that the broker answers."""
-        known = sorted(self.partitions(topic) or {0})
+        known = sorted(self.partitions(topic, timeout_ms) or {0})
         ends = self.end_offsets([Partition(topic, p) for p in known], timeout_ms)
         assigned = [p for p in self.assignment() if p.topic == topic]
         if not assigned:
@@ -144,7 +145,7 @@ class Consumer(ABC):
         """The group's records on ``topic`` that no member has committed past (a group member)."""
         if not self.group:
             raise ValueError("backlog needs a group member")
-        parts = [Partition(topic, p) for p in sorted(self.partitions(topic))]
+        parts = [Partition(topic, p) for p in sorted(self.partitions(topic, timeout_ms))]
         marks = self.watermarks(parts, timeout_ms)
         done = self.group_offsets(parts, timeout_ms)
         committed = tuple(done.get(p) for p in parts)

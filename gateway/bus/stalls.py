@@ -16,16 +16,18 @@ asks for the one batch at a stalled position on a socket of its own (:mod:`gatew
   (:mod:`gateway.bus.librdkafka.health`), kafka-python in its fetcher's log (:mod:`gateway.bus.kafka_python`).
 
 Positions, ends and seeks go through the consumer's own methods, whichever engine it runs on. The watch runs inside
-the poll loop, so it never holds it long: each question waits ``probe_timeout_ms`` at most, and once a round has
-spent that long, the partitions still due are judged after the next poll (the settings keep two such waits within
-``max_poll_interval_ms``).
+the poll loop, so it holds it as little as it can: each question waits ``probe_timeout_ms`` at most (a read apart:
+that long to connect and for each read), and once a round has spent that long, ends included, it starts no
+judgement; the partitions still due are judged after the next poll. A round can still take a few such waits (the
+ends, then one partition's leader and read); the settings keep ``probe_timeout_ms`` at most half of
+``max_poll_interval_ms``.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -80,15 +82,18 @@ class _Seen:
 
 
 class Watch:
-    def __init__(self, settings: KafkaSettings, direct: DirectReader) -> None:
-        self.settings, self.direct = settings, direct
+    def __init__(
+        self, settings: KafkaSettings, direct: DirectReader, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.settings, self.direct, self.clock = settings, direct, clock
         self._seen: dict[Partition, _Seen] = {}
         self._unanswered_until = float("-inf")  # a broker that answered neither way: no check before then
+        self._starved = False  # the last round judged nothing for want of time: the next judges one whatever it costs
 
     def observe(self, consumer: Consumer, now: float | None = None) -> list[Fetched]:
         """After a poll: note every active partition's position; check the ones standing still (their ends asked in
         one request); pass (and return) an oversize batch found at a stalled position."""
-        now = time.monotonic() if now is None else now
+        now = self.clock() if now is None else now
         due: list[Partition] = []
         try:
             active = consumer.assignment() - consumer.paused()
@@ -99,27 +104,29 @@ class Watch:
                 seen = self._seen.get(p)
                 if seen is None or seen.offset != offset:
                     self._seen[p] = _Seen(offset, now, now)
-                elif now - seen.checked >= self.settings.stall_check_s and time.monotonic() >= self._unanswered_until:
+                elif now - seen.checked >= self.settings.stall_check_s and self.clock() >= self._unanswered_until:
                     seen.checked = now
                     due.append(p)
             if not due:
                 return []
+            round_until = self.clock() + self.settings.probe_timeout_ms / 1000  # this round's share of the poll
             try:
                 ends: dict[Partition, int] = consumer.end_offsets(due, timeout_ms=self.settings.probe_timeout_ms)
             except BusError as exc:  # the connection fails, an oversize reply on it perhaps: the probe asks the leader
                 if isinstance(exc, NoAnswer):  # no answer at all: reading apart would wait as long, and the broker
-                    self._unanswered_until = time.monotonic() + self.settings.stall_check_s  # probe tells
+                    self._unanswered_until = self.clock() + self.settings.stall_check_s  # probe tells
                     return []
                 ends = {}
             out: list[Fetched] = []
-            budget_until = time.monotonic() + self.settings.probe_timeout_ms / 1000
             for i, p in enumerate(due):
-                if time.monotonic() < self._unanswered_until:  # a probe went unanswered: the rest would wait too
+                if self.clock() < self._unanswered_until:  # a probe went unanswered: the rest would wait too
                     break
-                if i and time.monotonic() >= budget_until:  # this round has waited its share of the poll
-                    for rest in due[i:]:  # interval: the rest are judged after the next poll
-                        self._seen[rest].checked = float("-inf")
+                if self.clock() >= round_until and not (i == 0 and self._starved):  # this round has waited its
+                    for rest in due[i:]:  # share of the poll interval, the ends included: no judgement starts; the
+                        self._seen[rest].checked = float("-inf")  # rest are judged after the next poll (one at
+                    self._starved = i == 0  # least then, however slow the ends: a stall is never left forever)
                     break
+                self._starved = False
                 out += self._judge(consumer, p, self._seen[p], ends.get(p), now)
             return out
         except BusError as exc:  # e.g. a fetch failing as the client's loop ran: the next poll meets it again
@@ -128,7 +135,7 @@ class Watch:
 
     def stalls(self, after_s: float, now: float | None = None) -> list[Stall]:
         """Partitions behind their end whose position has not moved for ``after_s`` seconds or more."""
-        now = time.monotonic() if now is None else now
+        now = self.clock() if now is None else now
         return [
             Stall(p, s.offset, s.behind, now - s.since)
             for p, s in sorted(self._seen.items())
@@ -146,7 +153,7 @@ class Watch:
             seen.behind, seen.since = 0, now
             return []
         if end is None and batch is None:  # no answer either way: the other partitions' checks would wait as long
-            self._unanswered_until = time.monotonic() + self.settings.stall_check_s
+            self._unanswered_until = self.clock() + self.settings.stall_check_s
             seen.behind = max(seen.behind, 1)  # it may be stuck (behind SASL nothing else can tell): readiness says
             return []
         seen.behind = (end if end is not None else batch.end) - offset

@@ -138,7 +138,8 @@ def detectors_calibrate(run, target, names, repo) -> None:
     results = run / "results.parquet"
     installed = list_detectors(repo)
     try:
-        rows = read_results(results)
+        digest = hashlib.sha256(results.read_bytes()).hexdigest() if results.is_file() else ""
+        rows = read_results(results)  # (the file hashed is the file read: a run's results are written once)
         done = calibrate_run(rows, target, [n.strip() for n in names.split(",")] if names else None)
     except (EvaluationError, ResultsError) as exc:
         raise click.ClickException(str(exc)) from exc
@@ -151,7 +152,6 @@ def detectors_calibrate(run, target, names, repo) -> None:
                 f"{c.detector}: the run scored version {c.version} (model sha256 {c.model_sha256}), the installed one "
                 f"is {inst.card.version} (model sha256 {inst.model_sha256}): calibrate on a run of the installed one"
             )
-    digest = hashlib.sha256(results.read_bytes()).hexdigest()
     at = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     for c in done:
         inst = installed[c.detector]
@@ -162,7 +162,10 @@ def detectors_calibrate(run, target, names, repo) -> None:
         record = Recalibration(run=str(run), results_sha256=digest, reals=c.reals, real_recall=c.real_recall,
                                interval=c.interval, previous=inst.card.threshold.value, at=at)  # fmt: skip
         threshold = Threshold(value=c.threshold, calibration=how, target_real_recall=target, recalibrated=record)
-        written = set_threshold(inst, threshold, repo)
+        try:
+            written = set_threshold(inst, threshold, repo)
+        except CardError as exc:  # (a card that cannot be written, a graph that no longer loads)
+            raise click.ClickException(f"{c.detector}: {exc}") from exc
         if written.card.remote is None:
             write_configs(written)
         click.echo(

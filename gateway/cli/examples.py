@@ -55,6 +55,8 @@ def examples(folder: Path, force: bool) -> None:
     """Write the example clips, manifest, conditions and configs into FOLDER (default: ./examples), where the
     README's commands find them."""
     root = source()
+    if folder.resolve() == root.resolve():  # (a source checkout's own examples/: nothing to write, or to overwrite)
+        raise click.ClickException(f"{folder} is where the examples are read from: name another folder")
     names = files(root)
     there = [n for n in names if (folder / n).exists()]
     if there and not force:

@@ -34,11 +34,12 @@ def monitor_run(config_path, comparisons, log_level) -> None:
 
 
 def with_comparisons(cfg: MonitorConfig, pairs: tuple[str, ...]) -> MonitorConfig:
-    """``cfg`` with a comparison (default margin and min_samples) per ``CHAMPION:CHALLENGER`` of ``pairs``; a
-    malformed pair, or one the config (or another flag) already compares, is a usage error."""
+    """``cfg`` with a comparison on traffic (default margin and min_samples) per ``CHAMPION:CHALLENGER`` of
+    ``pairs``; a malformed pair, or one the config (or another flag) already compares on traffic, is a usage error."""
     try:
         added = [ComparisonSettings(champion=a, challenger=b) for a, b in map(split_pair, pairs)]
-        distinct_pairs((c.champion, c.challenger) for c in [*cfg.comparisons, *added])
+        traffic = [c for c in [*cfg.comparisons, *added] if c.population == "traffic"]
+        distinct_pairs((c.champion, c.challenger) for c in traffic)
     except PairError as exc:
         raise click.BadParameter(str(exc), param_hint="--compare") from exc
     return cfg.model_copy(update={"comparisons": [*cfg.comparisons, *added]}) if added else cfg

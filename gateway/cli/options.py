@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from gateway.batch.failures import DEFAULT_MAX_INFRA_ERRORS
+from gateway.core.contenders import PairError, distinct_pairs, split_pair
 from gateway.core.kafka_settings import KafkaSettings
 from transforms.profile import PROFILES
 
@@ -46,6 +47,15 @@ def config_option(help: str):
     return click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), help=help)
 
 
+def distinct_pairs_option(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
+    """A ``--compare`` callback: a malformed or repeated pair is a usage error, as the monitor's is."""
+    try:
+        distinct_pairs(map(split_pair, value))
+    except PairError as exc:
+        raise click.BadParameter(str(exc)) from exc
+    return value
+
+
 def profile_option(default: str):
     """``--profile``: one of the transform engine's profiles."""
     return click.option(
@@ -71,7 +81,7 @@ def gateway_config(config_path: str | None, bootstrap: str | None = None) -> Gat
 
 
 NO_STACK_CONFIG = (
-    f"no --config given and no {UP_DIR}/gateway.yaml here ({{cwd}}): using the defaults (broker localhost:9092, "
+    f"no --config given and no {UP_DIR}/gateway.yaml here ({{cwd}}): using the defaults (broker {{bootstrap}}, "
     "no folder the gateway reads files from); run this in the folder where `lastmile up` runs, or pass --config"
 )
 
@@ -84,6 +94,8 @@ def stack_config(command: str, config_path: str | None, bootstrap: str | None = 
     if config_path is None and (UP_DIR / "gateway.yaml").exists():
         config_path = str(UP_DIR / "gateway.yaml")
         click.echo(f"{command}: note: using {config_path}, the stack's config written by lastmile up", err=True)
-    elif config_path is None:
-        click.echo(f"{command}: note: {NO_STACK_CONFIG.format(cwd=Path.cwd())}", err=True)
-    return gateway_config(config_path, bootstrap), config_path is not None
+    cfg = gateway_config(config_path, bootstrap)
+    if config_path is None:
+        note = NO_STACK_CONFIG.format(cwd=Path.cwd(), bootstrap=cfg.kafka.bootstrap)
+        click.echo(f"{command}: note: {note}", err=True)
+    return cfg, config_path is not None

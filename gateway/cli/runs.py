@@ -9,8 +9,7 @@ import click
 
 from gateway.batch.failures import RunFailures, check_results
 from gateway.cli.errors import notify
-from gateway.cli.options import MAX_INFRA_ERRORS, REPO, WORKERS, profile_option
-from gateway.core.contenders import PairError, distinct_pairs, split_pair
+from gateway.cli.options import MAX_INFRA_ERRORS, REPO, WORKERS, distinct_pairs_option, profile_option
 from gateway.evaluation.errors import EvaluationError
 from transforms.config_errors import ConfigError
 
@@ -128,7 +127,8 @@ def replay(
     try:
         check_out(cfg, out, resume)  # (before the note: a run that cannot start says only why)
         if not allow_missing:
-            check_files(manifest, rows)  # (a file that is not there: one line each, exit 2, before any work)
+            roots = cfg.fetch_rules().sources.file_roots  # (a file that is not there, or not under these: one
+            check_files(manifest, rows, [Path(r) for r in roots])  # line each, exit 2, before any work)
         notify("replay", (reals_only_notice(manifest, rows), unread_keys_notice(manifest, rows)))
         if via == "kafka":
             path = replay_via_kafka(cfg, out, bootstrap=bootstrap, workers=workers or 2, timeout_s=kafka_timeout_s)
@@ -142,15 +142,6 @@ def replay(
         raise click.ClickException(f"replay via kafka: {exc}") from None
     click.echo(path)
     _fail_loudly(check_results(path, max_infra_errors), "replay", "the results are")
-
-
-def _pairs(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
-    """A malformed or repeated ``--compare`` is a usage error, as the monitor's is."""
-    try:
-        distinct_pairs(map(split_pair, value))
-    except PairError as exc:
-        raise click.BadParameter(str(exc)) from exc
-    return value
 
 
 def _enough_replicates(ctx: click.Context, param: click.Parameter, value: int) -> int:
@@ -175,7 +166,7 @@ def _enough_replicates(ctx: click.Context, param: click.Parameter, value: int) -
     "comparisons",
     multiple=True,
     metavar="CHAMPION:CHALLENGER",
-    callback=_pairs,
+    callback=distinct_pairs_option,
     help="also compare two detectors (NAME or NAME@VERSION) on the videos both scored: a section of the report "
     "with a forest plot, and comparison.md/.json (repeatable; a run of real videos only: their RealR, no plot)",
 )

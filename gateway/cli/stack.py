@@ -11,7 +11,15 @@ from pathlib import Path
 import click
 
 from gateway import bus
-from gateway.cli.options import LOG_LEVEL, UP_DIR, config_option, gateway_config, profile_option, with_bootstrap
+from gateway.cli.options import (
+    LOG_LEVEL,
+    UP_DIR,
+    config_option,
+    distinct_pairs_option,
+    gateway_config,
+    profile_option,
+    with_bootstrap,
+)
 from gateway.cli.signals import serve, serve_until_signalled, shielded, stop_on_signal
 from gateway.monitor.config import MonitorKafka
 from gateway.ops.stack import Stack, StackOptions
@@ -29,17 +37,26 @@ RESTARTS, RESTART_WINDOW_S = 5, 60.0  # a part killed more often than this is no
 @click.option("--root", "roots", multiple=True, type=click.Path(file_okay=False, path_type=Path),
               help="folder the gateway may read file:// videos from (default: the current folder)")  # fmt: skip
 @click.option("--dir", "folder", default=UP_DIR, show_default=True, type=click.Path(file_okay=False, path_type=Path),
-              help="the stack's configs, logs and Prometheus data (send and scores read its gateway.yaml)")  # fmt: skip
+              help="the stack's configs, logs and Prometheus data (send and scores find lastmile-up/gateway.yaml; for "
+              "another folder pass them --config DIR/gateway.yaml)")  # fmt: skip
 @click.option("--kafka-port", default=9092, show_default=True, type=int, help="0: any free port (as the others)")
 @click.option(
     "--gateway-port", default=9308, show_default=True, type=int, help="the gateway's /metrics, /healthz, /readyz"
 )
 @click.option("--monitor-port", default=9309, show_default=True, type=int, help="the monitor's /metrics and health")
 @click.option("--prometheus-port", default=9090, show_default=True, type=int, help="Prometheus's web port")
-def up(prometheus, detectors, conditions, profile, workers, roots, folder, **ports) -> None:
+@click.option("--compare", "comparisons", multiple=True, callback=distinct_pairs_option,
+              help="CHAMPION:CHALLENGER (DETECTOR or DETECTOR@VERSION): the monitor compares them live, on traffic "
+              "and on canaries (repeatable; docs/ab.md)")  # fmt: skip
+@click.option("--shadow", "shadow", multiple=True,
+              help="a challenger the gateway scores on --share of the videos only (repeatable)")  # fmt: skip
+@click.option("--share", default=1.0, show_default=True, type=click.FloatRange(0, 1),
+              help="with --shadow: the share of videos (by video id hash) the shadow detectors score")  # fmt: skip
+def up(prometheus, detectors, conditions, profile, workers, roots, folder, comparisons, shadow, share, **ports) -> None:
     """The local stack: broker, gateway, monitor (and Prometheus); Ctrl-C or SIGTERM stops all of it."""
     opts = StackOptions(folder, detectors, conditions, profile, workers, list(roots) or [Path.cwd()],
-                        prometheus=prometheus, **ports)  # fmt: skip
+                        prometheus=prometheus, compare=list(comparisons), shadow=list(shadow), share=share,
+                        **ports)  # fmt: skip
     with stop_on_signal() as stop:
         stack = Stack(opts)
         stack.start()

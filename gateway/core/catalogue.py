@@ -209,7 +209,8 @@ SCORE_KS = _windowed(
 
 # -- the monitor's comparisons (gateway.monitor.comparisons): challenger minus champion on the same videos --------
 CONTENDERS = ("champion", "challenger")
-COMPARED = (*CONTENDERS, "condition", "window")
+COMPARISON = (*CONTENDERS, "population")  # a comparison: its pair, on traffic or on canaries
+COMPARED = (*COMPARISON, "condition", "window")
 
 
 def _compared(name: str, text: str, labels: tuple[str, ...] = COMPARED, **kw) -> Family:
@@ -241,15 +242,15 @@ COMPARISON_FLIP_RATE_DIFFERENCE = _compared(
     "lastmile_comparison_flip_rate_difference", "Challenger's share of decisions flipped from original minus champion's"
 )
 COMPARISON_MARGIN = _compared(
-    "lastmile_comparison_margin", "The configured margin of the robustness-difference alert", CONTENDERS
+    "lastmile_comparison_margin", "The configured margin of the robustness-difference alert", COMPARISON
 )
 COMPARISON_MIN_SAMPLES = _compared(
-    "lastmile_comparison_min_samples", "The configured labelled videos the robustness alert needs", CONTENDERS
+    "lastmile_comparison_min_samples", "The configured labelled videos the robustness alert needs", COMPARISON
 )
 COMPARISON_CONTENDER_SCORED = _compared(
     "lastmile_comparison_contender_scored",
     "1 where the window holds score events of this side (role) of the comparison, else 0 (a name no event carries)",
-    (*CONTENDERS, "role"),
+    (*COMPARISON, "role"),
 )
 
 

@@ -1,6 +1,7 @@
 """Champion against challenger in the monitor's windowed computation (issue 25).
 
-Per configured comparison and condition, on the traffic videos scored by both under the condition and, away from
+Per configured comparison and condition, on the videos of its population (traffic, or the labelled canaries of
+``lastmile canary run``) scored by both under the condition and, away from
 ``original``, by both under ``original`` too (so all four AUCs are on the same videos): the AUC difference
 (challenger minus champion, DeLong), the robustness difference (challenger's AUC drift minus champion's, DeLong's
 contrast of four correlated AUCs), the FakeR and RealR differences at each one's own decisions (Newcombe's paired
@@ -19,23 +20,31 @@ from gateway.monitor.config import ComparisonSettings, WindowSettings
 from gateway.monitor.signals import Column, FrameColumns, Sample, _bounded, _windows
 from gateway.monitor.table import Frame
 
-KIND = "traffic"  # canaries are the gateway's own probes: a comparison reads real traffic
 
-
-def resolve(frame: Frame, contender: str) -> tuple[str, str] | None:
-    """``DETECTOR@VERSION`` as given, or ``DETECTOR`` with the version whose latest event is newest."""
+def resolve(frame: Frame, cols: FrameColumns, contender: str, population: str) -> tuple[str, str] | None:
+    """``DETECTOR@VERSION`` as given, or ``DETECTOR`` with the version whose latest event is newest, among the
+    versions scored in ``population`` (a comparison on canaries is not one on traffic); None when no event of that
+    population carries it."""
     det, _, ver = contender.partition("@")
-    versions = {v for (d, v, _c) in frame.rows if d == det}
+    latest = {
+        v: _latest(frame, cols, (det, v), population) for v in sorted({v for (d, v, _c) in frame.rows if d == det})
+    }
+    versions = [v for v, t in latest.items() if t > -np.inf]
     if ver:
         return (det, ver) if ver in versions else None
-    if not versions:
-        return None
+    return (det, max(versions, key=latest.__getitem__)) if versions else None
 
-    def latest(v: str) -> float:
-        slot = frame.rows[(det, v, "original")][0] if (det, v, "original") in frame.rows else np.empty(0, int)
-        return float(frame.videos["event_time"][slot].max(initial=-np.inf))
 
-    return det, max(sorted(versions), key=latest)
+def _latest(frame: Frame, cols: FrameColumns, who: tuple[str, str], population: str) -> float:
+    """The newest event time of ``who``'s scores of live videos in ``population``, over its conditions (-inf:
+    none); from the frame's arrays, without building the series' columns."""
+    canary, times, best = frame.videos["canary"], frame.videos["event_time"], -np.inf
+    for (d, v, _c), (slot, _score, _decision) in frame.rows.items():
+        if (d, v) == who and slot.size:
+            mine = slot[(cols.rank[slot] >= 0) & (canary[slot] == (population == "canary"))]
+            if mine.size:
+                best = max(best, float(times[mine].max()))
+    return best
 
 
 def comparison_samples(
@@ -44,12 +53,13 @@ def comparison_samples(
     """Every sample of the comparison families for ``comparisons`` on one frame of the store."""
     cols, out = FrameColumns(frame), []
     for cmp in comparisons:
-        ident = {"champion": cmp.champion, "challenger": cmp.challenger}
+        ident = {"champion": cmp.champion, "challenger": cmp.challenger, "population": cmp.population}
         out += [
             Sample(mc.COMPARISON_MARGIN, ident, cmp.margin),
             Sample(mc.COMPARISON_MIN_SAMPLES, ident, cmp.min_samples),
         ]
-        champ, chall = resolve(frame, cmp.champion), resolve(frame, cmp.challenger)
+        champ = resolve(frame, cols, cmp.champion, cmp.population)  # scored in the comparison's population
+        chall = resolve(frame, cols, cmp.challenger, cmp.population)
         for role, found in zip(("champion", "challenger"), (champ, chall), strict=True):
             out.append(Sample(mc.COMPARISON_CONTENDER_SCORED, {**ident, "role": role}, float(found is not None)))
         if champ is None or chall is None or champ == chall:
@@ -58,13 +68,15 @@ def comparison_samples(
             {c for (d, v, c) in frame.rows if (d, v) == champ} & {c for (d, v, c) in frame.rows if (d, v) == chall}
         )
         for cond in conditions:
-            out += _condition(cols, champ, chall, cond, {**ident, "condition": cond}, settings, now)
+            out += _condition(cols, champ, chall, cond, {**ident, "condition": cond}, settings, now, cmp.population)
     return out
 
 
-def _condition(cols: FrameColumns, champ, chall, cond: str, ident: dict, settings: WindowSettings, now: float):
+def _condition(
+    cols: FrameColumns, champ, chall, cond: str, ident: dict, settings: WindowSettings, now: float, population: str
+):
     need = [(champ, cond), (chall, cond)] + ([(champ, "original"), (chall, "original")] if cond != "original" else [])
-    got = [cols.get(((*who, c), KIND)) for who, c in need]
+    got = [cols.get(((*who, c), population)) for who, c in need]
     if any(g is None for g in got):
         return []
     shared = got[0].vid

@@ -4,6 +4,7 @@ overridable by ``LASTMILE_MONITOR_*`` variables (nested with ``__``)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import SettingsConfigDict
@@ -19,6 +20,10 @@ class MonitorKafka(KafkaSettings):
     labels_topic: str | None = Field("lastmile.labels", description="delayed ground truth (null: none)")
     group_id: str = "lastmile-monitor"
     client_id: str = "lastmile-monitor"
+
+    def _questions_fit_the_poll_interval(self) -> MonitorKafka:
+        """Not the monitor's rule: it reads without a group (no poll interval to keep), so no check."""
+        return self
 
 
 class WindowSettings(BaseModel):
@@ -64,6 +69,10 @@ class CheckpointSettings(BaseModel):
     keep: int = Field(2, ge=1, description="checkpoints kept, newest first")
 
 
+Population = Literal["traffic", "canary"]  # what a comparison reads: videos that are not canaries, or canaries
+POPULATIONS: tuple[str, ...] = get_args(Population)
+
+
 class ComparisonSettings(BaseModel):
     """A champion and a challenger (``DETECTOR`` or ``DETECTOR@VERSION``; without a version, the version with the
     latest score) compared per condition on the videos both scored (:mod:`gateway.monitor.comparisons`)."""
@@ -73,6 +82,11 @@ class ComparisonSettings(BaseModel):
     challenger: str = Field(min_length=1)
     margin: float = Field(-0.05, le=0, description="alert when the robustness difference's upper bound lies below this")
     min_samples: int = Field(50, ge=4, description="labelled videos scored by both (and on original) to alert")
+    population: Population = Field(
+        "traffic",
+        description="the videos compared: traffic (labelled by the labels topic, or not at all) or the labelled "
+        "canaries of lastmile canary run, which give labelled comparisons without production labels",
+    )
 
     @model_validator(mode="after")
     def _two_contenders(self) -> ComparisonSettings:
@@ -95,5 +109,6 @@ class MonitorConfig(YamlSettings):
     def _windows_fit(self) -> MonitorConfig:
         if self.windows.count > self.windows.max_videos:
             raise ValueError("windows.count cannot exceed windows.max_videos")
-        distinct_pairs((c.champion, c.challenger) for c in self.comparisons)
+        for population in POPULATIONS:  # a pair once per population
+            distinct_pairs((c.champion, c.challenger) for c in self.comparisons if c.population == population)
         return self

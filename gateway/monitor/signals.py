@@ -237,9 +237,8 @@ def _wilson(rate: float, successes: int, n: int, conf: float) -> tuple[float, fl
 
 def _label_free(col: Column, sel: np.ndarray, base: Column | None, labels: dict, conf: float) -> list[Sample]:
     out = [Sample(mc.WINDOW_VIDEOS, labels, float(sel.size))]
-    if sel.size:  # how many it calls generated, labels or not: a threshold that does not fit the traffic shows here
-        called = int(np.count_nonzero(_at(col.decision, sel)))
-        out += _bounded(mc.GENERATED_RATE, labels, _wilson(called / sel.size, called, int(sel.size), conf))
+    called = int(np.count_nonzero(_at(col.decision, sel)))  # (a window is never empty) called generated, labelled
+    out += _bounded(mc.GENERATED_RATE, labels, _wilson(called / sel.size, called, int(sel.size), conf))  # or not
     if base is None:
         return out
     a, b = _paired(col, sel, base)

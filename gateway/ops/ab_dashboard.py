@@ -7,8 +7,11 @@ from gateway.core import catalogue as mc
 from gateway.core.catalogue import Family
 from gateway.ops.panels import dashboard, panel, variable
 
-SEL = 'champion=~"$champion", challenger=~"$challenger", condition=~"$condition", window="time"'
-LEGEND = "{{challenger}} vs {{champion}} {{condition}}"
+SEL = (
+    'champion=~"$champion", challenger=~"$challenger", population=~"$population", condition=~"$condition", '
+    'window="time"'
+)
+LEGEND = "{{challenger}} vs {{champion}} {{condition}} ({{population}})"
 
 
 def _banded(family: Family) -> list[tuple[str, str]]:
@@ -44,6 +47,7 @@ def comparisons() -> dict:
     variables = [
         variable("champion", f"label_values({mc.COMPARISON_MARGIN.name}, champion)"),
         variable("challenger", f'label_values({mc.COMPARISON_MARGIN.name}{{champion=~"$champion"}}, challenger)'),
+        variable("population", f"label_values({mc.COMPARISON_MARGIN.name}, population)"),
         variable("condition", f"label_values({mc.COMPARISON_VIDEOS.name}, condition)"),
     ]
     return dashboard("lastmile-comparisons", "LastMile champion vs challenger", panels, variables, ["lastmile", "ab"])

@@ -22,10 +22,12 @@ import yaml
 
 from detectors.serving.processes import die_with_parent, free_port, stop_group
 from gateway import bus
+from gateway.core.contenders import split_pair
 from gateway.core.kafka_settings import KafkaSettings
 from gateway.core.settings_file import commented_yaml
-from gateway.monitor.config import MonitorConfig, MonitorKafka
+from gateway.monitor.config import POPULATIONS, MonitorConfig, MonitorKafka
 from gateway.ops.grafana import RULES
+from transforms.config_errors import ConfigError
 
 if TYPE_CHECKING:
     from gateway.core.config import GatewayConfig
@@ -51,6 +53,9 @@ class StackOptions:
     monitor_port: int = 9309
     prometheus: bool = False
     prometheus_port: int = 9090
+    compare: list[str] = field(default_factory=list)  # CHAMPION:CHALLENGER, each on traffic and on canaries
+    shadow: list[str] = field(default_factory=list)  # detectors scored on a share of videos only
+    share: float = 1.0
 
 
 def _port(port: int) -> int:
@@ -83,6 +88,7 @@ class Stack:
                 "--prometheus needs the prometheus server binary on PATH (Debian: apt-get install prometheus)"
             )
         bus.tansu_binary()  # first: without the `local` extra (or a port taken), say so and leave no folder behind
+        self._check_contenders()
         ports = {k: _port(getattr(o, f"{k}_port")) for k in ("kafka", "gateway", "monitor")}
         self.folder.mkdir(parents=True, exist_ok=True)
         try:
@@ -102,6 +108,25 @@ class Stack:
             raise
         self._write_state()
 
+    def _check_contenders(self) -> None:
+        """Before anything starts: every side of ``--compare`` and every ``--shadow`` detector is one this stack's
+        gateway runs (else a comparison would never see a score, or the gateway would refuse its config)."""
+        from detectors.repository import get_detectors
+        from gateway.stream.jobs import check_shadow
+
+        o = self.opts
+        running = [i.card.name for i in get_detectors(o.detectors)]
+        for pair in o.compare:
+            for side in split_pair(pair):
+                if side.partition("@")[0] not in running:
+                    raise ConfigError(f"--compare {pair}: {side} is not among the detectors this stack runs: {running}")
+        if not o.shadow and o.share != 1.0:
+            raise ConfigError("--share applies to the --shadow detectors, and none is given")
+        try:
+            check_shadow(o.shadow, o.share, running)  # (the gateway's own rule, said in the stack's flags)
+        except ConfigError as exc:
+            raise ConfigError(f"--shadow {','.join(o.shadow)}: {exc}".replace("shadow.detectors", "--shadow")) from None
+
     def _write_state(self) -> None:
         (self.folder / "stack.json").write_text(
             json.dumps({"addresses": self.addresses, "pids": {k: p.pid for k, p in self.processes.items()}}, indent=2)
@@ -119,8 +144,16 @@ class Stack:
             profile=o.profile,
             workers=o.workers,
             http_port=ports["gateway"],
+            shadow={"detectors": o.shadow, "share": o.share},
         )
-        monitor = MonitorConfig(kafka=MonitorKafka(bootstrap=bootstrap), http_port=ports["monitor"])
+        comparisons = [
+            {"champion": champion, "challenger": challenger, "population": population}
+            for champion, challenger in map(split_pair, o.compare)
+            for population in POPULATIONS  # canaries: labelled comparisons without production labels
+        ]
+        monitor = MonitorConfig(
+            kafka=MonitorKafka(bootstrap=bootstrap), http_port=ports["monitor"], comparisons=comparisons
+        )
         for cfg, name, what, command in ((gateway, "gateway.yaml", "gateway", "gateway run"),
                                          (monitor, "monitor.yaml", "monitor", "monitor run")):  # fmt: skip
             header = HEADER.format(what=what, command=command, name=name)

@@ -113,8 +113,8 @@ class KpConsumer(Consumer):
         with mapped():
             return set(_ours(self._client.assignment()))
 
-    def partitions(self, topic: str) -> set[int]:
-        with mapped():
+    def partitions(self, topic: str, timeout_ms: int | None = None) -> set[int]:
+        with mapped():  # (from kafka-python's metadata; it asks the broker on its own schedule, without a timeout)
             return set(self._client.partitions_for_topic(topic) or ())
 
     @property

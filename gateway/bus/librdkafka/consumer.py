@@ -87,8 +87,8 @@ class RdConsumer(Consumer):
         with mapped():
             return set(_ours(self._c.assignment()))
 
-    def partitions(self, topic: str) -> set[int]:
-        return self._queries().partitions(topic, self._timeout_s)
+    def partitions(self, topic: str, timeout_ms: int | None = None) -> set[int]:
+        return self._queries().partitions(topic, self._timeout_s if timeout_ms is None else timeout_ms / 1000)
 
     @property
     def joined(self) -> bool:
