@@ -131,11 +131,15 @@ def test_records_go_through_tls_with_a_client_certificate_whose_key_password_is_
 
 def test_without_the_client_certificate_or_with_a_wrong_key_password_nothing_connects(tls_broker):
     k, terminator, tmp_path = tls_broker
-    accepted = len(terminator.clients)
+    refused = len(terminator.refused)
     no_cert = k.model_copy(update={"ssl_certfile": None, "ssl_keyfile": None, "ssl_key_password_file": None})
     with pytest.raises(bus.BusError):
         bus.ping(no_cert, timeout_s=3)
-    assert terminator.refused and len(terminator.clients) == accepted  # refused at the handshake
+    # refused at the handshake, for want of a certificate (the count of accepted connections is no measure: the
+    # fixture's own client, certificate and all, may still be connecting to the advertised broker; a CI run caught
+    # 5 where 3 were counted before the ping)
+    assert any("PEER_DID_NOT_RETURN_A_CERTIFICATE" in r for r in terminator.refused[refused:]), terminator.refused
+    assert set(terminator.clients) == {"lastmile-gw"}  # every connection accepted showed the client certificate
     (tmp_path / "wrong").write_text("not-the-password")
     wrong = k.model_copy(update={"ssl_key_password_file": str(tmp_path / "wrong")})
     with pytest.raises(bus.BusError) as err:
