@@ -10,6 +10,7 @@ librdkafka's statistics and error callbacks (:mod:`gateway.bus.librdkafka.health
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable, Mapping
 
 from gateway.bus.consumer import Consumer
@@ -26,6 +27,10 @@ log = logging.getLogger("lastmile.bus")
 events = logging.getLogger(f"{config.LOGGER}.events")  # (the command line shows each kind once a minute)
 OFFSET_BEGINNING, OFFSET_END, INVALID = -2, -1, -1001  # librdkafka's logical offsets
 QUIET = frozenset({"_PARTITION_EOF", "_TRANSPORT", "_ALL_BROKERS_DOWN", "_UNKNOWN_TOPIC", "UNKNOWN_TOPIC_OR_PART"})
+
+
+LEAVE_S = 5.0  # longest a closing member polls for its revocation before closing anyway
+SETTLE_S = 0.3  # and at least this long, so that a rebalance event already on its way is served by a poll
 
 
 class RdConsumer(Consumer):
@@ -46,6 +51,7 @@ class RdConsumer(Consumer):
         self._start: dict[Partition, int] = {}  # where a partition starts before its first record is handed out
         self._timeout_s = settings.request_timeout_ms / 1000
         self._offsets: OffsetQueries | None = None  # questions about partitions, asked apart from the fetches
+        self._subscribed = False  # a group member by subscription: it unsubscribes before it closes
 
     # -- what is read ----------------------------------------------------------------------------------------
     def subscribe(self, topics: list[str], listener: Rebalance | None = None) -> None:
@@ -74,6 +80,7 @@ class RdConsumer(Consumer):
 
         with mapped():
             self._c.subscribe(topics, on_assign=assigned, on_revoke=revoked, on_lost=lost)
+        self._subscribed = True
 
     def assign(self, partitions: Iterable[Partition]) -> None:
         from confluent_kafka import TopicPartition
@@ -244,9 +251,22 @@ class RdConsumer(Consumer):
         return self._queries().leader(partition, self.settings.probe_timeout_ms / 1000)
 
     def close(self, autocommit: bool = False) -> None:
-        """Leave the group (committing only what was stored: acknowledged outcomes) and stop the client."""
+        """Leave the group (committing only what was stored: acknowledged outcomes) and stop the client.
+
+        A member first unsubscribes and polls until its partitions are revoked (at most ``LEAVE_S``), so that no
+        rebalance callback runs inside librdkafka's close: one that did (an assignment arriving as the member
+        closed, cooperative-sticky) hung ``close`` for good while holding the GIL, freezing the whole process (a
+        CI run's replay gateway, stopped 0.1 s after it joined; librdkafka issue 4527, whose workaround this is).
+        Records polled meanwhile are dropped: uncommitted, their next owner reads them."""
         self._joined = False
         with mapped():
+            if self._subscribed:  # (a join may be under way with nothing assigned yet: it settles here too)
+                self._c.unsubscribe()
+                start = time.monotonic()
+                while time.monotonic() - start < LEAVE_S:
+                    self._c.consume(100, 0.1)  # serves a revocation (or a late assignment) where callbacks are safe
+                    if not self._c.assignment() and time.monotonic() - start >= SETTLE_S:
+                        break
             self._c.close()
 
     def _forget(self, partitions: list[Partition]) -> None:
