@@ -77,15 +77,19 @@ def _watch(stack: Stack, stop: threading.Event) -> None:
     restarts: dict[str, list[float]] = {}
     while not stop.is_set():
         now_s = time.monotonic()
+        given_up = False
         for name in [n for n in stack.exited() if n != "broker" and stack.processes[n].returncode < 0]:
             recent = restarts[name] = [t for t in restarts.get(name, []) if now_s - t < RESTART_WINDOW_S]
             if len(recent) >= RESTARTS:
                 _say(f"{name:<11}killed {len(recent) + 1} times in {RESTART_WINDOW_S:g} s; not starting it again")
+                given_up = True
                 break
             _say(f"{name:<11}killed ({stack.processes[name].returncode}); starting it again")
             stack.relaunch(name)
             recent.append(now_s)
-        if stack.exited():
+        # a part killed again at once (before this check, on a loaded machine) is the next pass's to restart or
+        # give up on; the loop ends on the broker's exit, a part's own exit, or giving up
+        if given_up or any(n == "broker" or stack.processes[n].returncode >= 0 for n in stack.exited()):
             break
         now = stack.status()
         for name, state in now.items():
