@@ -15,7 +15,7 @@ from pathlib import Path
 
 from detectors.manifest import ManifestError, ManifestRow
 from gateway.core.sources.errors import SourceError
-from gateway.core.sources.files import local_path
+from gateway.core.sources.files import local_path, under_roots
 from gateway.core.sources.urls import is_web_url
 
 SHOWN = 20  # missing files named one a line; past these, a count
@@ -44,7 +44,7 @@ def unreadable(manifest: Path, row: ManifestRow, roots: Sequence[Path]) -> str |
         path = local_path(row.uri, manifest.resolve().parent)
     except SourceError as exc:
         return f"{where}: {exc}"
-    if not any(path.resolve().is_relative_to(Path(r).resolve()) for r in roots):
+    if not under_roots(path, roots):
         return f"{where}: outside the folders the replay reads ({path}; the manifest's folder and --file-root)"
     if not path.exists():
         return f"{where}: no such file ({path})"

@@ -43,13 +43,20 @@ def local_path(uri: str, base: Path) -> Path:
     return path if path.is_absolute() else base / path
 
 
+def under_roots(path: Path, roots: Sequence[Path]) -> bool:
+    """Whether ``path`` resolves (symlinks followed, ``..`` removed) under one of ``roots``: the one confinement
+    rule, for the read itself and for the checks made before it (a replay's manifest)."""
+    resolved = path.resolve()
+    return any(resolved.is_relative_to(Path(r).resolve()) for r in roots)
+
+
 def read_file(path: Path, roots: Sequence[Path], max_bytes: int | None) -> bytes:
     """``path``'s bytes if it resolves (symlinks followed) under one of ``roots`` and is a regular file (not a
     FIFO, ``/dev/zero`` or a folder); never more than ``max_bytes``, whatever ``stat`` says."""
     if not roots:
         raise SourceError(f"file reads are disabled (no file roots configured): {path}")
     resolved = path.resolve()  # symlinks followed, `..` removed: the real target is what must be confined
-    if not any(resolved.is_relative_to(Path(r).resolve()) for r in roots):
+    if not under_roots(resolved, roots):
         raise SourceError(f"{path} is outside the allowed roots")
     try:
         fd = os.open(resolved, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
