@@ -23,14 +23,18 @@ if ! "$PY" -m pip show -q nvidia-pytriton >/dev/null 2>&1; then
   "$PY" -m pip install -q --disable-pip-version-check --no-deps 'nvidia-pytriton==0.7.0'
 fi
 
-# promtool (Prometheus rule checks and unit tests) comes from Debian's prometheus package
-if ! command -v promtool >/dev/null 2>&1; then
+# promtool and the Prometheus server (rule tests, scrape-and-alert tests) come from Debian's prometheus package;
+# headless Chromium (the monitor's live page in a browser) from Debian's chromium package
+missing=()
+command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+if [ "${#missing[@]}" -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq >/dev/null
-    apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   else
-    echo "promtool not found: install Debian's 'prometheus' package (tests that need it fail when CI=true)" >&2
+    echo "not found: Debian's ${missing[*]} package(s) (tests that need them fail when CI=true)" >&2
   fi
 fi
 

@@ -602,4 +602,12 @@ def test_network_policies_let_each_pod_reach_only_what_it_needs():
     assert triton["egress"] == []  # Triton reaches nothing
     assert triton["ingress"][0]["from"][0]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "gateway"
     assert by_component["monitor"]["spec"]["egress"] == [dns, kafka]
+    prometheus = {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}],
+                  "ports": [{"port": 9090, "protocol": "TCP"}]}  # fmt: skip
+    asked = _merge(ALL_ON, {"networkPolicy": {"monitorEgress": [prometheus]},
+                            "monitor": {"config": {"alerts_from": "http://prometheus.monitoring:9090"}}})  # fmt: skip
+    with_alerts = {p["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/component"]: p
+                   for p in _kind(_docs(asked), "NetworkPolicy")}  # fmt: skip
+    assert with_alerts["monitor"]["spec"]["egress"] == [dns, kafka, prometheus]  # the live page's alerts
+    assert with_alerts["gateway"]["spec"]["egress"] == gateway["egress"]
     assert by_component["canary"]["spec"] == {**by_component["canary"]["spec"], "ingress": [], "egress": [dns, kafka]}

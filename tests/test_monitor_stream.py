@@ -23,7 +23,7 @@ from gateway import bus
 from gateway.core.config import GatewayConfig, KafkaSettings
 from gateway.core.messages import LabelEvent, VideoEvent
 from gateway.monitor.canary import CanaryFeed
-from gateway.monitor.config import ComparisonSettings, MonitorConfig, MonitorKafka, WindowSettings
+from gateway.monitor.config import ComparisonSettings, MonitorConfig, WindowSettings
 from gateway.monitor.signals import FAMILIES
 from tests.support.monitor import (
     FAST_WINDOWS,
@@ -33,6 +33,7 @@ from tests.support.monitor import (
     computed_after,
     event,
     prometheus_scraping,
+    synthetic,
 )
 from tests.support.monitor import topics as _topics
 from tests.support.streaming import (
@@ -143,30 +144,9 @@ def test_two_replicas_and_labels_on_any_partition_give_sklearns_numbers(broker, 
 
 
 # -- 2. SIGKILL and restart: the same values -----------------------------------------------------------------
-def _synthetic(k: MonitorKafka, n: int, now: float, collapse: str | None = None, canary: bool = False) -> int:
-    """n labelled videos x 2 detectors x 3 conditions of score events (and labels on their topic, some before
-    and some after), 10% sent twice; ``collapse``: that detector calls every video real under ``full``."""
-    rng = np.random.default_rng(0)
-    scores, labels = [], []
-    for i in range(n):
-        vid, y = f"s{i}-{canary}", i % 2 == 1
-        label = "generated" if y else "real"
-        for det in ("npr", "d3"):
-            base = rng.normal(1.5 if y else -1.5)
-            for cond, shift in (("original", 0.0), ("spatial", -0.5), ("full", -1.0)):
-                s = -5.0 if (det == collapse and cond == "full") else base + shift + rng.normal(0, 0.5)
-                ev = event(vid, cond, s, now - 60 + i * 0.1, det, label if canary else None, canary)
-                scores.append((vid, ev.model_dump_json().encode()))
-        labels.append((vid, LabelEvent(video_id=vid, label=label).model_dump_json().encode()))
-    _produce(k, k.output_topic, scores + scores[: len(scores) // 10])
-    if not canary:
-        _produce(k, k.labels_topic, labels)
-    return len(scores)
-
-
 def test_sigkill_and_restart_export_the_same_values(broker, tmp_path):
     k = _topics(broker, "kill")
-    n = _synthetic(k, 60, time.time())
+    n = synthetic(k, 60, time.time())
     port = free_port()
     config = tmp_path / "monitor.yaml"
     cfg = MonitorConfig(kafka=k, http_port=port, windows=WindowSettings(compute_interval_s=0.2))
@@ -196,7 +176,7 @@ def test_sigkill_and_restart_export_the_same_values(broker, tmp_path):
 
 def test_compare_on_the_command_line_adds_a_live_comparison_after_the_configs(broker, tmp_path):
     k = _topics(broker, "cli-compare")
-    _synthetic(k, 40, time.time())
+    synthetic(k, 40, time.time())
     port = free_port()
     config = tmp_path / "monitor.yaml"
     cfg = MonitorConfig(kafka=k, http_port=port, windows=WindowSettings(compute_interval_s=0.2),
@@ -223,7 +203,7 @@ def test_a_frozen_broker_makes_the_monitor_unready_and_nothing_looks_fresh():
     require_broker()
     with bus.start_broker() as b:
         k = _topics(b, "frozen")
-        _synthetic(k, 20, time.time())
+        synthetic(k, 20, time.time())
         mon, thread = start_monitor(MonitorConfig(kafka=k, http_port=0, windows=FAST_WINDOWS))
         before = wait_for(lambda: (s := scrape(mon.port)) and metric(s, "lastmile_window_videos") > 0 and s)
         stop_process(b.process.pid)
@@ -248,7 +228,7 @@ def test_a_frozen_broker_makes_the_monitor_unready_and_nothing_looks_fresh():
 # -- 4. a real Prometheus server with the shipped rules -------------------------------------------------------
 def test_prometheus_scrapes_the_monitor_and_raises_the_faker_collapse_alert(broker, tmp_path):
     k = _topics(broker, "prom")
-    _synthetic(k, 80, time.time(), collapse="npr", canary=True)  # canaries: labelled without the labels topic
+    synthetic(k, 80, time.time(), collapse="npr", canary=True)  # canaries: labelled without the labels topic
     mon, thread = start_monitor(MonitorConfig(kafka=k, http_port=0, windows=FAST_WINDOWS))
     try:
         with prometheus_scraping(tmp_path, mon.port) as prom_port:

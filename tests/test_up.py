@@ -58,7 +58,7 @@ def test_up_send_scores_then_sigterm_leaves_nothing(tmp_path):
             printed.setdefault(name, value.strip())
             if line.startswith("ready:"):
                 break
-        assert {"bootstrap", "gateway", "monitor", "prometheus"} <= printed.keys(), printed
+        assert {"bootstrap", "gateway", "monitor", "page", "prometheus"} <= printed.keys(), printed
         sent = subprocess.run(_cli(send_cmd), cwd=tmp_path, capture_output=True, text=True, timeout=120)
         assert sent.returncode == 0 and "3 videos sent" in sent.stdout, sent.stderr
         outside = subprocess.run(_cli(["lastmile", "send", "/etc/hostname"]), cwd=tmp_path, capture_output=True,
@@ -97,6 +97,14 @@ def test_up_send_scores_then_sigterm_leaves_nothing(tmp_path):
         assert {x["name"] for x in groups} == {
             "lastmile-recording", "lastmile-alerts", "lastmile-monitor-recording", "lastmile-monitor-alerts"
         }  # fmt: skip
+
+        def page_with_scores():  # the monitor's live page, once a computation holds the scores followed above
+            with urllib.request.urlopen(printed["page"], timeout=10) as r:
+                page = r.read().decode()
+            return 'class="detector" data-detector="d3_px"' in page and page
+
+        page = wait_for(page_with_scores, what="the live page to show d3_px")
+        assert "No Prometheus configured" not in page and "No answer from" not in page
     finally:
         pids = json.loads((tmp_path / "lastmile-up" / "stack.json").read_text())["pids"]
         up.send_signal(signal.SIGTERM)

@@ -26,7 +26,8 @@ def monitor_group() -> None:
               "min_samples, after the config's comparisons (repeatable)")  # fmt: skip
 @LOG_LEVEL
 def monitor_run(config_path, comparisons, log_level) -> None:
-    """Read the score and labels topics, serve windowed AUC, FakeR, RealR, drift and flip rates on /metrics."""
+    """Read the score and labels topics, serve windowed AUC, FakeR, RealR, drift and flip rates on /metrics, and
+    draw them on a live page at / (the same port)."""
     from gateway.monitor.service import Monitor
 
     cfg = with_comparisons(MonitorConfig.load(config_path), comparisons)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from gateway.core.contenders import distinct_pairs, split_pair
@@ -100,10 +100,17 @@ class MonitorConfig(YamlSettings):
     kafka: MonitorKafka = Field(default_factory=MonitorKafka)
     windows: WindowSettings = Field(default_factory=WindowSettings)
     checkpoint: CheckpointSettings = Field(default_factory=CheckpointSettings)
-    http_host: str = Field("127.0.0.1", description="where /metrics, /healthz, /readyz listen (a pod: 0.0.0.0)")
+    http_host: str = Field(
+        "127.0.0.1", description="where the page (/), /metrics, /healthz, /readyz listen (a pod: 0.0.0.0)"
+    )
     http_port: int = Field(9309, ge=0, le=65535)
     poll_max_records: int = Field(2000, ge=1, description="score events read per poll")
     comparisons: list[ComparisonSettings] = Field(default_factory=list, description="champion vs challenger")
+    alerts_from: AnyHttpUrl | None = Field(
+        None,
+        description="a Prometheus server (its base URL) evaluating the shipped rules: the live page at / lists "
+        "its firing and pending Lastmile alerts (null: the page says none is configured)",
+    )
 
     @model_validator(mode="after")
     def _windows_fit(self) -> MonitorConfig:

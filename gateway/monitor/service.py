@@ -1,5 +1,6 @@
 """``lastmile monitor run``: reads the score topic of every gateway replica and the labels topic, and serves
-the windowed metrics (:mod:`gateway.monitor.signals`) on /metrics.
+the windowed metrics (:mod:`gateway.monitor.signals`) on /metrics, and draws them on a live page at /
+(:mod:`gateway.monitor.page`).
 
 It commits no offsets: on a start it assigns itself every partition of both topics and seeks to the first
 message of its longest window (by timestamp; a broker that answers with an earlier offset only costs reading
@@ -22,10 +23,12 @@ from collections.abc import Callable
 from gateway import bus
 from gateway.core.messages import LabelEvent
 from gateway.monitor import allocator
+from gateway.monitor.alerts import AlertSource
 from gateway.monitor.checkpoint import Checkpointer
 from gateway.monitor.config import MonitorConfig
 from gateway.monitor.decode import by_model, fast_fields, score_fields
 from gateway.monitor.exporter import MonitorMetrics
+from gateway.monitor.page_app import page_app
 from gateway.monitor.store import Store
 from gateway.stream.health import Health
 from gateway.stream.http import Endpoints
@@ -253,7 +256,11 @@ class Monitor:
 
     def start_http(self) -> int:
         cfg = self.cfg
-        self.http = Endpoints(cfg.http_host, cfg.http_port, self.metrics.registry, self.healthy, self.is_ready)
+        alerts = AlertSource(None if cfg.alerts_from is None else str(cfg.alerts_from))
+        pages = page_app(self.metrics.registry, alerts)
+        self.http = Endpoints(
+            cfg.http_host, cfg.http_port, self.metrics.registry, self.healthy, self.is_ready, pages=pages
+        )
         self.port = self.http.port
-        log.info("monitor metrics and health on :%d", self.port)
+        log.info("monitor page, metrics and health on :%d", self.port)
         return self.port

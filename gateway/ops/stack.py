@@ -90,6 +90,8 @@ class Stack:
         bus.tansu_binary()  # first: without the `local` extra (or a port taken), say so and leave no folder behind
         self._check_contenders()
         ports = {k: _port(getattr(o, f"{k}_port")) for k in ("kafka", "gateway", "monitor")}
+        if prometheus:  # known before the monitor's config is written: its page lists this server's alerts
+            ports["prometheus"] = _port(o.prometheus_port)
         self.folder.mkdir(parents=True, exist_ok=True)
         try:
             broker = bus.start_broker(ports["kafka"], log=self.folder / "broker.log", die_with_parent=True)
@@ -101,8 +103,9 @@ class Stack:
             self._spawn("monitor", ["monitor", "run", "--config", str(self.folder / "monitor.yaml")])
             self.addresses["gateway"] = f"http://127.0.0.1:{ports['gateway']}/metrics"
             self.addresses["monitor"] = f"http://127.0.0.1:{ports['monitor']}/metrics"
+            self.addresses["page"] = f"http://127.0.0.1:{ports['monitor']}/"
             if prometheus:
-                self._start_prometheus(prometheus, _port(o.prometheus_port), ports)
+                self._start_prometheus(prometheus, ports["prometheus"], ports)
         except BaseException:
             self.stop()
             raise
@@ -152,7 +155,10 @@ class Stack:
             for population in POPULATIONS  # canaries: labelled comparisons without production labels
         ]
         monitor = MonitorConfig(
-            kafka=MonitorKafka(bootstrap=bootstrap), http_port=ports["monitor"], comparisons=comparisons
+            kafka=MonitorKafka(bootstrap=bootstrap),
+            http_port=ports["monitor"],
+            comparisons=comparisons,
+            alerts_from=f"http://127.0.0.1:{ports['prometheus']}" if "prometheus" in ports else None,
         )
         for cfg, name, what, command in ((gateway, "gateway.yaml", "gateway", "gateway run"),
                                          (monitor, "monitor.yaml", "monitor", "monitor run")):  # fmt: skip

@@ -12,6 +12,8 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from prometheus_client import CollectorRegistry, make_wsgi_app
 
 StartResponse = Callable[..., object]
+WsgiApp = Callable[[dict, StartResponse], Iterable[bytes]]
+Pages = Callable[[dict, StartResponse], Iterable[bytes] | None]  # None: not one of its paths
 PROBES = {"/healthz": (b"ok", b"stalled"), "/readyz": (b"ready", b"not ready")}
 MAX_REASON_BYTES = 2000  # of a not-ready body
 
@@ -30,15 +32,19 @@ def endpoints_app(
     healthy: Callable[[], bool],
     ready: Callable[[], bool],
     why: Callable[[], str] | None = None,
-) -> Callable[[dict, StartResponse], Iterable[bytes]]:
+    pages: Pages | None = None,
+) -> WsgiApp:
     """A WSGI app: ``/metrics`` from ``registry``; ``/healthz`` and ``/readyz`` answer 200 or 503 as the
-    callables say (a 503 from ``/readyz`` followed by ``why()``, when given); anything else is 404."""
+    callables say (a 503 from ``/readyz`` followed by ``why()``, when given); then ``pages``, when given, for
+    the paths it serves (the monitor's live page); anything else is 404."""
     metrics = make_wsgi_app(registry)
 
     def app(environ: dict, start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "")
         if path == "/metrics":
             return metrics(environ, start_response)
+        if path not in PROBES and pages is not None and (served := pages(environ, start_response)) is not None:
+            return served
         if path in PROBES:
             yes, no = PROBES[path]
             ok = healthy() if path == "/healthz" else ready()
@@ -69,8 +75,9 @@ class Endpoints:
         healthy: Callable[[], bool],
         ready: Callable[[], bool],
         why: Callable[[], str] | None = None,
+        pages: Pages | None = None,
     ) -> None:
-        app = endpoints_app(registry, healthy, ready, why)
+        app = endpoints_app(registry, healthy, ready, why, pages)
         try:
             self.server = make_server(host, port, app, _ThreadingServer, handler_class=_QuietHandler)
         except OSError as exc:

@@ -23,8 +23,8 @@ LAYERS = {
 
 INSTALL = frozenset({"test_installed"})
 STACK = frozenset({
-    "test_ab_prometheus", "test_ab_stream", "test_bench_monitor", "test_faults", "test_fates", "test_local_servers",
-    "test_monitor_checkpoint",
+    "test_ab_prometheus", "test_ab_stream", "test_bench_monitor", "test_faults", "test_fates", "test_live_page",
+    "test_local_servers", "test_monitor_checkpoint",
     "test_monitor_labels", "test_monitor_stream", "test_remote", "test_triton", "test_up", "test_up_signals",
 })  # fmt: skip
 BROKER = frozenset({

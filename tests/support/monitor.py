@@ -1,4 +1,5 @@
-"""Shared by `tests/test_monitor.py`, `tests/test_monitor_labels.py`, `tests/test_monitor_stream.py`."""
+"""Shared by `tests/test_monitor.py`, `tests/test_monitor_labels.py`, `tests/test_monitor_stream.py`,
+`tests/test_monitor_page.py` and `tests/test_live_page.py`."""
 
 from __future__ import annotations
 
@@ -13,12 +14,13 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import numpy as np
 import yaml
 
 from detectors.serving.processes import free_port
 from gateway import bus
 from gateway.core.config import KafkaSettings
-from gateway.core.messages import ScoreEvent, idempotency_key
+from gateway.core.messages import LabelEvent, ScoreEvent, idempotency_key
 from gateway.monitor.config import MonitorConfig, MonitorKafka, WindowSettings
 from gateway.monitor.signals import FAMILIES
 from tests.support.streaming import (
@@ -191,3 +193,24 @@ def _fast_rules(src: Path, dst: Path) -> None:
     text = re.sub(r"for: \d+[smh]", "for: 2s", src.read_text())
     text = re.sub(r"\[\d+[smh]\]", "[30s]", text)
     dst.write_text(text)
+
+
+def synthetic(k: MonitorKafka, n: int, now: float, collapse: str | None = None, canary: bool = False) -> int:
+    """n labelled videos x 2 detectors x 3 conditions of score events (and labels on their topic, some before
+    and some after), 10% sent twice; ``collapse``: that detector calls every video real under ``full``."""
+    rng = np.random.default_rng(0)
+    scores, labels = [], []
+    for i in range(n):
+        vid, y = f"s{i}-{canary}", i % 2 == 1
+        label = "generated" if y else "real"
+        for det in ("npr", "d3"):
+            base = rng.normal(1.5 if y else -1.5)
+            for cond, shift in (("original", 0.0), ("spatial", -0.5), ("full", -1.0)):
+                s = -5.0 if (det == collapse and cond == "full") else base + shift + rng.normal(0, 0.5)
+                ev = event(vid, cond, s, now - 60 + i * 0.1, det, label if canary else None, canary)
+                scores.append((vid, ev.model_dump_json().encode()))
+        labels.append((vid, LabelEvent(video_id=vid, label=label).model_dump_json().encode()))
+    _produce(k, k.output_topic, scores + scores[: len(scores) // 10])
+    if not canary:
+        _produce(k, k.labels_topic, labels)
+    return len(scores)

@@ -1,0 +1,277 @@
+"""The monitor's live page (``/`` on its metrics port): what its ``/metrics`` says, drawn for a person.
+
+The page is built from the families the registry's collectors yield, the very ones a scrape of ``/metrics``
+serves (:mod:`gateway.monitor.exporter`), so the two cannot disagree: per (detector, version) a row per condition
+with AUC, FakeR and RealR, their intervals and their drift from ``original``; per champion-challenger pair a
+forest plot of the differences per condition; the label-free signals; and the alerts a Prometheus (the
+``alerts_from`` setting) says are firing. Every name that came from a record is escaped by the template
+(:mod:`jinja2`'s autoescape): a detector is named by whoever produced the score topic.
+
+One window and one population are shown at a time (``?window=time|count``, ``?population=labelled|canary``).
+This module says what the page shows (:func:`build`); :mod:`gateway.monitor.page_app` renders and serves it.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry
+
+from gateway.core import catalogue as mc
+from gateway.monitor.alerts import Alerts
+
+WINDOWS = ("time", "count")
+LABELLED = ("labelled", "canary")  # populations of the labelled metrics: labelled traffic, labelled canaries
+DIGITS = 3  # every number on the page, to this many decimals
+REFRESH_S = 5  # how often the page's script fetches /live
+ORIGINAL = "original"  # first; the others by name (the monitor knows conditions only from the score events)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A value with its interval (absent for a family exported without one)."""
+
+    value: float
+    lower: float | None = None
+    upper: float | None = None
+
+    @property
+    def text(self) -> str:
+        return _fmt(self.value)
+
+    @property
+    def interval(self) -> str:
+        return "" if self.lower is None or self.upper is None else f"[{_fmt(self.lower)}, {_fmt(self.upper)}]"
+
+    @property
+    def drawable(self) -> bool:
+        return self.lower is not None and self.upper is not None and not math.isnan(self.value)
+
+    @property
+    def degenerate(self) -> bool:
+        """An interval of zero width (every score of a component the same): the page marks it, as the report does."""
+        return self.lower is not None and self.lower == self.upper
+
+    @property
+    def below_zero(self) -> bool:
+        """The whole interval lies below zero (a drop that is not chance at the interval's confidence)."""
+        return self.upper is not None and self.upper < 0
+
+
+def _fmt(x: float) -> str:
+    return "–" if math.isnan(x) else f"{x:.{DIGITS}f}"
+
+
+@dataclass
+class Row:
+    """One condition of a detector: the labelled metrics and their drift from ``original``."""
+
+    condition: str
+    auc: Estimate | None = None
+    fake_recall: Estimate | None = None
+    real_recall: Estimate | None = None
+    auc_drift: Estimate | None = None
+    fake_recall_drift: Estimate | None = None
+    real_recall_drift: Estimate | None = None
+    videos: int | None = None
+
+
+@dataclass
+class Signals:
+    """One condition of a detector on the traffic, no label needed."""
+
+    condition: str
+    generated_rate: Estimate | None = None
+    flips_to_generated: Estimate | None = None
+    flips_to_real: Estimate | None = None
+    score_shift: Estimate | None = None
+    ks: Estimate | None = None
+
+
+@dataclass
+class Panel:
+    detector: str
+    version: str
+    rows: list[Row] = field(default_factory=list)
+    signals: list[Signals] = field(default_factory=list)
+
+
+@dataclass
+class Difference:
+    """One condition of a comparison: the challenger minus the champion."""
+
+    condition: str
+    auc: Estimate | None = None
+    robustness: Estimate | None = None
+    videos: int | None = None
+    samples: int | None = None
+
+
+@dataclass
+class Comparison:
+    champion: str
+    challenger: str
+    population: str
+    margin: float | None
+    min_samples: int | None
+    rows: list[Difference] = field(default_factory=list)
+
+
+@dataclass
+class Page:
+    ready: bool  # the windowed families are served (not withheld while the windows are rebuilt)
+    computed_at: float | None
+    window: str
+    population: str
+    panels: list[Panel]
+    comparisons: list[Comparison]
+    alerts: Alerts
+    videos_held: float | None = None
+    events: dict[str, float] = field(default_factory=dict)
+    windows: tuple[str, ...] = WINDOWS
+    populations: tuple[str, ...] = LABELLED
+    refresh_s: int = REFRESH_S
+
+    @property
+    def computed_text(self) -> str:
+        if self.computed_at is None:
+            return "–"
+        return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.computed_at))
+
+    @property
+    def held_text(self) -> str:
+        held = "–" if self.videos_held is None else f"{int(self.videos_held):,}"
+        read = ", ".join(f"{int(n):,} {outcome}" for outcome, n in sorted(self.events.items()))
+        return f"{held} videos held; score events read: {read or 'none'}"
+
+
+class Samples:
+    """The samples of a registry's families by name, each with its labels; read once per page."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.by_name: dict[str, list[tuple[dict[str, str], float]]] = defaultdict(list)
+        for family in registry.collect():
+            for s in family.samples:
+                self.by_name[s.name].append((s.labels, s.value))
+
+    def one(self, name: str, **labels: str) -> float | None:
+        for got, value in self.by_name.get(name, ()):
+            if all(got.get(k) == v for k, v in labels.items()):
+                return value
+        return None
+
+    def total(self, name: str, **labels: str) -> float | None:
+        """The sum of ``name``'s samples that match ``labels`` (None: none does)."""
+        hits = [v for got, v in self.by_name.get(name, ()) if all(got.get(k) == v for k, v in labels.items())]
+        return sum(hits) if hits else None
+
+    def estimate(self, family: mc.Family, **labels: str) -> Estimate | None:
+        value = self.one(family.name, **labels)
+        if value is None:
+            return None
+        if not family.interval:
+            return Estimate(value)
+        return Estimate(value, self.one(f"{family.name}_lower", **labels), self.one(f"{family.name}_upper", **labels))
+
+    def labels(self, name: str, keys: Iterable[str], **where: str) -> list[tuple[str, ...]]:
+        """The distinct values of ``keys`` among ``name``'s samples that match ``where``."""
+        keys = tuple(keys)
+        seen = {
+            tuple(got.get(k, "") for k in keys)
+            for got, _ in self.by_name.get(name, ())
+            if all(got.get(k) == v for k, v in where.items())
+        }
+        return sorted(seen)
+
+
+def _conditions(names: Iterable[str]) -> list[str]:
+    return sorted(set(names), key=lambda c: (c != ORIGINAL, c))
+
+
+def build(registry: CollectorRegistry, query: Mapping[str, str], alerts: Alerts) -> Page:
+    """The page for ``query`` (its ``window`` and ``population``; unknown values fall back to the first)."""
+    s = Samples(registry)
+    window = query.get("window") if query.get("window") in WINDOWS else WINDOWS[0]
+    population = query.get("population") if query.get("population") in LABELLED else LABELLED[0]
+    computed = s.one(mc.MONITOR_COMPUTED_TIME.name)
+    events = {got.get("outcome", ""): v for got, v in s.by_name.get(f"{mc.MONITOR_EVENTS.name}_total", ())}
+    return Page(
+        ready=computed is not None,
+        computed_at=computed,
+        window=window,
+        population=population,
+        panels=_panels(s, window, population),
+        comparisons=_comparisons(s, window),
+        alerts=alerts,
+        videos_held=s.one(mc.MONITOR_VIDEOS.name),
+        events=events,
+    )
+
+
+def _panels(s: Samples, window: str, population: str) -> list[Panel]:
+    panels = []
+    series = set(s.labels(mc.WINDOW_VIDEOS.name, ("detector", "version"), window=window))
+    for detector, version in sorted(series):
+        panel = Panel(detector, version)
+        ident = {"detector": detector, "version": version, "window": window}
+        labelled = {**ident, "population": population}
+        conds = [c for f in (mc.AUC, mc.FAKE_RECALL) for (c,) in s.labels(f.name, ("condition",), **labelled)]
+        for cond in _conditions(conds):
+            at = {**labelled, "condition": cond}
+            videos = s.total(mc.WINDOW_SAMPLES.name, **at)  # labelled videos, of either label
+            panel.rows.append(
+                Row(
+                    cond,
+                    auc=s.estimate(mc.AUC, **at),
+                    fake_recall=s.estimate(mc.FAKE_RECALL, **at),
+                    real_recall=s.estimate(mc.REAL_RECALL, **at),
+                    auc_drift=s.estimate(mc.AUC_DRIFT, **at),
+                    fake_recall_drift=s.estimate(mc.FAKE_RECALL_DRIFT, **at),
+                    real_recall_drift=s.estimate(mc.REAL_RECALL_DRIFT, **at),
+                    videos=None if videos is None else int(videos),
+                )
+            )
+        traffic = {**ident, "population": "traffic"}
+        for cond in _conditions(c for (c,) in s.labels(mc.WINDOW_VIDEOS.name, ("condition",), **traffic)):
+            at = {**traffic, "condition": cond}
+            panel.signals.append(
+                Signals(
+                    cond,
+                    generated_rate=s.estimate(mc.GENERATED_RATE, **at),
+                    flips_to_generated=s.estimate(mc.FLIP_RATE, **at, direction="real_to_generated"),
+                    flips_to_real=s.estimate(mc.FLIP_RATE, **at, direction="generated_to_real"),
+                    score_shift=s.estimate(mc.SCORE_SHIFT_MEAN, **at),
+                    ks=s.estimate(mc.SCORE_KS, **at),
+                )
+            )
+        if panel.rows or panel.signals:
+            panels.append(panel)
+    return panels
+
+
+def _comparisons(s: Samples, window: str) -> list[Comparison]:
+    out = []
+    for champion, challenger, population in s.labels(mc.COMPARISON_MARGIN.name, mc.COMPARISON):
+        pair = {"champion": champion, "challenger": challenger, "population": population}
+        margin = s.one(mc.COMPARISON_MARGIN.name, **pair)
+        least = s.one(mc.COMPARISON_MIN_SAMPLES.name, **pair)
+        comparison = Comparison(champion, challenger, population, margin, None if least is None else int(least))
+        conds = s.labels(mc.COMPARISON_VIDEOS.name, ("condition",), **pair, window=window)
+        for cond in _conditions(c for (c,) in conds):
+            at = {**pair, "window": window, "condition": cond}
+            videos, samples = s.one(mc.COMPARISON_VIDEOS.name, **at), s.one(mc.COMPARISON_SAMPLES.name, **at)
+            comparison.rows.append(
+                Difference(
+                    cond,
+                    auc=s.estimate(mc.COMPARISON_AUC_DIFFERENCE, **at),
+                    robustness=s.estimate(mc.COMPARISON_ROBUSTNESS_DIFFERENCE, **at),
+                    videos=None if videos is None else int(videos),
+                    samples=None if samples is None else int(samples),
+                )
+            )
+        out.append(comparison)
+    return out

@@ -1,0 +1,195 @@
+"""The monitor's live page without a server or a browser: built from the very collectors that serve /metrics,
+every cell it shows equals the exported sample to the page's precision; names from the stream are escaped; the
+alerts are Prometheus's, the project's only; its own script and style are all it loads."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from detectors.serving.processes import free_port
+from gateway.monitor.alerts import Alerts, AlertSource, parse
+from gateway.monitor.config import ComparisonSettings, WindowSettings
+from gateway.monitor.exporter import MonitorMetrics
+from gateway.monitor.page import DIGITS, build
+from gateway.monitor.page_app import page_app, render
+from gateway.stream.http import endpoints_app
+from tests.support.monitor import NOW, Clock, event, stream
+from tests.support.page import by_series, cell, of_class, read
+
+PAIR = ComparisonSettings(champion="npr", challenger="d3")
+
+
+def _metrics(ready: bool = True, extra=(), comparisons=(PAIR,)) -> MonitorMetrics:
+    rng = np.random.default_rng(3)
+    truth, rows = stream(rng)
+    clock = Clock()
+    from gateway.monitor.store import Store
+
+    store = Store(WindowSettings(count=100), clock)
+    for r in [*rows, *extra]:
+        store.add_score(r, NOW)
+    for vid, label in truth.items():
+        store.add_label(vid, label, NOW)
+    return MonitorMetrics(store, store.settings, clock, lambda: ready, comparisons=list(comparisons))
+
+
+def _samples(metrics: MonitorMetrics, name: str, **labels: str) -> dict[tuple[str, ...], float]:
+    return {
+        tuple(s.labels.values()): s.value
+        for f in metrics.registry.collect()
+        for s in f.samples
+        if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())
+    }
+
+
+def _shown(x: float) -> str:
+    return f"{x:.{DIGITS}f}"
+
+
+LABELLED = {"lastmile_auc": "auc", "lastmile_fake_recall": "fake-recall", "lastmile_real_recall": "real-recall",
+            "lastmile_auc_drift": "auc-drift", "lastmile_fake_recall_drift": "fake-recall-drift"}  # fmt: skip
+LABEL_FREE = {"lastmile_generated_rate": "generated-rate", "lastmile_score_shift_mean": "score-shift"}
+
+
+def _want(metrics: MonitorMetrics, family: str, **where: str) -> dict[tuple[str, str, str], dict[str, str]]:
+    """What the page must show for ``family``'s samples that match ``where``: the value, and the interval."""
+    want = {}
+    for labels, value in _samples(metrics, family, **where).items():
+        names = ("detector", "version", "condition", "window", "population")
+        at = dict(zip(names, labels, strict=False))
+        lo, hi = (_samples(metrics, f"{family}_{side}", **at) for side in ("lower", "upper"))
+        interval = f"[{_shown(*lo.values())}, {_shown(*hi.values())}]" if lo else ""
+        want[labels[:3]] = {"value": _shown(value), "interval": interval}
+    return want
+
+
+@pytest.mark.parametrize("window", ["time", "count"])
+def test_every_cell_equals_the_metrics_sample_to_the_shown_precision(window):
+    metrics = _metrics()
+    page = read(render(build(metrics.registry, {"window": window}, Alerts(None))))
+    for family, cls in LABELLED.items():
+        want = _want(metrics, family, window=window, population="labelled")
+        assert len(want) == (2 if family.endswith("drift") else 4)  # 2 detectors x (full, or original and full)
+        got = by_series(page, cls)
+        assert {k: v for k, v in got.items() if v["value"]} == want, family
+    for family, cls in LABEL_FREE.items():
+        want = _want(metrics, family, window=window, population="traffic")
+        assert want and {k: v for k, v in by_series(page, cls).items() if v["value"]} == want, family
+
+
+def test_a_comparison_shows_each_difference_with_its_interval():
+    metrics = _metrics()
+    page = read(render(build(metrics.registry, {}, Alerts(None))))
+    pair = {"champion": "npr", "challenger": "d3", "population": "traffic"}
+    shown = of_class(page, "auc-difference")
+    assert len(shown) == 2  # original and full
+    for cond in ("original", "full"):
+        at = {**pair, "condition": cond, "window": "time"}
+        (value,) = _samples(metrics, "lastmile_comparison_auc_difference", **at).values()
+        (lo,) = _samples(metrics, "lastmile_comparison_auc_difference_lower", **at).values()
+        (hi,) = _samples(metrics, "lastmile_comparison_auc_difference_upper", **at).values()
+        got = cell(page, "auc-difference", **pair, condition=cond)
+        assert got == {"value": _shown(value), "interval": f"[{_shown(lo)}, {_shown(hi)}]"}
+    robust = cell(page, "robustness-difference", **pair, condition="full")
+    assert robust["interval"].startswith("[") and robust["value"]
+
+
+def test_names_from_the_score_topic_are_escaped():
+    hostile = '<script>alert("x")</script>'
+    rows = [event(f"h{i}", cond, float(i % 3), NOW - i, det=hostile) for i in range(6) for cond in ("original", "full")]
+    html = render(build(_metrics(extra=rows).registry, {"window": "time"}, Alerts(None)))
+    assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in html
+    assert "<script>alert" not in html
+
+
+def test_while_the_windows_are_rebuilt_the_page_says_so_and_shows_no_number():
+    html = render(build(_metrics(ready=False).registry, {}, Alerts(None)))
+    assert "Rebuilding the windows" in html
+    assert not read(html).cells
+
+
+def test_an_unknown_window_or_population_falls_back_to_the_first():
+    metrics = _metrics()
+    page = build(metrics.registry, {"window": "year", "population": "<b>"}, Alerts(None))
+    assert (page.window, page.population) == ("time", "labelled")
+    canary = build(metrics.registry, {"population": "canary"}, Alerts(None))
+    assert all(not p.rows for p in canary.panels)  # no canary in this stream: no labelled row on canaries
+    assert all(p.signals for p in canary.panels)  # the label-free signals stay
+
+
+PROMETHEUS_ALERTS = {
+    "status": "success",
+    "data": {
+        "alerts": [
+            {"labels": {"alertname": "Watchdog"}, "state": "firing", "annotations": {}},
+            {"labels": {"alertname": "LastmileAucDrift", "detector": "npr", "condition": "full",
+                        "severity": "warning"}, "state": "pending", "annotations": {"summary": "AUC fell"}},
+            {"labels": {"alertname": "LastmileFakeRecallCollapse", "detector": "npr", "condition": "full"},
+             "state": "firing", "annotations": {"summary": "FakeR collapsed"}},
+            {"labels": {"alertname": "LastmileNoData"}, "state": "inactive", "annotations": {}},
+        ]
+    },
+}  # fmt: skip
+
+
+def test_only_the_projects_firing_and_pending_alerts_are_kept_firing_first():
+    alerts = parse(json.dumps(PROMETHEUS_ALERTS).encode())
+    assert [(a.name, a.state) for a in alerts] == [
+        ("LastmileFakeRecallCollapse", "firing"),
+        ("LastmileAucDrift", "pending"),
+    ]
+    assert alerts[1].where == "condition=full, detector=npr"
+    html = render(build(_metrics().registry, {}, Alerts("http://prom:9090", alerts, at=0.0)))
+    assert read(html).alerts == ["LastmileFakeRecallCollapse", "LastmileAucDrift"]
+    with pytest.raises(ValueError):
+        parse(b'{"status": "error"}')
+
+
+def test_a_prometheus_that_does_not_answer_is_said_and_asked_again_only_after_the_ttl():
+    clock = Clock(100.0)
+    source = AlertSource(f"http://127.0.0.1:{free_port()}", timeout_s=1.0, ttl_s=2.0, clock=clock)
+    first = source.current()
+    assert first.error and not first.alerts
+    assert source.current() is first  # within the ttl: the same answer, no second question
+    clock.t += 2.0
+    assert source.current() is not first
+    html = render(build(_metrics().registry, {}, first))
+    assert "No answer from http://127.0.0.1:" in html
+    assert "No Prometheus configured" in render(build(_metrics().registry, {}, AlertSource(None).current()))
+
+
+def _get(app, path: str, query: str = ""):
+    got = {}
+
+    def start_response(status, headers):
+        got["status"], got["headers"] = status, dict(headers)
+
+    body = app({"PATH_INFO": path, "QUERY_STRING": query, "REQUEST_METHOD": "GET"}, start_response)
+    return None if body is None else (got["status"], got["headers"], b"".join(body))
+
+
+def test_the_page_loads_its_own_script_and_style_only_and_the_endpoints_keep_their_paths():
+    metrics = _metrics()
+    pages = page_app(metrics.registry, AlertSource(None))
+    status, headers, body = _get(pages, "/")
+    assert status == "200 OK" and body.startswith(b"<!doctype html>")
+    assert (
+        "script-src 'self'" in headers["Content-Security-Policy"]
+        and "default-src 'none'" in headers["Content-Security-Policy"]
+    )
+    assert (
+        b'<script src="/static/page.js"' in body and b"<script>" not in body and b"://" not in body.split(b"<main")[0]
+    )
+    _, _, live = _get(pages, "/live", "window=count")
+    assert b"<html" not in live and b'class="auc"' in live
+    _, js_headers, js = _get(pages, "/static/page.js")
+    assert js_headers["Content-Type"].startswith("text/javascript") and b'fetch("/live"' in js
+    assert _get(pages, "/static/../config.py") is None and _get(pages, "/nothing") is None
+    app = endpoints_app(metrics.registry, lambda: True, lambda: True, pages=pages)
+    assert _get(app, "/metrics")[2].count(b"lastmile_auc{") == 8
+    assert _get(app, "/healthz")[2] == b"ok"
+    assert _get(app, "/nothing")[0] == "404 Not Found"
+    assert _get(app, "/")[0] == "200 OK"
