@@ -19,11 +19,12 @@ class _Page(HTMLParser):
         self._tags: list[str] = []
 
     def handle_starttag(self, tag, attrs):
-        self._tags.append(tag)
         if tag == "figure":
             self.figures.append({"img": None, "caption": ""})
-        elif tag == "img" and self.figures:
+        elif tag == "img" and "figure" in self._tags:  # (a flip's strip is an image outside any figure)
             self.figures[-1]["img"] = dict(attrs)["src"]
+        if tag not in ("img", "br"):  # void elements: no end tag pops them
+            self._tags.append(tag)
 
     def handle_endtag(self, tag):
         while self._tags and self._tags.pop() != tag:
@@ -74,3 +75,56 @@ def test_demo_writes_a_report_with_the_main_table(tmp_path):
     # 3 real videos per source cannot resolve T@1% or T@5%: the report says so, in both renderings
     assert "Not resolved by this sample" in text and "Not resolved by this sample" in md
     assert all(c["fake_recall_drift_ci"] is not None and "undefined_replicates" in c for c in report["cells"])
+    check_flips(out / "run")
+
+
+def check_flips(run_dir):
+    """The report's flipped videos for npr under full: listed with the decision pair their rows say, each with a
+    strip whose lower row is frames of the variant rendered again, which hashes to the row's variant_sha256."""
+    import hashlib
+
+    import numpy as np
+    import pyarrow.parquet as pq
+    from PIL import Image
+
+    from gateway.batch.replay import ReplayConfig
+    from gateway.evaluation.strips import compose, frame_size, frames
+    from transforms.engine import Engine
+
+    rows = pq.read_table(run_dir / "results.parquet").to_pylist()
+    by = {(r["video_id"], r["condition"], r["detector"]): r for r in rows}
+    listed = subprocess.run(
+        [sys.executable, "-m", "gateway.cli", "flips", str(run_dir), "--detector", "npr", "--condition", "full",
+         "--limit", "0", "--json"], capture_output=True, text=True, check=True,
+    ).stdout.splitlines()  # fmt: skip
+    flips = [json.loads(line) for line in listed]
+    assert flips, "npr flips no video under full in the demo"
+    for f in flips:
+        before, after = by[(f["video_id"], "original", "npr")], by[(f["video_id"], "full", "npr")]
+        assert (f["original_decision"], f["variant_decision"]) == (before["decision"], after["decision"])
+        assert f["original_decision"] != f["variant_decision"]
+        assert f["direction"] == ("real_to_generated" if after["decision"] else "generated_to_real")
+    report = json.loads((run_dir / "report.json").read_text())
+    section = next(s for s in report["flips"] if (s["detector"], s["condition"]) == ("npr", "full"))
+    shown = [x for d in ("real_to_generated", "generated_to_real") for x in section["shown"][d]]
+    assert shown and sum(section["flipped"].values()) == len(flips)
+    html = (run_dir / "report.html").read_text()
+    info = json.loads((run_dir / "run.json").read_text())
+    cfg = ReplayConfig.model_validate(info["config"])
+    conditions, profile = cfg.resolve_conditions()
+    full = next(c for c in conditions if c.name == "full")
+    engine = Engine(profile.with_determinism(cfg.deterministic), cfg.limits)
+    manifest = {json.loads(line)["video_id"]: json.loads(line)["uri"] for line in cfg.manifest.read_text().splitlines()}
+    for x in shown:
+        assert x["note"] is None and x["strip"], x
+        assert f'<a href="{x["strip"]}"><img class="strip" src="{x["strip"]}"' in html
+        source = (cfg.manifest.parent / manifest[x["video_id"]]).read_bytes()
+        assert hashlib.sha256(source).hexdigest() == by[(x["video_id"], "full", "npr")]["input_sha256"]
+        variant = engine.run(source, [full]).variants["full"].data
+        assert hashlib.sha256(variant).hexdigest() == by[(x["video_id"], "full", "npr")]["variant_sha256"]
+        size = frame_size(source)
+        strip = np.asarray(Image.open(run_dir / x["strip"]).convert("RGB"))
+        want = np.asarray(compose([frames(source, size), frames(variant, size)], ["", ""]))
+        h = size[1]
+        lower = slice(strip.shape[0] - h - 4, strip.shape[0] - 4)  # the variant's row, under its caption
+        assert np.array_equal(strip[lower], want[lower])

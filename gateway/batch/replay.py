@@ -185,6 +185,7 @@ def prepare_run(
         "conditions": [c.name for c in cfg.resolve_conditions()[0]],  # resolved, in order (sweeps as listed)
         "videos": len(rows),
         "manifest_sha256": hashlib.sha256(cfg.manifest.read_bytes()).hexdigest(),
+        "cwd": str(Path.cwd()),  # what the config's relative paths are relative to (strips render videos again)
         "gateway_version": __version__,
         "route": route,
         "corpus": corpus_of(cfg.manifest, rows),

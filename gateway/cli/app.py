@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from gateway.cli import bench, detector_repo, examples, media, monitor, runs, serving, stack, tap
+from gateway.cli import bench, detector_repo, examples, flips, media, monitor, runs, serving, stack, tap
 from gateway.cli.errors import LastmileGroup
 
 
@@ -22,6 +22,7 @@ for command in (
     detector_repo.detectors_group,
     runs.replay,
     runs.report,
+    flips.flips,
     runs.demo,
     serving.triton_group,
     stack.up,

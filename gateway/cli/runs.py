@@ -177,14 +177,19 @@ def _enough_replicates(ctx: click.Context, param: click.Parameter, value: int) -
     help="recalibrate every detector's threshold on this run's original reals to this RealR (e.g. 0.95), instead "
     "of its model card's",
 )
-def report(run_dir, replicates, seed, comparisons, calibrate) -> None:
+@click.option("--flips", "flips", default=2, show_default=True, type=click.IntRange(0),
+              help="flipped videos shown per detector, condition and direction, each with its frame strip (0: counts "
+              "only; `lastmile flips` lists them all)")  # fmt: skip
+def report(run_dir, replicates, seed, comparisons, calibrate, flips) -> None:
     """Write RUN_DIR/report.md, report.json and a self-contained report.html with plots (a run of real videos
     only: RealR and its drift per condition)."""
     from gateway.batch.results import ResultsError
     from gateway.evaluation.report import build_report
 
     try:
-        paths = build_report(run_dir, replicates=replicates, seed=seed, comparisons=comparisons, calibrate=calibrate)
+        paths = build_report(
+            run_dir, replicates=replicates, seed=seed, comparisons=comparisons, calibrate=calibrate, flips=flips
+        )
     except ResultsError as exc:  # (its message names the folder)
         raise click.ClickException(str(exc)) from exc
     except (EvaluationError, FileNotFoundError) as exc:

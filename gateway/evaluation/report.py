@@ -24,6 +24,7 @@ from gateway.evaluation.compare_report import (
     write_comparisons,
 )
 from gateway.evaluation.findings import key_findings
+from gateway.evaluation.flips_report import ARROWS, SHOWN, FlipSection, clear_strips, flip_sections
 from gateway.evaluation.glossary import glossary
 from gateway.evaluation.paired import Evaluation, by_version, evaluate
 from gateway.evaluation.plots import Figure, make_plots
@@ -69,13 +70,15 @@ def build_report(
     seed: int | None = None,
     comparisons: Sequence[str] = (),
     calibrate: float | None = None,
+    flips: int = SHOWN,
 ) -> dict[str, Path]:
     """Evaluate ``run_dir/results.parquet`` and write the three report files and the plots; return their paths.
 
     Each ``CHAMPION:CHALLENGER`` of ``comparisons`` gets its section in the report (table and forest plot, and
     its numbers under ``comparisons`` in report.json), and comparison.md/.json beside it; a pair that is
     malformed or names a contender without rows fails before the bootstrap runs. ``calibrate``: see
-    :func:`evaluate_rows`."""
+    :func:`evaluate_rows`. ``flips``: the flipped videos shown per detector, condition and direction, each with its
+    frame strip (:mod:`gateway.evaluation.flips_report`; 0: counts only)."""
     pairs = parse_pairs(comparisons)
     rows, info = read_run(run_dir)
     if is_reals_only(rows):
@@ -90,10 +93,12 @@ def build_report(
     clear_comparisons(run_dir)
     forests = comparison_figures(contests, run_dir / "plots")  # a contrast without a score draws no marker
     sections = [(comparison_table(c), f) for c, f in zip(contests, forests, strict=True)]
+    clear_strips(run_dir)
+    flipped = flip_sections(rows, ev.conditions, run_dir, flips)
     out = {"json": run_dir / "report.json", "md": run_dir / "report.md", "html": run_dir / "report.html"}
-    out["json"].write_text(jsonout.dumps(_as_json(ev, ctx, contests)))
-    out["md"].write_text(render("report.md.j2", ev, ctx, figures, sections))
-    out["html"].write_text(render("report.html.j2", ev, ctx, figures, sections))
+    out["json"].write_text(jsonout.dumps(_as_json(ev, ctx, contests) | {"flips": [s.as_json() for s in flipped[0]]}))
+    out["md"].write_text(render("report.md.j2", ev, ctx, figures, sections, flipped))
+    out["html"].write_text(render("report.html.j2", ev, ctx, figures, sections, flipped))
     if contests:
         out |= write_comparisons(contests, run_dir, forests, corpus_notice(ctx))
     return out
@@ -115,10 +120,16 @@ def _reals_report(
 
 
 def render(
-    template: str, ev: Evaluation, ctx: dict, figures: list[Figure], comparisons: Sequence[tuple[Table, Figure]] = ()
+    template: str,
+    ev: Evaluation,
+    ctx: dict,
+    figures: list[Figure],
+    comparisons: Sequence[tuple[Table, Figure]] = (),
+    flipped: tuple[list[FlipSection], str | None] = ([], None),
 ) -> str:
     """One of the report templates, from the evaluation's tables and figures (HTML autoescaped); ``comparisons``:
-    the champion vs challenger sections, a table and a forest plot each."""
+    the champion vs challenger sections, a table and a forest plot each; ``flipped``: the flipped videos' sections
+    and why no strip could be drawn (:func:`~gateway.evaluation.flips_report.flip_sections`)."""
     return (
         environment()
         .get_template(template)
@@ -131,6 +142,9 @@ def render(
             notice=corpus_notice(ctx),
             glossary=glossary(ev),
             generators=(ctx["corpus"].get("generators") or {}) if ctx["proxy"] else {},
+            flips=flipped[0],
+            flips_why=flipped[1],
+            arrows=ARROWS,
         )
     )
 

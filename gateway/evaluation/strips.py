@@ -1,0 +1,207 @@
+"""Frame strips of flipped videos (:mod:`gateway.evaluation.flips`): frames of the original above the same
+moments of the variant, with both scores and the threshold, rendered again from the run's provenance.
+
+The run's ``run.json`` holds its configuration: the manifest, the conditions, the encoder profile and its
+determinism. A strip reads the video again from where the manifest says, under the same read rules as the replay
+(the manifest's folder and ``file_roots``, the allowed hosts, the byte limit), checks the bytes against the row's
+``input_sha256``, renders the condition again with the run's engine settings, and checks the variant against the
+row's ``variant_sha256``. A strip is drawn only where both hold: a frame shown is a frame the detector was given.
+Where one does not (the file moved or changed, a run that was not deterministic), the strip is left out and the
+reason said.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageDraw
+
+from gateway.evaluation.flips import Flip
+
+FRAMES = 4  # frames per row of a strip
+HEIGHT = 112  # pixels of each frame; the width keeps the source's aspect
+GAP = 4
+CAPTION = 16  # pixels above each row for its caption
+FOLDER = "flips"  # under the run folder
+
+
+@dataclass(frozen=True)
+class Strip:
+    """A flip's strip (``path``, relative to the run folder) or, where none could be drawn, why (``note``)."""
+
+    flip: Flip
+    path: Path | None
+    note: str | None = None
+
+
+class StripError(ValueError):
+    """A run whose videos cannot be rendered again: no ``run.json``, or a configuration this version cannot read."""
+
+
+class RunRenderer:
+    """Renders a run's variants again, as its replay did (see the module's docstring)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        from gateway.batch.replay import ReplayConfig
+        from transforms.engine import Engine
+
+        self.run_dir = run_dir
+        meta = run_dir / "run.json"
+        try:
+            info = json.loads(meta.read_text())
+            config = _absolute(info["config"], Path(info.get("cwd") or Path.cwd()))
+            self.cfg = ReplayConfig.model_validate(config)
+            conditions, profile = self.cfg.resolve_conditions()
+        except (OSError, KeyError, TypeError, ValueError) as exc:
+            raise StripError(f"{meta}: cannot render this run's variants again: {exc}") from None
+        self.conditions = {c.name: c for c in conditions}
+        self.engine = Engine(profile.with_determinism(self.cfg.deterministic), self.cfg.limits)
+        self.deterministic = self.cfg.deterministic
+        self._uris: dict[str, str] | None = None
+
+    def uris(self) -> dict[str, str]:
+        """The manifest's URI of each video."""
+        if self._uris is None:
+            from detectors.manifest import read_manifest
+
+            self._uris = {r.video_id: r.uri for r in read_manifest(self.cfg.manifest)}
+        return self._uris
+
+    def strips(self, flips: Iterable[Flip], workers: int = 1) -> list[Strip]:
+        """A strip per flip, in the order given. Each video is read and rendered once, for all its conditions; on
+        ``workers`` threads where that is more than one and there is more than one video."""
+        flips = list(flips)
+        by_video: dict[str, list[int]] = defaultdict(list)
+        for i, f in enumerate(flips):
+            by_video[f.video_id].append(i)
+        groups = [[flips[i] for i in idx] for idx in by_video.values()]
+        if workers > 1 and len(groups) > 1:  # threads: the decoders and encoders release the GIL, as the engine's do
+            with ThreadPoolExecutor(min(workers, len(groups)), thread_name_prefix="lastmile-strips") as pool:
+                drawn = list(pool.map(self.video_strips, groups))
+        else:
+            drawn = [self.video_strips(g) for g in groups]
+        out: list[Strip | None] = [None] * len(flips)
+        for idx, strips in zip(by_video.values(), drawn, strict=True):
+            for i, s in zip(idx, strips, strict=True):
+                out[i] = s
+        return [s for s in out if s is not None]
+
+    def video_strips(self, flips: list[Flip]) -> list[Strip]:
+        """The strips of one video's flips: it is read and rendered once, for all their conditions."""
+        source, variants, why = self._render(flips[0].video_id, {f.condition for f in flips})
+        out = []
+        for f in flips:
+            note = why
+            if note is None and f.input_sha256 and hashlib.sha256(source).hexdigest() != f.input_sha256:
+                note = f"the video read again is not the run's input (sha256 {f.input_sha256[:12]}...): it changed"
+            if note is None and f.condition not in variants:
+                note = f"{f.condition} is not a condition of this run's configuration"
+            if note is None and variants[f.condition][1] != f.variant_sha256:
+                note = (
+                    f"rendered again, {f.condition} hashes to {variants[f.condition][1][:12]}, not the row's "
+                    f"{(f.variant_sha256 or 'none')[:12]}"
+                    + ("" if self.deterministic else " (the run was not deterministic)")
+                )
+            out.append(Strip(f, None, note) if note else Strip(f, self._draw(f, source, variants[f.condition][0])))
+        return out
+
+    def _render(self, video_id: str, conditions: set[str]) -> tuple[bytes, dict[str, tuple[bytes, str]], str | None]:
+        """The video's bytes and its variants ``{condition: (bytes, sha256)}``, or why there are none."""
+        from transforms.errors import VideoError
+
+        uri = self.uris().get(video_id)
+        if uri is None:
+            return b"", {}, f"{video_id} is not in the run's manifest ({self.cfg.manifest})"
+        try:
+            data = self.cfg.fetch_rules().fetch(uri)
+        except (OSError, ValueError) as exc:  # missing, outside the roots, over the limit, a host not allowed
+            return b"", {}, f"cannot read {uri} again: {exc}"
+        known = [c for c in conditions if c in self.conditions]
+        try:
+            result = self.engine.run(data, [self.conditions[c] for c in sorted(known)])
+        except VideoError as exc:
+            return data, {}, f"cannot render {uri} again: {exc}"
+        return data, {name: (v.data, v.meta.sha256) for name, v in result.variants.items()}, None
+
+    def _draw(self, flip: Flip, source: bytes, variant: bytes) -> Path:
+        size = frame_size(source)
+        rows = [frames(source, size), frames(variant, size)]
+        captions = [
+            f"original: score {flip.original_score:+.3f} -> {_verdict(flip.original_decision)} "
+            f"(threshold {flip.original_threshold:+.3f})",
+            f"{flip.condition}: score {flip.variant_score:+.3f} -> {_verdict(flip.variant_decision)} "
+            f"(threshold {flip.variant_threshold:+.3f})",
+        ]
+        image = compose(rows, captions)
+        series = _component(f"{flip.detector}@{flip.detector_version}")
+        relative = Path(FOLDER) / series / _component(flip.condition) / f"{safe_name(flip.video_id)}.png"
+        target = self.run_dir / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        image.save(target, optimize=True)
+        return relative
+
+
+def _verdict(decision: bool) -> str:
+    return "generated" if decision else "real"
+
+
+def _absolute(config: dict, base: Path) -> dict:
+    """``config`` with its relative paths (the manifest, a conditions file, file roots) taken from ``base``, the
+    folder the replay ran in."""
+    out = dict(config)
+    for key in ("manifest", "conditions_file"):
+        if out.get(key) and not Path(out[key]).is_absolute():
+            out[key] = str(base / out[key])
+    out["file_roots"] = [str(base / r) if not Path(r).is_absolute() else r for r in out.get("file_roots") or []]
+    return out
+
+
+def _component(name: str) -> str:
+    """A folder name for a detector or condition name: its safe characters only."""
+    return re.sub(r"[^A-Za-z0-9@._-]", "_", name).lstrip(".") or "_"
+
+
+def safe_name(video_id: str) -> str:
+    """A file name for ``video_id``: its safe characters, and a short hash so that two ids never share one."""
+    stem = re.sub(r"[^A-Za-z0-9._-]", "_", video_id)[:60].lstrip(".") or "video"
+    return f"{stem}-{hashlib.sha256(video_id.encode()).hexdigest()[:8]}"
+
+
+def frame_size(source: bytes, height: int = HEIGHT) -> tuple[int, int]:
+    """(width, height) of a strip's frames: ``height`` pixels high, the source's aspect kept."""
+    from transforms.limits import Limits
+    from transforms.probe import probe
+
+    info = probe(source, Limits())
+    return max(8, round(height * info.width / max(1, info.height) / 2) * 2), height
+
+
+def frames(data: bytes, size: tuple[int, int], count: int = FRAMES) -> np.ndarray:
+    """``count`` frames spread evenly over the video, at ``size`` (the same for the original and its variant, so
+    a downscaled variant is shown at the original's size)."""
+    from transforms.sampling import SamplingPolicy, sample_frames
+
+    policy = SamplingPolicy(mode="uniform", frames=count, width=size[0], height=size[1], resize="stretch")
+    return sample_frames(data, policy)
+
+
+def compose(rows: list[np.ndarray], captions: list[str]) -> Image.Image:
+    """The rows of frames one above the other, each under its caption, on white."""
+    t, h, w, _ = rows[0].shape
+    width = t * w + (t - 1) * GAP
+    image = Image.new("RGB", (width, len(rows) * (CAPTION + h + GAP)), "white")
+    draw = ImageDraw.Draw(image)
+    for i, (row, caption) in enumerate(zip(rows, captions, strict=True)):
+        top = i * (CAPTION + h + GAP)
+        draw.text((2, top + 2), caption, fill=(20, 20, 20))
+        for j, frame in enumerate(row):
+            image.paste(Image.fromarray(frame), (j * (w + GAP), top + CAPTION))
+    return image

@@ -1,0 +1,71 @@
+"""Which videos a condition flipped (gateway.evaluation.flips), from rows written out by hand: each direction read
+from the decision pair, ranked by the score's change, limited, unscored rows and other versions kept apart."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.core.messages import ScoreRow
+from gateway.evaluation.flips import FlipsError, find_flips, paired_count
+from gateway.evaluation.strips import safe_name
+
+
+def row(vid, cond, score, thr=0.0, det="npr", version="1", label="real", error=None) -> ScoreRow:
+    scored = error is None
+    return ScoreRow(
+        video_id=vid, condition=cond, detector=det, detector_version=version, runtime="embedded", label=label,
+        score=score if scored else None, decision=(score > thr) if scored else None, threshold=thr if scored else None,
+        error=error, error_kind="video" if error else None, input_sha256="a" * 64, variant_sha256=f"{vid}-{cond}",
+    )  # fmt: skip
+
+
+ROWS = [
+    # video: original, full -> flips real->generated when the score crosses 0 upward
+    row("a", "original", -1.0), row("a", "full", 2.0),  # +3.0, real -> generated
+    row("b", "original", -0.5), row("b", "full", 0.5),  # +1.0, real -> generated
+    row("c", "original", 1.0, label="generated"), row("c", "full", -4.0, label="generated"),  # -5.0, gen -> real
+    row("d", "original", 1.0), row("d", "full", 3.0),  # both generated: no flip
+    row("e", "original", -1.0), row("e", "full", None, error="InvalidVideo: broken"),  # unscored: no pair
+    row("f", "full", 5.0),  # no original row: no pair
+    row("g", "original", -2.0, thr=-3.0), row("g", "full", -2.5, thr=-3.0),  # thresholds of their own: no flip
+    row("a", "original", -1.0, version="2"), row("a", "full", -2.0, version="2"),  # another version: no flip
+    row("a", "spatial", 9.0),
+]  # fmt: skip
+
+
+def test_flips_are_the_decision_pairs_ranked_by_the_score_change():
+    got = find_flips(ROWS, "npr@1", "full")
+    assert [(f.video_id, f.change) for f in got["real_to_generated"]] == [("a", 3.0), ("b", 1.0)]
+    assert [(f.video_id, f.change) for f in got["generated_to_real"]] == [("c", -5.0)]
+    for f in got["real_to_generated"] + got["generated_to_real"]:
+        before = next(r for r in ROWS if (r.video_id, r.condition, r.detector_version) == (f.video_id, "original", "1"))
+        after = next(r for r in ROWS if (r.video_id, r.condition, r.detector_version) == (f.video_id, "full", "1"))
+        assert (f.original_decision, f.variant_decision) == (before.decision, after.decision)
+        assert f.verdicts == " -> ".join("generated" if d else "real" for d in (before.decision, after.decision))
+        assert f.variant_sha256 == after.variant_sha256
+    assert paired_count(ROWS, "npr@1", "full") == 5  # a, b, c, d, g: e unscored, f without original
+
+
+def test_every_version_without_one_named_and_the_limit_per_direction():
+    both = find_flips(ROWS, "npr", "full")
+    assert [(f.video_id, f.detector_version) for f in both["real_to_generated"]] == [("a", "1"), ("b", "1")]
+    assert [f.video_id for f in find_flips(ROWS, "npr", "full", limit=1)["real_to_generated"]] == ["a"]
+    assert find_flips(ROWS, "npr@2", "full") == {"real_to_generated": [], "generated_to_real": []}
+    assert find_flips(ROWS, "npr", "spatial")["real_to_generated"][0].video_id == "a"
+
+
+def test_a_question_the_rows_cannot_answer_is_a_typed_error():
+    with pytest.raises(FlipsError, match="original is what"):
+        find_flips(ROWS, "npr", "original")
+    with pytest.raises(FlipsError, match="no scored row of detector 'd3'"):
+        find_flips(ROWS, "d3", "full")
+    with pytest.raises(FlipsError, match="its conditions: full, original, spatial"):
+        find_flips(ROWS, "npr", "temporal")
+    with pytest.raises(ValueError):
+        find_flips(ROWS, "npr", "full", limit=-1)
+
+
+def test_a_video_id_becomes_a_file_name_that_stays_in_its_folder():
+    names = {safe_name(v) for v in ("../../etc/passwd", "a/b", "a_b", ".hidden", "é")}
+    assert len(names) == 5
+    assert all("/" not in n and not n.startswith(".") for n in names)
