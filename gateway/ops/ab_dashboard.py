@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from gateway.core import catalogue as mc
 from gateway.core.catalogue import Family
-from gateway.ops.panels import dashboard, panel, variable
+from gateway.ops.panels import dashboard, panel, repeated, variable
 
 SEL = (
     'champion=~"$champion", challenger=~"$challenger", population=~"$population", condition=~"$condition", '
@@ -21,8 +21,8 @@ def _banded(family: Family) -> list[tuple[str, str]]:
     ]
 
 
-def _repeated(p: dict) -> dict:
-    return {**p, "repeat": "challenger", "repeatDirection": "v"}
+def _repeated(p):
+    return repeated(p, "challenger")
 
 
 def comparisons() -> dict:

@@ -1,4 +1,5 @@
-"""Grafana dashboards as code: ``lastmile dashboards generate`` writes ``dashboards/grafana/*.json``.
+"""Grafana dashboards as code: ``lastmile dashboards generate`` writes ``dashboards/grafana/*.json``, built with
+Grafana's own SDK (:mod:`gateway.ops.panels`).
 
 Two dashboards: robustness (the monitor's AUC, FakeR, RealR per condition with their 95% intervals, drift vs
 original, label-free flips and score shift, and the A/B view) and pipeline health (the gateways' throughput,
@@ -287,7 +288,7 @@ def expressions(dashboard: dict) -> list[str]:
     exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
     for v in dashboard["templating"]["list"]:
         q = v.get("query")
-        if isinstance(q, dict) and q["query"].startswith("label_values("):
-            inner = q["query"][len("label_values(") : -1].rsplit(",", 1)[0]
-            exprs.append(inner)
+        q = q.get("query", "") if isinstance(q, dict) else q  # (Grafana stores it as a string or an object)
+        if v.get("type") == "query" and isinstance(q, str) and q.startswith("label_values("):
+            exprs.append(q[len("label_values(") : -1].rsplit(",", 1)[0])
     return exprs
