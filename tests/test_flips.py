@@ -69,3 +69,13 @@ def test_a_video_id_becomes_a_file_name_that_stays_in_its_folder():
     names = {safe_name(v) for v in ("../../etc/passwd", "a/b", "a_b", ".hidden", "é")}
     assert len(names) == 5
     assert all("/" not in n and not n.startswith(".") for n in names)
+
+
+def test_at_a_report_threshold_the_decisions_are_the_scores_against_it_not_the_rows_own():
+    at_two = find_flips(ROWS, "npr@1", "full", threshold=2.0)  # a recalibrated threshold: score >= 2.0 is generated
+    assert [(f.video_id, f.verdicts) for f in at_two["real_to_generated"]] == [("a", "real -> generated"),
+                                                                              ("d", "real -> generated")]  # fmt: skip
+    assert at_two["generated_to_real"] == []
+    assert {f.original_threshold for f in at_two["real_to_generated"]} == {2.0}
+    undecided = [r.model_copy(update={"decision": None}) for r in ROWS]  # rows need no decision field: it is derived
+    assert find_flips(undecided, "npr@1", "full") == find_flips(ROWS, "npr@1", "full")

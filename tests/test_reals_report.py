@@ -243,3 +243,19 @@ def test_a_reals_only_run_compares_champion_and_challenger_on_the_real_videos_bo
     assert "Champion vs challenger" in paths["html"].read_text() and (run / "comparison.md").is_file()
     build_report(run, replicates=100)  # without --compare: no comparison outlives the report it belonged to
     assert not (run / "comparison.md").exists() and not (run / "comparison.json").exists()
+
+
+def test_a_reals_only_report_names_the_real_videos_a_condition_flipped_and_says_why_it_draws_no_strip(tmp_path):
+    rows = _rows(20, {"original": {0}, "full": {1, 2, 3}})  # v001-v003 flipped to generated; v000 back to real
+    run = _run(tmp_path / "run", rows, conditions=["original", "full"])
+    paths = build_report(run, replicates=50, flips=2)
+    out = json.loads(paths["json"].read_text())
+    (section,) = out["flips"]
+    assert (section["detector"], section["condition"], section["paired_videos"]) == ("alpha", "full", 20)
+    assert section["flipped"] == {"real_to_generated": 3, "generated_to_real": 1}
+    shown = section["shown"]["real_to_generated"]
+    assert len(shown) == 2 and {s["video_id"] for s in shown} <= {"v001", "v002", "v003"}
+    assert all(s["strip"] is None and s["note"] for s in shown)  # rows built by hand: no video to render again
+    html = paths["html"].read_text()
+    assert "<h2>Flipped videos</h2>" in html and "<em>No strip: cannot read the run&#39;s manifest again" in html
+    assert "| alpha | full | 20 | 3 | 1 |" in paths["md"].read_text()

@@ -1,13 +1,15 @@
 """Which videos a condition flipped: per detector and condition, the videos whose verdict under the condition differs
 from their verdict on ``original``, ranked by how far the score moved.
 
-A flip is read from two rows of the same video and detector version, both scored: the decision on ``original``
-and the decision under the condition, each at its row's threshold. ``real_to_generated`` flips are videos called
-real as uploaded and generated once disseminated (on a real video: a new false positive, e.g. a news badge that
-looks generated); ``generated_to_real`` the reverse (on a generated video: one that slips through). Within a
-direction the flips are ranked by ``|score under the condition - score on original|``, largest first, ties by
-video id, so the list is the same on every run of the same rows. These are the videos counted by the report's flip
-rates (the label-free ones, :mod:`gateway.evaluation.paired`); here they are named.
+A flip is read from two rows of the same video and detector version, both scored: the decision on ``original`` and
+the decision under the condition, each ``score >= threshold`` (the rule every decision follows,
+:func:`detectors.metrics.decisions`) at its row's threshold, or at the one a report decided at (a recalibrated one).
+``real_to_generated`` flips are videos called real as uploaded and generated once disseminated (on a real video: a
+new false positive, e.g. a news badge that looks generated); ``generated_to_real`` the reverse (on a generated
+video: one that slips through). Within a direction the flips are ranked by ``|score under the condition - score on
+original|``, largest first, ties by video id, so the list is the same on every run of the same rows. These are the
+videos counted by the report's flip rates (the label-free ones, :mod:`gateway.evaluation.paired`); here they are
+named.
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ class Flip:
 
 
 def _scored(row: ScoreRow) -> bool:
-    return row.error is None and row.score is not None and row.decision is not None and row.threshold is not None
+    return row.error is None and row.score is not None and row.threshold is not None
 
 
 def _select(rows: Iterable[ScoreRow], detector: str) -> list[ScoreRow]:
@@ -74,10 +76,11 @@ def _select(rows: Iterable[ScoreRow], detector: str) -> list[ScoreRow]:
 
 
 def find_flips(
-    rows: Iterable[ScoreRow], detector: str, condition: str, limit: int | None = None
+    rows: Iterable[ScoreRow], detector: str, condition: str, limit: int | None = None, threshold: float | None = None
 ) -> dict[str, list[Flip]]:
     """The flips of ``detector`` (``NAME`` or ``NAME@VERSION``) under ``condition``, per direction (both keys always
-    present), largest score change first, at most ``limit`` each (None: all).
+    present), largest score change first, at most ``limit`` each (None: all); decided at ``threshold`` where given,
+    else at each row's own.
 
     Raises :class:`FlipsError` where the run has no scored row of the detector, or none under the condition, or
     the condition is ``original``."""
@@ -93,11 +96,18 @@ def find_flips(
         raise FlipsError(f"no scored row of {detector} under {condition!r}; its conditions: {', '.join(conditions)}")
     original = {(r.video_id, r.detector_version): r for r in mine if r.condition == ORIGINAL}
     out: dict[str, list[Flip]] = {d: [] for d in DIRECTIONS}
+
+    def at(row: ScoreRow) -> float:
+        return float(row.threshold if threshold is None else threshold)
+
     for r in mine:
         base = original.get((r.video_id, r.detector_version))
-        if r.condition != condition or base is None or base.decision == r.decision:
+        if r.condition != condition or base is None:
             continue
-        direction: Direction = "real_to_generated" if r.decision else "generated_to_real"
+        before, after = bool(base.score >= at(base)), bool(r.score >= at(r))
+        if before == after:
+            continue
+        direction: Direction = "real_to_generated" if after else "generated_to_real"
         out[direction].append(
             Flip(
                 video_id=r.video_id,
@@ -109,10 +119,10 @@ def find_flips(
                 direction=direction,
                 original_score=float(base.score),
                 variant_score=float(r.score),
-                original_threshold=float(base.threshold),
-                variant_threshold=float(r.threshold),
-                original_decision=bool(base.decision),
-                variant_decision=bool(r.decision),
+                original_threshold=at(base),
+                variant_threshold=at(r),
+                original_decision=before,
+                variant_decision=after,
                 input_sha256=r.input_sha256,
                 variant_sha256=r.variant_sha256,
                 spec_hash=r.spec_hash,

@@ -54,16 +54,22 @@ def _detectors(rows: Sequence[ScoreRow]) -> list[str]:
 
 
 def flip_sections(
-    rows: Sequence[ScoreRow], conditions: Sequence[str], run_dir: Path, shown: int = SHOWN, workers: int | None = None
+    rows: Sequence[ScoreRow],
+    conditions: Sequence[str],
+    run_dir: Path,
+    shown: int = SHOWN,
+    thresholds: dict[str, float] | None = None,
+    workers: int | None = None,
 ) -> tuple[list[FlipSection], str | None]:
     """The sections, conditions in ``conditions``' order, and why no strip could be drawn (None where they could:
-    a strip left out then says why on its own). ``shown`` 0: counts only, no strip rendered. The strips are drawn
-    on ``workers`` processes (None: one per CPU)."""
+    a strip left out then says why on its own). ``shown`` 0: counts only, no strip rendered. Decisions at
+    ``thresholds`` (per detector, as the report names them: the ones its metrics were decided at), else each row's
+    own. The strips are drawn on ``workers`` threads (None: one per CPU)."""
     sections: list[FlipSection] = []
     for detector in _detectors(rows):
         for condition in (c for c in conditions if c != ORIGINAL):
             try:
-                every = find_flips(rows, detector, condition)
+                every = find_flips(rows, detector, condition, threshold=(thresholds or {}).get(detector))
             except FlipsError:
                 continue  # no scored row of this detector under this condition: nothing to count
             section = FlipSection(detector, condition, paired_count(rows, detector, condition),

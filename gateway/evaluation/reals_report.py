@@ -16,6 +16,7 @@ from gateway.evaluation import jsonout
 from gateway.evaluation.caveats import SMALL_SAMPLE_ANCHORS, UNFIT_REAL_RECALL
 from gateway.evaluation.compare_report import clear_comparisons
 from gateway.evaluation.findings import real_recall_drops
+from gateway.evaluation.flips_report import ARROWS, FlipSection
 from gateway.evaluation.glossary import Term
 from gateway.evaluation.plots import Figure, recall_figure, write
 from gateway.evaluation.provenance import corpus_notice, report_json, run_context
@@ -51,10 +52,16 @@ CAPTION = (
 
 
 def build_reals_report(
-    run_dir: Path, rows: list[ScoreRow], info: dict, ev: RealsEvaluation, comparisons: list[RealsComparison] = ()
+    run_dir: Path,
+    rows: list[ScoreRow],
+    info: dict,
+    ev: RealsEvaluation,
+    comparisons: list[RealsComparison] = (),
+    flipped: tuple[list[FlipSection], str | None] = ([], None),
 ) -> dict[str, Path]:
     """Write ``run_dir``'s report of ``ev``, the evaluation of its ``rows`` (every one of a real video), with a
-    section per champion vs challenger of ``comparisons`` (and comparison.md/.json beside it)."""
+    section per champion vs challenger of ``comparisons`` (and comparison.md/.json beside it), and the flipped
+    videos' section (:func:`~gateway.evaluation.flips_report.flip_sections`)."""
     ctx = _context(ev, rows, info)
     figures = []  # a run without a single score has nothing to plot: its banner says so
     if ctx["failures"]["scored_rows"]:
@@ -65,9 +72,11 @@ def build_reals_report(
     contests = [reals_comparison_table(c) for c in comparisons]
     out = {"json": run_dir / "report.json", "md": run_dir / "report.md", "html": run_dir / "report.html"}
     report = _as_json(ev, ctx, terms) | {"comparisons": reals_comparisons_json(comparisons, notice)}
+    report["flips"] = [s.as_json() for s in flipped[0]]
     out["json"].write_text(jsonout.dumps(report))
     shown = {"ev": ev, "ctx": ctx, "table": table, "figures": figures, "glossary": terms, "comparisons": contests}
     shown |= {"notice": notice, "generators": {}, "reals_only": REALS_ONLY}
+    shown |= {"flips": flipped[0], "flips_why": flipped[1], "arrows": ARROWS}
     env = environment()
     for key, template in (("md", "reals.md.j2"), ("html", "reals.html.j2")):
         out[key].write_text(env.get_template(template).render(**shown))

@@ -82,7 +82,7 @@ def build_report(
     pairs = parse_pairs(comparisons)
     rows, info = read_run(run_dir)
     if is_reals_only(rows):
-        return _reals_report(run_dir, rows, info, replicates, seed, pairs, calibrate)
+        return _reals_report(run_dir, rows, info, replicates, seed, pairs, calibrate, flips)
     shared = paired_rows(rows, pairs)  # raises where a contender has no rows
     ev = evaluate_rows(rows, info, replicates, seed, calibrate)
     contests = compare_pairs(shared, pairs, ev.replicates, seed, calibrate)
@@ -94,7 +94,7 @@ def build_report(
     forests = comparison_figures(contests, run_dir / "plots")  # a contrast without a score draws no marker
     sections = [(comparison_table(c), f) for c, f in zip(contests, forests, strict=True)]
     clear_strips(run_dir)
-    flipped = flip_sections(rows, ev.conditions, run_dir, flips)
+    flipped = flip_sections(rows, ev.conditions, run_dir, flips, {c.detector: c.threshold for c in ev.cells})
     out = {"json": run_dir / "report.json", "md": run_dir / "report.md", "html": run_dir / "report.html"}
     out["json"].write_text(jsonout.dumps(_as_json(ev, ctx, contests) | {"flips": [s.as_json() for s in flipped[0]]}))
     out["md"].write_text(render("report.md.j2", ev, ctx, figures, sections, flipped))
@@ -105,7 +105,7 @@ def build_report(
 
 
 def _reals_report(
-    run_dir: Path, rows: list[ScoreRow], info: dict, replicates: int, seed: int | None, pairs: list, calibrate
+    run_dir: Path, rows: list[ScoreRow], info: dict, replicates: int, seed: int | None, pairs: list, calibrate, flips
 ) -> dict[str, Path]:
     """The report of a run of real videos only (:mod:`gateway.evaluation.reals_report`), with a RealR comparison
     (:mod:`gateway.evaluation.reals_compare`) per pair."""
@@ -116,7 +116,9 @@ def _reals_report(
         compare_reals(s, *pair, ev.replicates, calibrate=calibrate, **extra)
         for s, pair in zip(shared, pairs, strict=True)
     ]
-    return build_reals_report(run_dir, rows, info, ev, contests)
+    clear_strips(run_dir)
+    flipped = flip_sections(rows, ev.conditions, run_dir, flips, {c.detector: c.threshold for c in ev.cells})
+    return build_reals_report(run_dir, rows, info, ev, contests, flipped)
 
 
 def render(

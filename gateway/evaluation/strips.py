@@ -117,7 +117,10 @@ class RunRenderer:
         """The video's bytes and its variants ``{condition: (bytes, sha256)}``, or why there are none."""
         from transforms.errors import VideoError
 
-        uri = self.uris().get(video_id)
+        try:
+            uri = self.uris().get(video_id)
+        except ValueError as exc:  # (a ManifestError: the manifest moved, or cannot be read)
+            return b"", {}, f"cannot read the run's manifest again: {exc}"
         if uri is None:
             return b"", {}, f"{video_id} is not in the run's manifest ({self.cfg.manifest})"
         try:
