@@ -46,28 +46,30 @@ def test_flips_are_the_decision_pairs_ranked_by_the_score_change():
     assert paired_count(ROWS, "npr@1", "full") == 5  # a, b, c, d, g: e unscored, f without original
 
 
-def test_every_version_without_one_named_and_the_limit_per_direction():
-    both = find_flips(ROWS, "npr", "full")
-    assert [(f.video_id, f.detector_version) for f in both["real_to_generated"]] == [("a", "1"), ("b", "1")]
-    assert [f.video_id for f in find_flips(ROWS, "npr", "full", limit=1)["real_to_generated"]] == ["a"]
+def test_a_bare_name_of_several_versions_is_refused_and_the_limit_is_per_direction():
+    with pytest.raises(FlipsError, match=r"several versions of npr: name one \(npr@1, npr@2\)"):
+        find_flips(ROWS, "npr", "full")
+    one_version = [r for r in ROWS if r.detector_version == "1"]
+    assert find_flips(one_version, "npr", "full") == find_flips(ROWS, "npr@1", "full")
+    assert [f.video_id for f in find_flips(ROWS, "npr@1", "full", limit=1)["real_to_generated"]] == ["a"]
     assert find_flips(ROWS, "npr@2", "full") == {"real_to_generated": [], "generated_to_real": []}
-    assert find_flips(ROWS, "npr", "spatial")["real_to_generated"][0].video_id == "a"
+    assert find_flips(ROWS, "npr@1", "spatial")["real_to_generated"][0].video_id == "a"
 
 
 def test_a_question_the_rows_cannot_answer_is_a_typed_error():
     with pytest.raises(FlipsError, match="original is what"):
-        find_flips(ROWS, "npr", "original")
+        find_flips(ROWS, "npr@1", "original")
     with pytest.raises(FlipsError, match="no scored row of detector 'd3'"):
         find_flips(ROWS, "d3", "full")
     with pytest.raises(FlipsError, match="its conditions: full, original, spatial"):
-        find_flips(ROWS, "npr", "temporal")
+        find_flips(ROWS, "npr@1", "temporal")
     with pytest.raises(ValueError):
-        find_flips(ROWS, "npr", "full", limit=-1)
+        find_flips(ROWS, "npr@1", "full", limit=-1)
 
 
 def test_a_video_id_becomes_a_file_name_that_stays_in_its_folder():
-    names = {safe_name(v) for v in ("../../etc/passwd", "a/b", "a_b", ".hidden", "é")}
-    assert len(names) == 5
+    names = {safe_name(v) for v in ("../../etc/passwd", "a/b", "a_b", ".hidden", "é", "full^2", "full_2")}
+    assert len(names) == 7
     assert all("/" not in n and not n.startswith(".") for n in names)
 
 

@@ -22,9 +22,10 @@ from tests.support.page import by_series, cell, of_class, read
 PAIR = ComparisonSettings(champion="npr", challenger="d3")
 
 
-def _metrics(ready: bool = True, extra=(), comparisons=(PAIR,)) -> MonitorMetrics:
+def _metrics(ready: bool = True, extra=(), comparisons=(PAIR,), all_real: bool = False) -> MonitorMetrics:
     rng = np.random.default_rng(3)
     truth, rows = stream(rng)
+    truth = {vid: "real" for vid in truth} if all_real else truth
     clock = Clock()
     from gateway.monitor.store import Store
 
@@ -50,8 +51,11 @@ def _shown(x: float) -> str:
 
 
 LABELLED = {"lastmile_auc": "auc", "lastmile_fake_recall": "fake-recall", "lastmile_real_recall": "real-recall",
-            "lastmile_auc_drift": "auc-drift", "lastmile_fake_recall_drift": "fake-recall-drift"}  # fmt: skip
-LABEL_FREE = {"lastmile_generated_rate": "generated-rate", "lastmile_score_shift_mean": "score-shift"}
+            "lastmile_auc_drift": "auc-drift", "lastmile_fake_recall_drift": "fake-recall-drift",
+            "lastmile_real_recall_drift": "real-recall-drift"}  # fmt: skip
+LABEL_FREE = {"lastmile_generated_rate": "generated-rate", "lastmile_score_shift_mean": "score-shift",
+              "lastmile_score_ks_statistic": "ks"}  # fmt: skip
+FLIPS = {"real_to_generated": "flips-to-generated", "generated_to_real": "flips-to-real"}
 
 
 def _want(metrics: MonitorMetrics, family: str, **where: str) -> dict[tuple[str, str, str], dict[str, str]]:
@@ -59,7 +63,7 @@ def _want(metrics: MonitorMetrics, family: str, **where: str) -> dict[tuple[str,
     want = {}
     for labels, value in _samples(metrics, family, **where).items():
         names = ("detector", "version", "condition", "window", "population")
-        at = dict(zip(names, labels, strict=False))
+        at = dict(zip(names, labels, strict=False)) | where  # (a flip rate: its direction too)
         lo, hi = (_samples(metrics, f"{family}_{side}", **at) for side in ("lower", "upper"))
         interval = f"[{_shown(*lo.values())}, {_shown(*hi.values())}]" if lo else ""
         want[labels[:3]] = {"value": _shown(value), "interval": interval}
@@ -78,6 +82,17 @@ def test_every_cell_equals_the_metrics_sample_to_the_shown_precision(window):
     for family, cls in LABEL_FREE.items():
         want = _want(metrics, family, window=window, population="traffic")
         assert want and {k: v for k, v in by_series(page, cls).items() if v["value"]} == want, family
+    for direction, cls in FLIPS.items():
+        want = _want(metrics, "lastmile_flip_rate", window=window, population="traffic", direction=direction)
+        assert want and {k: v for k, v in by_series(page, cls).items() if v["value"]} == want, direction
+
+
+def test_a_window_of_real_videos_only_shows_its_realr_rows():
+    metrics = _metrics(all_real=True)
+    page = read(render(build(metrics.registry, {}, Alerts(None))))
+    want = _want(metrics, "lastmile_real_recall", window="time", population="labelled")
+    assert len(want) == 4 and {k: v for k, v in by_series(page, "real-recall").items() if v["value"]} == want
+    assert not {k: v for k, v in by_series(page, "auc").items() if v["value"]}  # no AUC without a generated video
 
 
 def test_a_comparison_shows_each_difference_with_its_interval():
@@ -150,15 +165,26 @@ def test_only_the_projects_firing_and_pending_alerts_are_kept_firing_first():
 
 def test_a_prometheus_that_does_not_answer_is_said_and_asked_again_only_after_the_ttl():
     clock = Clock(100.0)
-    source = AlertSource(f"http://127.0.0.1:{free_port()}", timeout_s=1.0, ttl_s=2.0, clock=clock)
-    first = source.current()
-    assert first.error and not first.alerts
+    source = AlertSource(f"http://127.0.0.1:{free_port()}", deadline_s=1.0, ttl_s=2.0, clock=clock)
+    first = source.current()  # the first answer is waited for
+    assert first.error and not first.alerts and first.at == 100.0
     assert source.current() is first  # within the ttl: the same answer, no second question
     clock.t += 2.0
-    assert source.current() is not first
+    assert source.current(wait=True).at == 102.0  # past it: asked again
     html = render(build(_metrics().registry, {}, first))
     assert "No answer from http://127.0.0.1:" in html
     assert "No Prometheus configured" in render(build(_metrics().registry, {}, AlertSource(None).current()))
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b'{"status": "success", "data": null}', b'{"status": "success", "data": {"alerts": [1]}}',
+     b'{"status": "success", "data": {"alerts": [{"labels": ["x"]}]}}', b"[" * 100_000 + b"]" * 100_000,
+     b"<html>not json</html>", b'{"status": "error"}'],
+)  # fmt: skip
+def test_an_answer_of_any_other_shape_is_a_value_error_the_page_shows(body):
+    with pytest.raises(ValueError):
+        parse(body)
 
 
 def _get(app, path: str, query: str = ""):

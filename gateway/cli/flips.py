@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import click
@@ -18,12 +19,16 @@ import click
 @click.option("--strips", is_flag=True,
               help="also draw each listed flip's frame strip into RUN/flips/ (the variant rendered again and checked "
               "against its recorded sha256)")  # fmt: skip
+@click.option("--fetch-urls", is_flag=True,
+              help="with --strips: also fetch again a video the replay fetched over http(s) (from the hosts its "
+              "run.json allows; off by default: a run folder may come from elsewhere)")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="one JSON object per flip, on its own line")
-def flips(run_dir, detector, condition, limit, strips, as_json) -> None:
+def flips(run_dir, detector, condition, limit, strips, fetch_urls, as_json) -> None:
     """List the videos whose verdict under CONDITION differs from their verdict on original, per direction (real ->
     generated, generated -> real), largest score change first."""
     from gateway.batch.results import ResultsError
     from gateway.evaluation.flips import DIRECTIONS, FlipsError, find_flips, paired_count
+    from gateway.evaluation.flips_report import MAX_WORKERS
     from gateway.evaluation.provenance import read_run
     from gateway.evaluation.strips import RunRenderer, StripError
 
@@ -37,7 +42,8 @@ def flips(run_dir, detector, condition, limit, strips, as_json) -> None:
     drawn: dict[int, tuple[str | None, str | None]] = {}
     if strips and listed:
         try:
-            for i, s in enumerate(RunRenderer(run_dir).strips(listed)):
+            renderer = RunRenderer(run_dir, fetch_urls=fetch_urls)
+            for i, s in enumerate(renderer.strips(listed, workers=min(os.cpu_count() or 1, MAX_WORKERS))):
                 drawn[i] = (None if s.path is None else str(run_dir / s.path), s.note)
         except StripError as exc:
             raise click.ClickException(str(exc)) from exc

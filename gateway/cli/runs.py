@@ -181,7 +181,7 @@ def _enough_replicates(ctx: click.Context, param: click.Parameter, value: int) -
               help="flipped videos shown per detector, condition and direction, each with its frame strip (0: counts "
               "only; `lastmile flips` lists them all)")  # fmt: skip
 def report(run_dir, replicates, seed, comparisons, calibrate, flips) -> None:
-    """Write RUN_DIR/report.md, report.json and a self-contained report.html with plots (a run of real videos
+    """Write RUN_DIR/report.md, report.json and report.html with its plots embedded (a run of real videos
     only: RealR and its drift per condition)."""
     from gateway.batch.results import ResultsError
     from gateway.evaluation.report import build_report

@@ -7,9 +7,7 @@ the decision under the condition, each ``score >= threshold`` (the rule every de
 ``real_to_generated`` flips are videos called real as uploaded and generated once disseminated (on a real video: a
 new false positive, e.g. a news badge that looks generated); ``generated_to_real`` the reverse (on a generated
 video: one that slips through). Within a direction the flips are ranked by ``|score under the condition - score on
-original|``, largest first, ties by video id, so the list is the same on every run of the same rows. These are the
-videos counted by the report's flip rates (the label-free ones, :mod:`gateway.evaluation.paired`); here they are
-named.
+original|``, largest first, ties by video id, so the list is the same on every run of the same rows.
 """
 
 from __future__ import annotations
@@ -70,9 +68,15 @@ def _scored(row: ScoreRow) -> bool:
 
 
 def _select(rows: Iterable[ScoreRow], detector: str) -> list[ScoreRow]:
-    """The scored rows of ``detector`` (``NAME`` or ``NAME@VERSION``)."""
+    """The scored rows of ``detector`` (``NAME``, or ``NAME@VERSION`` where the run holds several of its versions:
+    a bare name is then refused, not its versions mixed)."""
     name, _, version = detector.partition("@")
-    return [r for r in rows if r.detector == name and (not version or r.detector_version == version) and _scored(r)]
+    mine = [r for r in rows if r.detector == name and (not version or r.detector_version == version) and _scored(r)]
+    versions = sorted({r.detector_version for r in mine})
+    if not version and len(versions) > 1:
+        named = ", ".join(f"{name}@{v}" for v in versions)
+        raise FlipsError(f"the run holds several versions of {name}: name one ({named})")
+    return mine
 
 
 def find_flips(

@@ -15,6 +15,7 @@ from gateway.evaluation.flips import DIRECTIONS, ORIGINAL, Flip, FlipsError, fin
 from gateway.evaluation.strips import FOLDER, RunRenderer, Strip, StripError
 
 SHOWN = 2  # flips shown per (detector, condition, direction) in a report, each with its strip
+MAX_WORKERS = 4  # strips drawn at once: each rendering may hold an engine's encoders (limits.max_encoder_mb)
 ARROWS = {"real_to_generated": "real → generated", "generated_to_real": "generated → real"}
 
 
@@ -64,7 +65,8 @@ def flip_sections(
     """The sections, conditions in ``conditions``' order, and why no strip could be drawn (None where they could:
     a strip left out then says why on its own). ``shown`` 0: counts only, no strip rendered. Decisions at
     ``thresholds`` (per detector, as the report names them: the ones its metrics were decided at), else each row's
-    own. The strips are drawn on ``workers`` threads (None: one per CPU)."""
+    own. The strips are drawn on ``workers`` threads (None: one per CPU, at most ``MAX_WORKERS``); a source the
+    replay fetched over the network is not fetched again (:class:`~gateway.evaluation.strips.RunRenderer`)."""
     sections: list[FlipSection] = []
     for detector in _detectors(rows):
         for condition in (c for c in conditions if c != ORIGINAL):
@@ -79,7 +81,7 @@ def flip_sections(
     wanted: list[Flip] = [f for s in sections for d in DIRECTIONS for f in s.shown[d]]
     why = None
     try:
-        workers = workers or os.cpu_count() or 1
+        workers = workers or min(os.cpu_count() or 1, MAX_WORKERS)
         strips = iter(RunRenderer(run_dir).strips(wanted, workers)) if wanted else iter(())
     except StripError as exc:
         why = str(exc)

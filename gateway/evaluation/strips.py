@@ -1,13 +1,18 @@
 """Frame strips of flipped videos (:mod:`gateway.evaluation.flips`): frames of the original above the same
-moments of the variant, with both scores and the threshold, rendered again from the run's provenance.
+moments of the variant, with both scores and the threshold, rendered again from what the run recorded.
 
 The run's ``run.json`` holds its configuration: the manifest, the conditions, the encoder profile and its
-determinism. A strip reads the video again from where the manifest says, under the same read rules as the replay
-(the manifest's folder and ``file_roots``, the allowed hosts, the byte limit), checks the bytes against the row's
-``input_sha256``, renders the condition again with the run's engine settings, and checks the variant against the
-row's ``variant_sha256``. A strip is drawn only where both hold: a frame shown is a frame the detector was given.
-Where one does not (the file moved or changed, a run that was not deterministic), the strip is left out and the
-reason said.
+determinism, the limits. A strip reads the video again from where the manifest says, under the replay's read rules
+(the manifest's folder and ``file_roots``, the byte limit), checks the bytes against the row's ``input_sha256``,
+renders the condition again with the run's engine settings, and checks the variant against the row's
+``variant_sha256``. A strip is drawn only where both hold, so its frames are frames of the very variant the
+detector was given (four spread evenly over it, not the detector's own sample). Where one does not (the file moved
+or changed, a row without the hashes, a run that was not deterministic), the strip is left out and the reason
+said: a strip never fails a report.
+
+A source the replay fetched over ``http(s)://`` is fetched again only when asked (``fetch_urls``): a report reads a
+run folder, which may come from elsewhere, and its ``run.json`` names the hosts. Local files are read under the
+roots the run names, as its replay did.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from gateway.evaluation.flips import Flip
+from transforms.limits import Limits
 
 FRAMES = 4  # frames per row of a strip
 HEIGHT = 112  # pixels of each frame; the width keeps the source's aspect
@@ -49,7 +55,7 @@ class StripError(ValueError):
 class RunRenderer:
     """Renders a run's variants again, as its replay did (see the module's docstring)."""
 
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, fetch_urls: bool = False) -> None:
         from gateway.batch.replay import ReplayConfig
         from transforms.engine import Engine
 
@@ -64,7 +70,7 @@ class RunRenderer:
             raise StripError(f"{meta}: cannot render this run's variants again: {exc}") from None
         self.conditions = {c.name: c for c in conditions}
         self.engine = Engine(profile.with_determinism(self.cfg.deterministic), self.cfg.limits)
-        self.deterministic = self.cfg.deterministic
+        self.deterministic, self.fetch_urls = self.cfg.deterministic, fetch_urls
         self._uris: dict[str, str] | None = None
 
     def uris(self) -> dict[str, str]:
@@ -95,22 +101,32 @@ class RunRenderer:
         return [s for s in out if s is not None]
 
     def video_strips(self, flips: list[Flip]) -> list[Strip]:
-        """The strips of one video's flips: it is read and rendered once, for all their conditions."""
+        """The strips of one video's flips: it is read and rendered once, for all their conditions. Whatever goes
+        wrong with one video is its strips' note, never an exception (a report is not failed by a strip)."""
+        from transforms.errors import VideoError
+
         source, variants, why = self._render(flips[0].video_id, {f.condition for f in flips})
         out = []
         for f in flips:
             note = why
-            if note is None and f.input_sha256 and hashlib.sha256(source).hexdigest() != f.input_sha256:
+            if note is None and not (f.input_sha256 and f.variant_sha256):
+                note = "its rows record no input or variant sha256 to check a rendering against"
+            elif note is None and hashlib.sha256(source).hexdigest() != f.input_sha256:
                 note = f"the video read again is not the run's input (sha256 {f.input_sha256[:12]}...): it changed"
-            if note is None and f.condition not in variants:
+            elif note is None and f.condition not in variants:
                 note = f"{f.condition} is not a condition of this run's configuration"
-            if note is None and variants[f.condition][1] != f.variant_sha256:
+            elif note is None and variants[f.condition][1] != f.variant_sha256:
                 note = (
                     f"rendered again, {f.condition} hashes to {variants[f.condition][1][:12]}, not the row's "
-                    f"{(f.variant_sha256 or 'none')[:12]}"
-                    + ("" if self.deterministic else " (the run was not deterministic)")
+                    f"{f.variant_sha256[:12]}" + ("" if self.deterministic else " (the run was not deterministic)")
                 )
-            out.append(Strip(f, None, note) if note else Strip(f, self._draw(f, source, variants[f.condition][0])))
+            if note is None:
+                try:
+                    out.append(Strip(f, self._draw(f, source, variants[f.condition][0])))
+                    continue
+                except (VideoError, OSError, ValueError) as exc:
+                    note = f"cannot draw its frames: {exc}"
+            out.append(Strip(f, None, note))
         return out
 
     def _render(self, video_id: str, conditions: set[str]) -> tuple[bytes, dict[str, tuple[bytes, str]], str | None]:
@@ -123,9 +139,15 @@ class RunRenderer:
             return b"", {}, f"cannot read the run's manifest again: {exc}"
         if uri is None:
             return b"", {}, f"{video_id} is not in the run's manifest ({self.cfg.manifest})"
+        if uri.lower().startswith(("http://", "https://")) and not self.fetch_urls:
+            return (
+                b"",
+                {},
+                f"{uri} was fetched over the network: `lastmile flips --strips --fetch-urls` fetches it again",
+            )
         try:
             data = self.cfg.fetch_rules().fetch(uri)
-        except (OSError, ValueError) as exc:  # missing, outside the roots, over the limit, a host not allowed
+        except (VideoError, OSError, ValueError) as exc:  # missing, outside the roots, over the limit, a host refused
             return b"", {}, f"cannot read {uri} again: {exc}"
         known = [c for c in conditions if c in self.conditions]
         try:
@@ -135,8 +157,9 @@ class RunRenderer:
         return data, {name: (v.data, v.meta.sha256) for name, v in result.variants.items()}, None
 
     def _draw(self, flip: Flip, source: bytes, variant: bytes) -> Path:
-        size = frame_size(source)
-        rows = [frames(source, size), frames(variant, size)]
+        limits = self.cfg.limits  # (the run's: a run with raised limits reads its longer videos again)
+        size = frame_size(source, limits)
+        rows = [frames(source, size, limits), frames(variant, size, limits)]
         captions = [
             f"original: score {flip.original_score:+.3f} -> {_verdict(flip.original_decision)} "
             f"(threshold {flip.original_threshold:+.3f})",
@@ -144,8 +167,8 @@ class RunRenderer:
             f"(threshold {flip.variant_threshold:+.3f})",
         ]
         image = compose(rows, captions)
-        series = _component(f"{flip.detector}@{flip.detector_version}")
-        relative = Path(FOLDER) / series / _component(flip.condition) / f"{safe_name(flip.video_id)}.png"
+        series = safe_name(f"{flip.detector}@{flip.detector_version}")
+        relative = Path(FOLDER) / series / safe_name(flip.condition) / f"{safe_name(flip.video_id)}.png"
         target = self.run_dir / relative
         target.parent.mkdir(parents=True, exist_ok=True)
         image.save(target, optimize=True)
@@ -167,33 +190,28 @@ def _absolute(config: dict, base: Path) -> dict:
     return out
 
 
-def _component(name: str) -> str:
-    """A folder name for a detector or condition name: its safe characters only."""
-    return re.sub(r"[^A-Za-z0-9@._-]", "_", name).lstrip(".") or "_"
+def safe_name(name: str) -> str:
+    """A file or folder name for ``name`` (a video id, a detector, a condition): its safe characters, and a short
+    hash of the whole, so that two names never share one (``full^2`` and ``full_2`` differ)."""
+    stem = re.sub(r"[^A-Za-z0-9@._-]", "_", name)[:60].lstrip(".") or "_"
+    return f"{stem}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
 
 
-def safe_name(video_id: str) -> str:
-    """A file name for ``video_id``: its safe characters, and a short hash so that two ids never share one."""
-    stem = re.sub(r"[^A-Za-z0-9._-]", "_", video_id)[:60].lstrip(".") or "video"
-    return f"{stem}-{hashlib.sha256(video_id.encode()).hexdigest()[:8]}"
-
-
-def frame_size(source: bytes, height: int = HEIGHT) -> tuple[int, int]:
+def frame_size(source: bytes, limits: Limits | None = None, height: int = HEIGHT) -> tuple[int, int]:
     """(width, height) of a strip's frames: ``height`` pixels high, the source's aspect kept."""
-    from transforms.limits import Limits
     from transforms.probe import probe
 
-    info = probe(source, Limits())
+    info = probe(source, limits or Limits())
     return max(8, round(height * info.width / max(1, info.height) / 2) * 2), height
 
 
-def frames(data: bytes, size: tuple[int, int], count: int = FRAMES) -> np.ndarray:
+def frames(data: bytes, size: tuple[int, int], limits: Limits | None = None, count: int = FRAMES) -> np.ndarray:
     """``count`` frames spread evenly over the video, at ``size`` (the same for the original and its variant, so
-    a downscaled variant is shown at the original's size)."""
+    a downscaled variant is shown at the original's size), under the run's ``limits``."""
     from transforms.sampling import SamplingPolicy, sample_frames
 
     policy = SamplingPolicy(mode="uniform", frames=count, width=size[0], height=size[1], resize="stretch")
-    return sample_frames(data, policy)
+    return sample_frames(data, policy, limits)
 
 
 def compose(rows: list[np.ndarray], captions: list[str]) -> Image.Image:

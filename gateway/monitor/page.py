@@ -150,24 +150,33 @@ class Page:
 
 
 class Samples:
-    """The samples of a registry's families by name, each with its labels; read once per page."""
+    """The samples of a registry's families, read once per page and indexed, so that a page costs one pass over
+    them however many series there are (a scan per lookup grew with the square of the series)."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.by_name: dict[str, list[tuple[dict[str, str], float]]] = defaultdict(list)
         for family in registry.collect():
             for s in family.samples:
                 self.by_name[s.name].append((s.labels, s.value))
+        self._sums: dict[tuple[str, frozenset[str]], dict[frozenset, float]] = {}
+
+    def _index(self, name: str, keys: frozenset[str]) -> dict[frozenset, float]:
+        """``name``'s samples summed by the values of the labels ``keys`` (built once per name and keys)."""
+        if (name, keys) not in self._sums:
+            sums: dict[frozenset, float] = defaultdict(float)
+            for got, value in self.by_name.get(name, ()):
+                if keys <= got.keys():
+                    sums[frozenset((k, got[k]) for k in keys)] += value
+            self._sums[name, keys] = dict(sums)
+        return self._sums[name, keys]
 
     def one(self, name: str, **labels: str) -> float | None:
-        for got, value in self.by_name.get(name, ()):
-            if all(got.get(k) == v for k, v in labels.items()):
-                return value
-        return None
+        """The sample of ``name`` with ``labels``, given all of its labels (given fewer: their :meth:`total`)."""
+        return self.total(name, **labels)
 
     def total(self, name: str, **labels: str) -> float | None:
         """The sum of ``name``'s samples that match ``labels`` (None: none does)."""
-        hits = [v for got, v in self.by_name.get(name, ()) if all(got.get(k) == v for k, v in labels.items())]
-        return sum(hits) if hits else None
+        return self._index(name, frozenset(labels)).get(frozenset(labels.items()))
 
     def estimate(self, family: mc.Family, **labels: str) -> Estimate | None:
         value = self.one(family.name, **labels)
@@ -219,7 +228,8 @@ def _panels(s: Samples, window: str, population: str) -> list[Panel]:
         panel = Panel(detector, version)
         ident = {"detector": detector, "version": version, "window": window}
         labelled = {**ident, "population": population}
-        conds = [c for f in (mc.AUC, mc.FAKE_RECALL) for (c,) in s.labels(f.name, ("condition",), **labelled)]
+        rated = (mc.AUC, mc.FAKE_RECALL, mc.REAL_RECALL)  # (a window of real videos only has RealR alone)
+        conds = [c for f in rated for (c,) in s.labels(f.name, ("condition",), **labelled)]
         for cond in _conditions(conds):
             at = {**labelled, "condition": cond}
             videos = s.total(mc.WINDOW_SAMPLES.name, **at)  # labelled videos, of either label

@@ -26,7 +26,7 @@ from gateway.core.contenders import split_pair
 from gateway.core.kafka_settings import KafkaSettings
 from gateway.core.settings_file import commented_yaml
 from gateway.monitor.config import POPULATIONS, MonitorConfig, MonitorKafka
-from gateway.ops.grafana import RULES
+from gateway.ops.rules import RULES
 from transforms.config_errors import ConfigError
 
 if TYPE_CHECKING:
