@@ -106,6 +106,9 @@ def check_flips(run_dir):
         assert f["direction"] == ("real_to_generated" if after["decision"] else "generated_to_real")
     report = json.loads((run_dir / "report.json").read_text())
     section = next(s for s in report["flips"] if (s["detector"], s["condition"]) == ("npr", "full"))
+    from gateway.ops.demo import DEMO_FLIPS
+
+    assert all(len(v) <= DEMO_FLIPS for v in section["shown"].values())  # the demo's own, and its CLI's default
     shown = [x for d in ("real_to_generated", "generated_to_real") for x in section["shown"][d]]
     assert shown and sum(section["flipped"].values()) == len(flips)
     html = (run_dir / "report.html").read_text()

@@ -208,11 +208,13 @@ def report(run_dir, replicates, seed, comparisons, calibrate, flips) -> None:
 @profile_option("fidelity")
 @WORKERS
 @click.option("--sweeps", is_flag=True, help="also a scale-factor sweep of spatial and a two-hop repost of full")
+@click.option("--flips", default=1, show_default=True, type=click.IntRange(0),  # (gateway.ops.demo.DEMO_FLIPS)
+              help="flipped videos shown with their frame strip per detector, condition and direction")  # fmt: skip
 @MAX_INFRA_ERRORS
-def demo(out, anchors, profile, workers, sweeps, max_infra_errors) -> None:
+def demo(out, anchors, profile, workers, sweeps, flips, max_infra_errors) -> None:
     """Proxy corpus -> six LastMile conditions -> four reference detectors -> report, in one go; exit 1 where a
     (detector, condition) has no score or infrastructure errors exceed --max-infra-errors."""
     from gateway.ops.demo import run_demo
 
-    done = run_demo(out, anchors=anchors, profile=profile, workers=workers, echo=click.echo, sweeps=sweeps)
+    done = run_demo(out, anchors, profile, workers, click.echo, sweeps, flips)
     _fail_loudly(check_results(done["results"], max_infra_errors), "demo", "the results and the report are")
