@@ -1,6 +1,6 @@
-"""The report templates' environment (``templates/``, jinja2): Markdown as written, HTML autoescaped, every name a
-template uses defined, plots embedded in the HTML as data URIs, counts in the singular where they are 1, and a
-sentence's `code` spans as ``<code>`` in the HTML."""
+"""The report templates' environment (``templates/``, jinja2): Markdown as written (names in its tables through
+``md_cell``), HTML autoescaped, every name a template uses defined, plots embedded in the HTML as data URIs, counts
+in the singular where they are 1, and a sentence's `code` spans as ``<code>`` in the HTML."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import jinja2
 from markupsafe import Markup, escape
 
 from gateway.core.wording import counted
-from gateway.evaluation.tables import md_alt
+from gateway.evaluation.tables import md_alt, md_cell
 
 CODE_SPAN = re.compile(r"`([^`]+)`")
 
@@ -27,6 +27,7 @@ def environment() -> jinja2.Environment:
     )
     env.filters["data_uri"] = data_uri
     env.filters["md_alt"] = md_alt
+    env.filters["md_cell"] = md_cell
     env.filters["counted"] = counted
     env.filters["code_html"] = code_html
     return env
