@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import click
@@ -28,7 +27,6 @@ def flips(run_dir, detector, condition, limit, strips, fetch_urls, as_json) -> N
     generated, generated -> real), largest score change first."""
     from gateway.batch.results import ResultsError
     from gateway.evaluation.flips import DIRECTIONS, FlipsError, find_flips, paired_count
-    from gateway.evaluation.flips_report import MAX_WORKERS
     from gateway.evaluation.provenance import read_run
     from gateway.evaluation.strips import RunRenderer, StripError
 
@@ -39,33 +37,29 @@ def flips(run_dir, detector, condition, limit, strips, fetch_urls, as_json) -> N
         raise click.ClickException(f"{run_dir}: {exc}") from exc
     found = {d: every[d][:limit] if limit else every[d] for d in DIRECTIONS}
     listed = [f for d in DIRECTIONS for f in found[d]]
-    drawn: dict[int, tuple[str | None, str | None]] = {}
+    drawn: list[tuple[str | None, str | None]] = []  # per listed flip, with --strips: its strip's path, or why none
     if strips and listed:
         try:
-            renderer = RunRenderer(run_dir, fetch_urls=fetch_urls)
-            for i, s in enumerate(renderer.strips(listed, workers=min(os.cpu_count() or 1, MAX_WORKERS))):
-                drawn[i] = (None if s.path is None else str(run_dir / s.path), s.note)
+            drawn = [
+                (None if s.path is None else str(run_dir / s.path), s.note)
+                for s in RunRenderer(run_dir, fetch_urls=fetch_urls).strips(listed)
+            ]
         except StripError as exc:
             raise click.ClickException(str(exc)) from exc
-    paired = paired_count(rows, detector, condition)
     if as_json:
         for i, f in enumerate(listed):
             extra = {"strip": drawn[i][0], "note": drawn[i][1]} if strips else {}
             click.echo(json.dumps(f.as_json() | extra))
         return
-    i = 0
+    paired, shown = paired_count(rows, detector, condition), iter(drawn)
     for d in DIRECTIONS:
-        every = len(find_flips(rows, detector, condition)[d]) if limit else len(found[d])
-        arrow = d.replace("_to_", " -> ")
-        click.echo(
-            f"{arrow}: {every} of {paired} videos flipped" + (f"; the largest {len(found[d])}:" if found[d] else "")
-        )
+        largest = f"; the largest {len(found[d])}:" if found[d] else ""
+        click.echo(f"{d.replace('_to_', ' -> ')}: {len(every[d])} of {paired} videos flipped{largest}")
         for f in found[d]:
             click.echo(
                 f"  {f.video_id:<28} {f.label or 'no label':<10} {f.verdicts:<20} score {f.original_score:+.3f} -> "
                 f"{f.variant_score:+.3f} ({f.change:+.3f}; threshold {f.variant_threshold:+.3f})"
             )
             if strips:
-                path, note = drawn[i]
+                path, note = next(shown)
                 click.echo(f"    strip: {path}" if path else f"    no strip: {note}")
-            i += 1

@@ -4,18 +4,18 @@ way, and the largest flips with their frame strips (:mod:`gateway.evaluation.fli
 
 from __future__ import annotations
 
-import os
 import shutil
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gateway.core.messages import ScoreRow
 from gateway.evaluation.flips import DIRECTIONS, ORIGINAL, Flip, FlipsError, find_flips, paired_count
+from gateway.evaluation.paired import by_version
 from gateway.evaluation.strips import FOLDER, RunRenderer, Strip, StripError
 
 SHOWN = 2  # flips shown per (detector, condition, direction) in a report, each with its strip
-MAX_WORKERS = 4  # strips drawn at once: each rendering may hold an engine's encoders (limits.max_encoder_mb)
 ARROWS = {"real_to_generated": "real → generated", "generated_to_real": "generated → real"}
 
 
@@ -46,14 +46,6 @@ class FlipSection:
         }
 
 
-def _detectors(rows: Sequence[ScoreRow]) -> list[str]:
-    """Each detector by name, or by ``NAME@VERSION`` where the run holds several of its versions."""
-    versions: dict[str, set[str]] = {}
-    for r in rows:
-        versions.setdefault(r.detector, set()).add(r.detector_version)
-    return sorted(n if len(v) == 1 else f"{n}@{ver}" for n, v in versions.items() for ver in v)
-
-
 def flip_sections(
     rows: Sequence[ScoreRow],
     conditions: Sequence[str],
@@ -65,23 +57,26 @@ def flip_sections(
     """The sections, conditions in ``conditions``' order, and why no strip could be drawn (None where they could:
     a strip left out then says why on its own). ``shown`` 0: counts only, no strip rendered. Decisions at
     ``thresholds`` (per detector, as the report names them: the ones its metrics were decided at), else each row's
-    own. The strips are drawn on ``workers`` threads (None: one per CPU, at most ``MAX_WORKERS``); a source the
+    own. The strips are drawn on ``workers`` threads (None: :meth:`RunRenderer.strips`'s default); a source the
     replay fetched over the network is not fetched again (:class:`~gateway.evaluation.strips.RunRenderer`)."""
     sections: list[FlipSection] = []
-    for detector in _detectors(rows):
+    by_name: dict[str, list[ScoreRow]] = defaultdict(list)  # each detector's rows, read once
+    for r in rows:
+        by_name[r.detector].append(r)
+    for detector in sorted({r.detector for r in by_version(rows)}):  # NAME, or NAME@VERSION as the report names it
+        mine = by_name[detector.partition("@")[0]]
         for condition in (c for c in conditions if c != ORIGINAL):
             try:
-                every = find_flips(rows, detector, condition, threshold=(thresholds or {}).get(detector))
+                every = find_flips(mine, detector, condition, threshold=(thresholds or {}).get(detector))
             except FlipsError:
                 continue  # no scored row of this detector under this condition: nothing to count
-            section = FlipSection(detector, condition, paired_count(rows, detector, condition),
+            section = FlipSection(detector, condition, paired_count(mine, detector, condition),
                                   {d: len(every[d]) for d in DIRECTIONS})  # fmt: skip
             section.shown = {d: every[d][:shown] for d in DIRECTIONS}  # Flips for now, strips below
             sections.append(section)
     wanted: list[Flip] = [f for s in sections for d in DIRECTIONS for f in s.shown[d]]
     why = None
     try:
-        workers = workers or min(os.cpu_count() or 1, MAX_WORKERS)
         strips = iter(RunRenderer(run_dir).strips(wanted, workers)) if wanted else iter(())
     except StripError as exc:
         why = str(exc)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from collections import defaultdict
 from collections.abc import Iterable
@@ -29,6 +30,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw
 
+from gateway.core.sources import ContentMismatch, check_digest, is_web_url
 from gateway.evaluation.flips import Flip
 from transforms.limits import Limits
 
@@ -37,6 +39,7 @@ HEIGHT = 112  # pixels of each frame; the width keeps the source's aspect
 GAP = 4
 CAPTION = 16  # pixels above each row for its caption
 FOLDER = "flips"  # under the run folder
+MAX_WORKERS = 4  # videos rendered at once: each rendering may hold an engine's encoders (limits.max_encoder_mb)
 
 
 @dataclass(frozen=True)
@@ -70,7 +73,7 @@ class RunRenderer:
             raise StripError(f"{meta}: cannot render this run's variants again: {exc}") from None
         self.conditions = {c.name: c for c in conditions}
         self.engine = Engine(profile.with_determinism(self.cfg.deterministic), self.cfg.limits)
-        self.deterministic, self.fetch_urls = self.cfg.deterministic, fetch_urls
+        self.fetch_urls = fetch_urls
         self._uris: dict[str, str] | None = None
 
     def uris(self) -> dict[str, str]:
@@ -81,10 +84,11 @@ class RunRenderer:
             self._uris = {r.video_id: r.uri for r in read_manifest(self.cfg.manifest)}
         return self._uris
 
-    def strips(self, flips: Iterable[Flip], workers: int = 1) -> list[Strip]:
+    def strips(self, flips: Iterable[Flip], workers: int | None = None) -> list[Strip]:
         """A strip per flip, in the order given. Each video is read and rendered once, for all its conditions; on
-        ``workers`` threads where that is more than one and there is more than one video."""
+        ``workers`` threads (None: one per CPU, at most ``MAX_WORKERS``) where there is more than one video."""
         flips = list(flips)
+        workers = workers or min(os.cpu_count() or 1, MAX_WORKERS)
         by_video: dict[str, list[int]] = defaultdict(list)
         for i, f in enumerate(flips):
             by_video[f.video_id].append(i)
@@ -101,28 +105,33 @@ class RunRenderer:
         return [s for s in out if s is not None]
 
     def video_strips(self, flips: list[Flip]) -> list[Strip]:
-        """The strips of one video's flips: it is read and rendered once, for all their conditions. Whatever goes
-        wrong with one video is its strips' note, never an exception (a report is not failed by a strip)."""
+        """The strips of one video's flips: it is read, rendered and its own frames drawn once, for all of them.
+        Whatever goes wrong with one video is its strips' note, never an exception (a report is not failed by a
+        strip)."""
         from transforms.errors import VideoError
 
         source, variants, why = self._render(flips[0].video_id, {f.condition for f in flips})
+        original: tuple[tuple[int, int], np.ndarray] | None = None  # the source's size and frames, once drawn
         out = []
         for f in flips:
             note = why
             if note is None and not (f.input_sha256 and f.variant_sha256):
                 note = "its rows record no input or variant sha256 to check a rendering against"
-            elif note is None and hashlib.sha256(source).hexdigest() != f.input_sha256:
+            elif note is None and not _is_input(source, f.input_sha256):
                 note = f"the video read again is not the run's input (sha256 {f.input_sha256[:12]}...): it changed"
             elif note is None and f.condition not in variants:
                 note = f"{f.condition} is not a condition of this run's configuration"
             elif note is None and variants[f.condition][1] != f.variant_sha256:
                 note = (
                     f"rendered again, {f.condition} hashes to {variants[f.condition][1][:12]}, not the row's "
-                    f"{f.variant_sha256[:12]}" + ("" if self.deterministic else " (the run was not deterministic)")
+                    f"{f.variant_sha256[:12]}" + ("" if self.cfg.deterministic else " (the run was not deterministic)")
                 )
             if note is None:
                 try:
-                    out.append(Strip(f, self._draw(f, source, variants[f.condition][0])))
+                    if original is None:
+                        size = frame_size(source, self.cfg.limits)
+                        original = size, frames(source, size, self.cfg.limits)
+                    out.append(Strip(f, self._draw(f, *original, variants[f.condition][0])))
                     continue
                 except (VideoError, OSError, ValueError) as exc:
                     note = f"cannot draw its frames: {exc}"
@@ -139,7 +148,7 @@ class RunRenderer:
             return b"", {}, f"cannot read the run's manifest again: {exc}"
         if uri is None:
             return b"", {}, f"{video_id} is not in the run's manifest ({self.cfg.manifest})"
-        if uri.lower().startswith(("http://", "https://")) and not self.fetch_urls:
+        if is_web_url(uri) and not self.fetch_urls:
             return (
                 b"",
                 {},
@@ -156,10 +165,10 @@ class RunRenderer:
             return data, {}, f"cannot render {uri} again: {exc}"
         return data, {name: (v.data, v.meta.sha256) for name, v in result.variants.items()}, None
 
-    def _draw(self, flip: Flip, source: bytes, variant: bytes) -> Path:
-        limits = self.cfg.limits  # (the run's: a run with raised limits reads its longer videos again)
-        size = frame_size(source, limits)
-        rows = [frames(source, size, limits), frames(variant, size, limits)]
+    def _draw(self, flip: Flip, size: tuple[int, int], original: np.ndarray, variant: bytes) -> Path:
+        """The strip of ``flip``: the source's frames ``original`` (at ``size``) above the variant's, under the run's
+        limits (a run with raised limits reads its longer videos again)."""
+        rows = [original, frames(variant, size, self.cfg.limits)]
         captions = [
             f"original: score {flip.original_score:+.3f} -> {_verdict(flip.original_decision)} "
             f"(threshold {flip.original_threshold:+.3f})",
@@ -173,6 +182,15 @@ class RunRenderer:
         target.parent.mkdir(parents=True, exist_ok=True)
         image.save(target, optimize=True)
         return relative
+
+
+def _is_input(data: bytes, sha256: str) -> bool:
+    """Whether ``data`` are the bytes the run read (the digest rule of every read: :func:`check_digest`)."""
+    try:
+        check_digest(data, sha256)
+    except ContentMismatch:
+        return False
+    return True
 
 
 def _verdict(decision: bool) -> str:

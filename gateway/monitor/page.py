@@ -170,21 +170,20 @@ class Samples:
             self._sums[name, keys] = dict(sums)
         return self._sums[name, keys]
 
-    def one(self, name: str, **labels: str) -> float | None:
-        """The sample of ``name`` with ``labels``, given all of its labels (given fewer: their :meth:`total`)."""
-        return self.total(name, **labels)
-
-    def total(self, name: str, **labels: str) -> float | None:
-        """The sum of ``name``'s samples that match ``labels`` (None: none does)."""
+    def value(self, name: str, **labels: str) -> float | None:
+        """The sample of ``name`` with ``labels`` given all of its labels; given fewer, the sum of the samples that
+        match them (the labelled videos of both labels, say); None where none does."""
         return self._index(name, frozenset(labels)).get(frozenset(labels.items()))
 
     def estimate(self, family: mc.Family, **labels: str) -> Estimate | None:
-        value = self.one(family.name, **labels)
+        value = self.value(family.name, **labels)
         if value is None:
             return None
         if not family.interval:
             return Estimate(value)
-        return Estimate(value, self.one(f"{family.name}_lower", **labels), self.one(f"{family.name}_upper", **labels))
+        return Estimate(
+            value, self.value(f"{family.name}_lower", **labels), self.value(f"{family.name}_upper", **labels)
+        )
 
     def labels(self, name: str, keys: Iterable[str], **where: str) -> list[tuple[str, ...]]:
         """The distinct values of ``keys`` among ``name``'s samples that match ``where``."""
@@ -206,7 +205,7 @@ def build(registry: CollectorRegistry, query: Mapping[str, str], alerts: Alerts)
     s = Samples(registry)
     window = query.get("window") if query.get("window") in WINDOWS else WINDOWS[0]
     population = query.get("population") if query.get("population") in LABELLED else LABELLED[0]
-    computed = s.one(mc.MONITOR_COMPUTED_TIME.name)
+    computed = s.value(mc.MONITOR_COMPUTED_TIME.name)
     events = {got.get("outcome", ""): v for got, v in s.by_name.get(f"{mc.MONITOR_EVENTS.name}_total", ())}
     return Page(
         ready=computed is not None,
@@ -216,7 +215,7 @@ def build(registry: CollectorRegistry, query: Mapping[str, str], alerts: Alerts)
         panels=_panels(s, window, population),
         comparisons=_comparisons(s, window),
         alerts=alerts,
-        videos_held=s.one(mc.MONITOR_VIDEOS.name),
+        videos_held=s.value(mc.MONITOR_VIDEOS.name),
         events=events,
     )
 
@@ -232,7 +231,7 @@ def _panels(s: Samples, window: str, population: str) -> list[Panel]:
         conds = [c for f in rated for (c,) in s.labels(f.name, ("condition",), **labelled)]
         for cond in _conditions(conds):
             at = {**labelled, "condition": cond}
-            videos = s.total(mc.WINDOW_SAMPLES.name, **at)  # labelled videos, of either label
+            videos = s.value(mc.WINDOW_SAMPLES.name, **at)  # labelled videos, of either label
             panel.rows.append(
                 Row(
                     cond,
@@ -267,13 +266,13 @@ def _comparisons(s: Samples, window: str) -> list[Comparison]:
     out = []
     for champion, challenger, population in s.labels(mc.COMPARISON_MARGIN.name, mc.COMPARISON):
         pair = {"champion": champion, "challenger": challenger, "population": population}
-        margin = s.one(mc.COMPARISON_MARGIN.name, **pair)
-        least = s.one(mc.COMPARISON_MIN_SAMPLES.name, **pair)
+        margin = s.value(mc.COMPARISON_MARGIN.name, **pair)
+        least = s.value(mc.COMPARISON_MIN_SAMPLES.name, **pair)
         comparison = Comparison(champion, challenger, population, margin, None if least is None else int(least))
         conds = s.labels(mc.COMPARISON_VIDEOS.name, ("condition",), **pair, window=window)
         for cond in _conditions(c for (c,) in conds):
             at = {**pair, "window": window, "condition": cond}
-            videos, samples = s.one(mc.COMPARISON_VIDEOS.name, **at), s.one(mc.COMPARISON_SAMPLES.name, **at)
+            videos, samples = s.value(mc.COMPARISON_VIDEOS.name, **at), s.value(mc.COMPARISON_SAMPLES.name, **at)
             comparison.rows.append(
                 Difference(
                     cond,

@@ -5,7 +5,7 @@ record or a query. What the page shows: :mod:`gateway.monitor.page`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
 from urllib.parse import parse_qs
@@ -15,9 +15,9 @@ from prometheus_client import CollectorRegistry
 
 from gateway.monitor.alerts import AlertSource
 from gateway.monitor.page import Comparison, Estimate, Page, Row, build
+from gateway.stream.http import Pages, StartResponse
 
 MAX_QUERY = 200  # characters of a query string read
-StartResponse = Callable[..., object]
 
 
 # -- drawing: where an interval's marks go on a cell's small SVG --------------------------------------------------
@@ -89,7 +89,7 @@ HEADERS = [  # the page runs only its own script and style, talks only to its ow
 ]
 
 
-def page_app(registry: CollectorRegistry, alerts: AlertSource) -> Callable[[dict, StartResponse], Iterable[bytes]]:
+def page_app(registry: CollectorRegistry, alerts: AlertSource) -> Pages:
     """A WSGI app for ``/`` (the page), ``/live`` (its changing part) and ``/static/...``; None for any other
     path, so the caller answers it."""
 

@@ -43,14 +43,14 @@ def endpoints_app(
         path = environ.get("PATH_INFO", "")
         if path == "/metrics":
             return metrics(environ, start_response)
-        if path not in PROBES and pages is not None and (served := pages(environ, start_response)) is not None:
-            return served
         if path in PROBES:
             yes, no = PROBES[path]
             ok = healthy() if path == "/healthz" else ready()
             body, status = (yes, "200 OK") if ok else (no, "503 Service Unavailable")
             if not ok and path == "/readyz" and why is not None:
                 body += b": " + why().encode(errors="replace")[:MAX_REASON_BYTES]
+        elif pages is not None and (served := pages(environ, start_response)) is not None:
+            return served
         else:
             body, status = b"not found", "404 Not Found"
         start_response(status, [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
