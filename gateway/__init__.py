@@ -1,3 +1,4 @@
 """lastmile-gateway: the service, Kafka I/O, pipeline, metrics, CLI, replay and reports."""
 
-__version__ = "0.1.0"
+VERSION = "0.1.0"
+__version__ = VERSION

@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from detectors import intervals
+from detectors.stats import intervals
 from gateway.core.config import GatewayConfig, KafkaSettings
 from gateway.core.messages import LabelEvent, VideoEvent
 from gateway.monitor.config import MonitorConfig

@@ -9,8 +9,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from detectors import intervals, metrics
 from detectors.repository import SHIPPED_REPO, list_detectors
+from detectors.stats import intervals, metrics
 from gateway.batch.results import merge, write_part
 from gateway.cli.app import main as cli
 from gateway.core.messages import ScoreRow

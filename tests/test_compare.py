@@ -328,7 +328,7 @@ def test_recall_flip_and_disagreement_intervals_hold_the_score_intervals_and_nev
     video alike and ΔRealR -100 [-100, -100] where the challenger misses every real the champion keeps; each
     interval now holds the score interval of the videos (a failed video its detector's miss), and its point is the
     difference of the report's own FakeR/RealR."""
-    from detectors.intervals import paired_proportion_difference, wilson_interval
+    from detectors.stats.intervals import paired_proportion_difference, wilson_interval
 
     rows = _rows(12, collapse=None)
     alpha = {(r.video_id, r.condition): r.score for r in rows if r.detector == "alpha"}

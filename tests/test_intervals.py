@@ -8,8 +8,7 @@ import pytest
 from scipy.stats import binom, ks_2samp
 from sklearn.metrics import roc_auc_score
 
-from detectors import intervals
-from detectors.metrics import MetricError
+from detectors.stats import MetricError, intervals
 
 
 def test_wilson_matches_published_values_and_stays_in_range():

@@ -7,7 +7,8 @@ import pytest
 from scipy.stats import norm, spearmanr
 from sklearn.metrics import balanced_accuracy_score, f1_score, roc_auc_score, roc_curve
 
-from detectors import metrics
+from detectors import stats
+from detectors.stats import metrics
 from gateway.core.messages import ScoreRow
 from gateway.evaluation.paired import evaluate
 from tests.support.report import _failed
@@ -89,15 +90,15 @@ def test_calibrated_threshold_gives_the_target_real_recall():
 def test_degenerate_and_malformed_inputs():
     assert np.isnan(metrics.auc([1, 1, 1], [0.1, 0.2, 0.3]))  # one class: undefined, said so
     assert np.isnan(metrics.recall_at([1, 1], [True, False], positive=False))
-    with pytest.raises(metrics.MetricError, match="NaN"):
+    with pytest.raises(stats.MetricError, match="NaN"):
         metrics.auc([0, 1], [0.1, np.nan])
-    with pytest.raises(metrics.MetricError, match="shape"):
+    with pytest.raises(stats.MetricError, match="shape"):
         metrics.auc([0, 1, 1], [0.1, 0.2])
-    with pytest.raises(metrics.MetricError, match="0/1"):
+    with pytest.raises(stats.MetricError, match="0/1"):
         metrics.auc([0, 2], [0.1, 0.2])
-    with pytest.raises(metrics.MetricError, match="both classes"):
+    with pytest.raises(stats.MetricError, match="both classes"):
         metrics.tpr_at_fpr([1, 1], [0.1, 0.2], 0.05)
-    with pytest.raises(metrics.MetricError):
+    with pytest.raises(stats.MetricError):
         metrics.calibrate_threshold([], 0.95)
 
 
@@ -216,7 +217,7 @@ def test_recall_drifts_hold_newcombes_interval_and_never_collapse():
     0 [0, 0] where no video changed its decision. The interval holds Newcombe's on the videos decided under both
     (a failure a miss; a video with no row under one of them is no pair), and its point is the difference of the
     FakeRs shown."""
-    from detectors.intervals import paired_proportion_difference
+    from detectors.stats.intervals import paired_proportion_difference
 
     rows = _paired_population(np.random.default_rng(3), 30, {"s1": 0.8, "s2": 1.5}, 0.6)
     original = {r.video_id: r.score for r in rows if r.condition == "original"}
@@ -296,11 +297,11 @@ def test_auc_drift_is_on_the_videos_scored_under_both_conditions():
 
 
 def test_undefined_metrics_warn_as_scikit_learn_does():
-    with pytest.warns(metrics.UndefinedMetricWarning, match="AUC with only one class"):
+    with pytest.warns(stats.UndefinedMetricWarning, match="AUC with only one class"):
         assert np.isnan(metrics.auc([1, 1, 1], [0.1, 0.2, 0.3]))
-    with pytest.warns(metrics.UndefinedMetricWarning, match="RealR with no real video"):
+    with pytest.warns(stats.UndefinedMetricWarning, match="RealR with no real video"):
         assert np.isnan(metrics.recall_at([1, 1], [True, False], positive=False))
-    with pytest.warns(metrics.UndefinedMetricWarning, match="FakeR with no generated video"):
+    with pytest.warns(stats.UndefinedMetricWarning, match="FakeR with no generated video"):
         assert np.isnan(metrics.Confusion(tp=0, fn=0, tn=2, fp=1).fake_recall)
 
 

@@ -10,10 +10,10 @@ import pytest
 from scipy.stats import ks_2samp
 from sklearn.metrics import balanced_accuracy_score, recall_score, roc_auc_score
 
-from detectors.intervals import wilson_interval
+from detectors.stats.intervals import wilson_interval
 from gateway.monitor.config import WindowSettings
-from gateway.monitor.signals import compute
 from gateway.monitor.store import Store
+from tests.support.columns import compute
 from tests.support.monitor import NOW, Clock, event, stream
 
 

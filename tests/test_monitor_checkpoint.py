@@ -16,8 +16,8 @@ from gateway import bus
 from gateway.core.messages import LabelEvent
 from gateway.monitor import checkpoint
 from gateway.monitor.config import CheckpointSettings, MonitorConfig, WindowSettings
-from gateway.monitor.signals import compute
 from gateway.monitor.store import Store
+from tests.support.columns import compute
 from tests.support.monitor import FAST, NOW, Clock, MonitorProcess, computed_after, event, stream, topics, windowed
 from tests.support.streaming import metric, scrape, start_monitor, wait_for
 

@@ -9,7 +9,7 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from detectors import intervals
+from detectors.stats import intervals
 from gateway.core import catalogue as mc
 from gateway.monitor.config import ComparisonSettings, MonitorConfig, WindowSettings
 from gateway.monitor.exporter import MonitorMetrics

@@ -15,8 +15,8 @@ from detectors.serving.processes import free_port
 from gateway import bus
 from gateway.core.messages import LabelEvent
 from gateway.monitor.config import MonitorConfig, MonitorKafka, WindowSettings
-from gateway.monitor.signals import compute
 from gateway.monitor.store import Store
+from tests.support.columns import compute
 from tests.support.monitor import FAST, NOW, Clock, MonitorProcess, computed_after, event, topics, windowed  # noqa: F401
 from tests.support.streaming import metric, scrape, wait_for
 

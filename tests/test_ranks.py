@@ -5,9 +5,8 @@ import pytest
 from scipy.stats import ks_2samp
 from sklearn.metrics import roc_auc_score
 
-from detectors import intervals
-from detectors.metrics import MetricError
-from detectors.ranks import MIN_PACKED, Ranked, ascending_order, structural_components
+from detectors.stats import MetricError, intervals
+from detectors.stats.ranks import MIN_PACKED, Ranked, ascending_order, structural_components
 
 RNG = np.random.default_rng(20261201)
 

@@ -10,9 +10,10 @@ from html.parser import HTMLParser
 import numpy as np
 import pytest
 
-from detectors import intervals
+from detectors.stats import intervals
+from detectors.stats.bootstrap import percentile_interval
 from gateway.core.messages import ScoreRow
-from gateway.evaluation.bootstrap import anchor_resamples, percentile_interval
+from gateway.evaluation.bootstrap import anchor_resamples
 from gateway.evaluation.caveats import SMALL_SAMPLE_ANCHORS
 from gateway.evaluation.errors import EvaluationError
 from gateway.evaluation.reals import evaluate_reals, is_reals_only

@@ -19,12 +19,12 @@ import onnx
 
 from detectors.card import InputSpec, ModelCard, OutputSpec, Threshold
 from detectors.manifest import ManifestRow, read_manifest
-from detectors.metrics import auc, calibrate_threshold
 from detectors.proxy import corpus
 from detectors.reference.registry import REFERENCE_DETECTORS, ReferenceDetector
 from detectors.reference.training import BuildConfig, Reference
 from detectors.repository import install
 from detectors.serving.config import write_repository
+from detectors.stats.metrics import auc, calibrate_threshold
 from transforms.sampling import SamplingPolicy, sample_frames
 
 LICENSE = "Apache-2.0 (weights trained by lastmile-gateway on its proxy corpus)"

@@ -20,7 +20,7 @@ from tqdm import tqdm
 
 from detectors.manifest import ManifestRow, read_manifest
 from detectors.proxy.corpus import marked_description
-from gateway import __version__
+from gateway import VERSION
 from gateway.batch.results import done_videos, drop_infra_videos, merge, write_part
 from gateway.core.assembly import build_pipeline
 from gateway.core.config import OPERATIONAL_LIMITS, PipelineSettings, SourceSettings, checked_hosts
@@ -186,7 +186,7 @@ def prepare_run(
         "videos": len(rows),
         "manifest_sha256": hashlib.sha256(cfg.manifest.read_bytes()).hexdigest(),
         "cwd": str(Path.cwd()),  # what the config's relative paths are relative to (strips render videos again)
-        "gateway_version": __version__,
+        "gateway_version": VERSION,
         "route": route,
         "corpus": corpus_of(cfg.manifest, rows),
     }

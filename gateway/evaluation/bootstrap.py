@@ -1,5 +1,6 @@
-"""The anchor-clustered bootstrap of the paired evaluation (RA-Bench §B.2): resample real anchors, each bringing
-all its generated counterparts, stratified by source; 95 % percentile intervals."""
+"""The anchor-clustered bootstrap of the paired evaluation (RA-Bench §B.2) on a run's rows: resample real anchors,
+each bringing all its generated counterparts, stratified by the sources linked to them
+(:mod:`detectors.stats.bootstrap` draws)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from detectors.stats.bootstrap import strata_of, stratified_counts
 from gateway.core.messages import ScoreRow
 from gateway.evaluation.errors import EvaluationError
 
@@ -22,32 +24,15 @@ def check_replicates(replicates: int) -> None:
 def anchor_resamples(rows: list[ScoreRow], anchors: list[str], replicates: int, seed: int) -> np.ndarray:
     """``[B, n_anchors]`` bootstrap counts: anchors resampled with replacement, each bringing its real video and
     all its generated counterparts. Stratified by source: anchors are resampled within groups that share the
-    same set of linked sources, so every source keeps its number of anchors in every replicate. One draw
-    serves every detector and condition, so drift intervals are paired. Raises :class:`EvaluationError` for
-    fewer than :data:`MIN_REPLICATES` replicates.
+    same set of linked sources, so every source keeps its number of anchors in every replicate; an anchor alone in
+    its group joins the nearest group (:func:`detectors.stats.bootstrap.strata_of`: alone, it would never vary).
+    One draw serves every detector and condition, so drift intervals are paired. Raises :class:`EvaluationError`
+    for fewer than :data:`MIN_REPLICATES` replicates.
     """
     check_replicates(replicates)
     linked: dict[str, set[str]] = defaultdict(set)
     for r in rows:
         if r.label == "generated" and r.anchor_id and r.source:
             linked[r.anchor_id].add(r.source)
-    groups: dict[frozenset, list[int]] = defaultdict(list)
-    for i, a in enumerate(anchors):
-        groups[frozenset(linked[a])].append(i)
-    rng = np.random.default_rng(seed)
-    counts = np.zeros((replicates, len(anchors)))
-    for members in groups.values():
-        idx = np.asarray(members)
-        picks = idx[rng.integers(0, len(idx), (replicates, len(idx)))]
-        for b in range(replicates):
-            counts[b] += np.bincount(picks[b], minlength=len(anchors))
-    return counts
-
-
-def percentile_interval(samples: np.ndarray) -> tuple[float, float]:
-    """The 2.5 and 97.5 percentiles of the replicates that are defined (nan where none is)."""
-    s = samples[~np.isnan(samples)]
-    if len(s) == 0:
-        return (float("nan"), float("nan"))
-    lo, hi = np.percentile(s, [2.5, 97.5])
-    return (float(lo), float(hi))
+    strata = strata_of([frozenset(linked[a]) for a in anchors])
+    return stratified_counts(strata, len(anchors), replicates, seed)

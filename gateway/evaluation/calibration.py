@@ -2,10 +2,10 @@
 ``--calibrate`` shows for one report, written into the detector's card so that the tap, the monitor and the replay
 decide with it.
 
-For each detector, the threshold is :func:`detectors.metrics.calibrate_threshold` of its scores on the run's real
+For each detector, the threshold is :func:`detectors.stats.metrics.calibrate_threshold` of its scores on the run's real
 videos under ``original`` (the smallest threshold whose RealR there reaches the target; PROTOCOL.md fixes a
 threshold once, on ``original``, and holds it for every condition). The RealR it reaches on those videos is
-k/n >= target, given with its Wilson 95% interval (:func:`detectors.intervals.wilson_interval`): the range a
+k/n >= target, given with its Wilson 95% interval (:func:`detectors.stats.intervals.wilson_interval`): the range a
 replay of other real videos like them would be expected to fall in, not a promise about different traffic."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from detectors import intervals, metrics
+from detectors.stats import intervals, metrics
 from gateway.core.messages import ScoreRow
 from gateway.evaluation.errors import EvaluationError
 

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from detectors import metrics
+from detectors.stats import metrics
+from detectors.stats.bootstrap import percentile_interval
 from gateway.core.messages import ScoreRow
-from gateway.evaluation.bootstrap import percentile_interval
 from gateway.evaluation.thresholds import has_threshold
 
 DECIDED = ("fake_recall", "real_recall", "bacc")  # the bootstrapped metrics that need a decision threshold

@@ -18,16 +18,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from detectors.stats import estimates
+from detectors.stats.bootstrap import percentile_interval
 from gateway.core.messages import ScoreRow
 from gateway.evaluation import proportions
-from gateway.evaluation.bootstrap import anchor_resamples, percentile_interval
+from gateway.evaluation.bootstrap import anchor_resamples
 from gateway.evaluation.cells import Layout
 from gateway.evaluation.errors import EvaluationError
 from gateway.evaluation.paired import REPLICATES, SEED, ordered_conditions
 from gateway.evaluation.thresholds import decision_thresholds
 
 ROLES = ("champion", "challenger")
-Estimate = proportions.Estimate  # point estimate, 95% interval
+Estimate = estimates.Estimate  # point estimate, 95% interval
 
 
 @dataclass(frozen=True)
@@ -168,8 +170,8 @@ def _contrast(cond: str, computed: dict, aucs: _AUCs, conditions: list[str], dec
         (champ, b_champ), (chall, b_chall) = computed["champion", cond], computed["challenger", cond]
         point = getattr(chall, key) - getattr(champ, key)
         if not np.isfinite(point):  # (a contender that scored nothing decided nothing: no difference to bound)
-            return proportions.NO_PAIRS
-        return proportions.widened((float(point), percentile_interval(b_chall[key] - b_champ[key])), score)
+            return estimates.NO_PAIRS
+        return estimates.widened((float(point), percentile_interval(b_chall[key] - b_champ[key])), score)
 
     rob = aucs.robustness(cond) if "original" in conditions and cond != "original" else None
     fake, real = proportions.recall_differences(*(decided.get((role, cond), {}) for role in ("challenger", "champion")))
@@ -215,5 +217,5 @@ def _label_free(decided: proportions.Decisions, cond: str, layout: Layout) -> tu
     with np.errstate(invalid="ignore", divide="ignore"):
         flips = (float(np.mean(flipped[0]) - np.mean(flipped[1])) if both.any() else float("nan"),
                  percentile_interval((w @ delta) / (w @ both)))  # fmt: skip
-    disagreement, _ = proportions.clustered_share(differ, n, w)
-    return disagreement, proportions.widened(flips, proportions.paired_difference(*flipped)) if both.any() else None
+    disagreement, _ = estimates.clustered_share(differ, n, w)
+    return disagreement, estimates.widened(flips, estimates.paired_difference(*flipped)) if both.any() else None

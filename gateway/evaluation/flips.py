@@ -3,7 +3,8 @@ from their verdict on ``original``, ranked by how far the score moved.
 
 A flip is read from two rows of the same video and detector version, both scored: the decision on ``original`` and
 the decision under the condition, each ``score >= threshold`` (the rule every decision follows,
-:func:`detectors.metrics.decisions`) at its row's threshold, or at the one a report decided at (a recalibrated one).
+:func:`detectors.stats.metrics.decisions`) at its row's threshold, or at the one a report decided at (a
+recalibrated one).
 ``real_to_generated`` flips are videos called real as uploaded and generated once disseminated (on a real video: a
 new false positive, e.g. a news badge that looks generated); ``generated_to_real`` the reverse (on a generated
 video: one that slips through). Within a direction the flips are ranked by ``|score under the condition - score on

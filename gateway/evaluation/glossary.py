@@ -1,5 +1,5 @@
 """The report's glossary: one definition per metric the report shows, written from what the code computes
-(:mod:`detectors.metrics` for the formulas, :mod:`gateway.evaluation.paired` for how they are paired, averaged
+(:mod:`detectors.stats.metrics` for the formulas, :mod:`gateway.evaluation.paired` for how they are paired, averaged
 over sources and bootstrapped), so that a reader can check a number without reading the code."""
 
 from __future__ import annotations

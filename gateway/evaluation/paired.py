@@ -15,10 +15,11 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from detectors import metrics
+from detectors.stats import estimates, metrics
+from detectors.stats.bootstrap import percentile_interval
 from gateway.core.messages import ScoreRow
 from gateway.evaluation import proportions
-from gateway.evaluation.bootstrap import anchor_resamples, percentile_interval
+from gateway.evaluation.bootstrap import anchor_resamples
 from gateway.evaluation.cells import CellMetrics, Layout
 from gateway.evaluation.errors import EvaluationError
 from gateway.evaluation.thresholds import decision_thresholds, has_threshold
@@ -135,6 +136,6 @@ def _drift(layout: Layout, selections: dict, computed: dict, conditions: list[st
         for key, score in zip(("fake_recall", "real_recall"), scores, strict=True):
             drift = (getattr(c, key) - getattr(b, key), percentile_interval(boot[key] - boot0[key]))
             if cond != "original":  # (original's own: 0 [0, 0], or undefined)
-                drift = proportions.widened(drift, score)
+                drift = estimates.widened(drift, score)
             setattr(c, f"{key}_drift", drift[0])
             setattr(c, f"{key}_drift_ci", drift[1])

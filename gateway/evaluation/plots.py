@@ -11,7 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from detectors import metrics
+from detectors.stats import metrics
 from gateway.core.messages import ScoreRow
 from gateway.evaluation.paired import Evaluation, by_version
 from gateway.evaluation.reals import RealsEvaluation

@@ -8,27 +8,20 @@ share). Neither alone is enough here. The percentile bootstrap collapses to [0, 
 decision (and to [-100, -100] when a challenger missed every real video). Newcombe's interval counts each video as
 an independent pair, and an anchor's counterparts are not: when a condition moves some anchors' videos more than
 others', it covered a simulated truth 83 % of the time where the hull below covers it 96 %
-(tests/test_metrics.py). So each interval here is the hull of the two (:func:`widened`): never narrower than
-either, it keeps the clustering and never collapses. The point estimate is the protocol's (sources weighted
-equally, as the cells are); the score interval pools the videos decided on both sides, each counted once. A
-video-error row is a decision that misses its class (as in the denominators of FakeR and RealR); an
-infrastructure error is no decision.
+(tests/test_metrics.py). So each interval here is the hull of the two
+(:func:`detectors.stats.estimates.widened`): never narrower than either, it keeps the clustering and never
+collapses. The point estimate is the protocol's (sources weighted equally, as the cells are); the score interval
+pools the videos decided on both sides, each counted once. A video-error row is a decision that misses its class
+(as in the denominators of FakeR and RealR); an infrastructure error is no decision.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-import numpy as np
-
-from detectors import intervals
+from detectors.stats.estimates import Estimate, paired_difference
 from gateway.core.messages import ScoreRow
-from gateway.evaluation.bootstrap import percentile_interval
-
-Estimate = tuple[float, tuple[float, float]]  # point estimate, 95% interval
-NO_PAIRS: Estimate = (math.nan, (math.nan, math.nan))
 
 
 @dataclass(frozen=True)
@@ -74,46 +67,10 @@ def recall_differences(
     a: dict[str, Decision], b: dict[str, Decision], confidence: float = 0.95
 ) -> tuple[Estimate, Estimate]:
     """(FakeR(a) - FakeR(b), RealR(a) - RealR(b)) pooled over the videos both ``a`` and ``b`` decided, each with
-    Newcombe's paired interval; :data:`NO_PAIRS` for a class without a shared video."""
+    Newcombe's paired interval; :data:`~detectors.stats.estimates.NO_PAIRS` for a class without a shared video."""
     shared = sorted(a.keys() & b.keys())
     out = []
     for label in ("generated", "real"):
         videos = [v for v in shared if a[v].label == label]
         out.append(paired_difference([a[v].correct for v in videos], [b[v].correct for v in videos], confidence))
     return out[0], out[1]
-
-
-def paired_difference(x: list[bool], y: list[bool], confidence: float = 0.95) -> Estimate:
-    """mean(x) - mean(y) over pairs, with Newcombe's method 10 interval; :data:`NO_PAIRS` without a pair."""
-    if not x:
-        return NO_PAIRS
-    d, lo, hi = intervals.paired_proportion_difference(np.array(x, bool), np.array(y, bool), confidence)
-    return d, (lo, hi)
-
-
-def share(successes: int, n: int, confidence: float = 0.95) -> Estimate:
-    """successes / n with Wilson's interval; :data:`NO_PAIRS` for n = 0."""
-    if n == 0:
-        return NO_PAIRS
-    p, lo, hi = intervals.wilson_interval(successes, n, confidence)
-    return p, (lo, hi)
-
-
-def clustered_share(hits: np.ndarray, n: np.ndarray, weights: np.ndarray) -> tuple[Estimate, np.ndarray]:
-    """sum(hits) / sum(n) from per-anchor counts, its interval the hull of the anchor-clustered bootstrap's (over
-    ``weights``, ``[B, anchors]``) and Wilson's; and the bootstrap's replicates (nan where a replicate has no
-    video). :data:`NO_PAIRS` as the estimate where ``n`` has none."""
-    with np.errstate(invalid="ignore", divide="ignore"):
-        replicates = (weights @ hits) / (weights @ n)
-    total = int(n.sum())
-    if not total:
-        return NO_PAIRS, replicates
-    point = float(hits.sum() / n.sum())
-    return widened((point, percentile_interval(replicates)), share(int(hits.sum()), total)), replicates
-
-
-def widened(estimate: Estimate, score: Estimate) -> Estimate:
-    """``estimate``'s point with the hull of its interval and ``score``'s (an undefined end takes the other's)."""
-    point, (lo, hi) = estimate
-    _, (s_lo, s_hi) = score
-    return point, (float(np.fmin(lo, s_lo)), float(np.fmax(hi, s_hi)))

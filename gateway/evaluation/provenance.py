@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from detectors.proxy.corpus import USER_ANCHORS
-from gateway import __version__
+from gateway import VERSION
 from gateway.batch.results import RESULTS, ResultsError, read_results
 from gateway.core.messages import ScoreRow
 from gateway.evaluation.caveats import failure_banner, seeds
@@ -76,7 +76,7 @@ def provenance(rows: list[ScoreRow], info: dict) -> dict:
             {(f"{r.detector}@{r.detector_version}", r.model_sha256) for r in rows if r.model_sha256}
         ),
         "manifest_sha256": info.get("manifest_sha256") or "not recorded",
-        "gateway_version": {"replay": info.get("gateway_version") or "not recorded", "report": __version__},
+        "gateway_version": {"replay": info.get("gateway_version") or "not recorded", "report": VERSION},
         "route": info.get("route") or "not recorded",
     }
 

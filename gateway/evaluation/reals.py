@@ -4,7 +4,7 @@ how many more of your real uploads a detector flags once they are disseminated (
 drift, on the real class alone). AUC and FakeR need generated videos, so this evaluation has neither.
 
 RealR here pools the run's real videos (there is no generation source to weight). Its 95 % interval is the hull
-(:func:`gateway.evaluation.proportions.widened`) of the anchor-clustered percentile bootstrap (videos that share an
+(:func:`detectors.stats.estimates.widened`) of the anchor-clustered percentile bootstrap (videos that share an
 ``anchor_id`` are resampled together) and Wilson's score interval; the drift's, of the paired bootstrap (one draw
 serves both conditions) and Newcombe's paired score interval: the bootstrap alone collapses to [100, 100] when
 every video is kept real, which a handful of clips often are. A video error is a miss (a real video not kept
@@ -18,9 +18,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from detectors.stats import estimates
+from detectors.stats.bootstrap import percentile_interval
 from gateway.core.messages import ScoreRow
 from gateway.evaluation import proportions
-from gateway.evaluation.bootstrap import anchor_resamples, percentile_interval
+from gateway.evaluation.bootstrap import anchor_resamples
 from gateway.evaluation.errors import EvaluationError
 from gateway.evaluation.paired import REPLICATES, SEED, by_version, ordered_conditions
 from gateway.evaluation.thresholds import decision_thresholds, has_threshold
@@ -97,7 +99,7 @@ def evaluate_reals(
         for cond in conditions:
             here = decided.get((det, cond), {})
             kept, n = _per_anchor(here, index)
-            (point, ci), boots[det, cond] = proportions.clustered_share(kept, n, weights)
+            (point, ci), boots[det, cond] = estimates.clustered_share(kept, n, weights)
             if not has_threshold(thr[det]):  # (it scored nothing: no decision, no RealR; its failures are counted)
                 point, ci = float("nan"), (float("nan"), float("nan"))
             failures = sum(d.flagged is None for d in here.values())
@@ -131,7 +133,7 @@ def _drift(ev: RealsEvaluation, boots: dict, decided: proportions.Decisions) -> 
         _, score = proportions.recall_differences(
             decided.get((c.detector, c.condition), {}), decided.get((c.detector, "original"), {})
         )
-        drift = proportions.widened((c.real_recall - base.real_recall, boot), score)
+        drift = estimates.widened((c.real_recall - base.real_recall, boot), score)
         c.real_recall_drift, c.real_recall_drift_ci = drift
 
 
@@ -152,4 +154,4 @@ def _flips(ev: RealsEvaluation, decided: proportions.Decisions, index: dict[str,
                 continue
             kept[index[d.anchor]] += 1
             flipped[index[d.anchor]] += d.flagged
-        (c.flips_to_generated, c.flips_to_generated_ci), _ = proportions.clustered_share(flipped, kept, weights)
+        (c.flips_to_generated, c.flips_to_generated_ci), _ = estimates.clustered_share(flipped, kept, weights)

@@ -19,9 +19,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from detectors.stats import estimates
+from detectors.stats.bootstrap import percentile_interval
 from gateway.core.messages import ScoreRow
 from gateway.evaluation import proportions
-from gateway.evaluation.bootstrap import anchor_resamples, percentile_interval
+from gateway.evaluation.bootstrap import anchor_resamples
 from gateway.evaluation.compare import ROLES, Contender, Estimate
 from gateway.evaluation.compare_report import estimate_cell, thresholds_note
 from gateway.evaluation.paired import REPLICATES, SEED, ordered_conditions
@@ -104,15 +106,15 @@ def _contrast(
         if None not in (h.flagged, c.flagged):  # (decided by both: a failure is no decision to disagree with)
             both[i] += 1
             differ[i] += h.flagged != c.flagged
-    (recall_h, boot_h), (recall_c, boot_c) = (proportions.clustered_share(k, n, weights) for k in (kept_h, kept_c))
+    (recall_h, boot_h), (recall_c, boot_c) = (estimates.clustered_share(k, n, weights) for k in (kept_h, kept_c))
     if not all(decides):
         pairs = zip((recall_h, recall_c), decides, strict=True)
-        recall_h, recall_c = (r if ok else proportions.NO_PAIRS for r, ok in pairs)
-        return RealsContrast(cond, recall_h, recall_c, proportions.NO_PAIRS, proportions.NO_PAIRS, len(shared))
+        recall_h, recall_c = (r if ok else estimates.NO_PAIRS for r, ok in pairs)
+        return RealsContrast(cond, recall_h, recall_c, estimates.NO_PAIRS, estimates.NO_PAIRS, len(shared))
     bootstrap = (recall_c[0] - recall_h[0], percentile_interval(boot_c - boot_h))
     _, newcombe = proportions.recall_differences(chall, champ)  # (on the videos both decided, as above)
-    disagreement, _ = proportions.clustered_share(differ, both, weights)
-    difference = proportions.widened(bootstrap, newcombe) if shared else proportions.NO_PAIRS
+    disagreement, _ = estimates.clustered_share(differ, both, weights)
+    difference = estimates.widened(bootstrap, newcombe) if shared else estimates.NO_PAIRS
     return RealsContrast(cond, recall_h, recall_c, difference, disagreement, len(shared))
 
 

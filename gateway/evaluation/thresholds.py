@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from detectors import metrics
+from detectors.stats import metrics
 from gateway.core.messages import ScoreRow
 from gateway.evaluation.errors import EvaluationError
 
@@ -19,9 +19,9 @@ def decision_thresholds(
     rows: list[ScoreRow], detectors: list[str], override: dict[str, float] | None, target: float | None
 ) -> dict[str, float]:
     """Per detector, the threshold its scores are decided at: ``override``'s, else recalibrated to RealR
-    ``target`` on the run's ``original`` reals (:func:`detectors.metrics.calibrate_threshold`), else the one its rows
-    state (its model card's, fixed once, as the protocol asks); :data:`NO_THRESHOLD` for a detector with no score
-    at all (it decided nothing: its FakeR, RealR and their drifts are undefined, not 0). Raises
+    ``target`` on the run's ``original`` reals (:func:`detectors.stats.metrics.calibrate_threshold`), else the one
+    its rows state (its model card's, fixed once, as the protocol asks); :data:`NO_THRESHOLD` for a detector with no
+    score at all (it decided nothing: its FakeR, RealR and their drifts are undefined, not 0). Raises
     :class:`EvaluationError` where its scored rows state none, or several, or where it is to be recalibrated but
     has no scored real video on ``original``."""
     out = {}

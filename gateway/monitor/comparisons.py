@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from detectors import intervals
+from detectors.stats import intervals
 from gateway.core import catalogue as mc
 from gateway.monitor.config import ComparisonSettings, WindowSettings
-from gateway.monitor.signals import Column, FrameColumns, Sample, _bounded, _windows
+from gateway.monitor.signals import Column, FrameColumns, Sample, bounded_samples, windows_of
 from gateway.monitor.table import Frame
 
 
@@ -89,10 +89,10 @@ def _condition(
         return []
     out = []
     known = np.flatnonzero(got[0].label[pos[0]] >= 0)
-    for window, sel in _windows(np.arange(shared.size), settings.count):
+    for window, sel in windows_of(np.arange(shared.size), settings.count):
         labels = {**ident, "window": window}
         out += _label_free(got, [p[sel] for p in pos], labels)
-    for window, sel in _windows(known, settings.count):
+    for window, sel in windows_of(known, settings.count):
         out += _labelled(got, [p[sel] for p in pos], {**ident, "window": window}, settings.confidence)
     return out
 
@@ -113,14 +113,16 @@ def _labelled(got: list[Column], pos: list[np.ndarray], labels: dict, conf: floa
     dec = [g.decision[p] for g, p in zip(got, pos, strict=True)]
     out = [Sample(mc.COMPARISON_SAMPLES, labels, float(y.size))]
     if y.sum() >= 2 and (~y).sum() >= 2:
-        out += _bounded(mc.COMPARISON_AUC_DIFFERENCE, labels, intervals.auc_difference(y, score[0], score[1], conf))
+        out += bounded_samples(
+            mc.COMPARISON_AUC_DIFFERENCE, labels, intervals.auc_difference(y, score[0], score[1], conf)
+        )
         if len(score) == 4:
             rob = intervals.robustness_difference(y, (score[2], score[0]), (score[3], score[1]), conf)
-            out += _bounded(mc.COMPARISON_ROBUSTNESS_DIFFERENCE, labels, rob)
+            out += bounded_samples(mc.COMPARISON_ROBUSTNESS_DIFFERENCE, labels, rob)
     if y.any():
         fr = intervals.paired_proportion_difference(dec[1][y], dec[0][y], conf)
-        out += _bounded(mc.COMPARISON_FAKE_RECALL_DIFFERENCE, labels, fr)
+        out += bounded_samples(mc.COMPARISON_FAKE_RECALL_DIFFERENCE, labels, fr)
     if (~y).any():
         rr = intervals.paired_proportion_difference(~dec[1][~y], ~dec[0][~y], conf)
-        out += _bounded(mc.COMPARISON_REAL_RECALL_DIFFERENCE, labels, rr)
+        out += bounded_samples(mc.COMPARISON_REAL_RECALL_DIFFERENCE, labels, rr)
     return out

@@ -8,23 +8,23 @@ the series, labelled ones for the labelled metrics). Drift and the label-free si
 under a condition with its score under ``original`` by the same detector version; a series whose latest
 sample is older than ``stale_after_s`` is not exported at all. The families are the catalogue's
 (:mod:`gateway.core.catalogue`, exporter ``windows``); FakeR, RealR and BAcc come from
-:class:`detectors.metrics.Confusion`.
+:class:`detectors.stats.metrics.Confusion`.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from detectors import intervals, metrics
-from detectors.ranks import Components, Ranked, every, is_everything, structural_components
+from detectors.stats import intervals, metrics
+from detectors.stats.ranks import Components, Ranked, every, is_everything, structural_components
 from gateway.core import catalogue as mc
 from gateway.core.catalogue import Family
 from gateway.monitor.config import WindowSettings
-from gateway.monitor.store import Series, Video
+from gateway.monitor.store import Series
 from gateway.monitor.table import Frame
 
 FAMILIES = {f.name: f for f in mc.families(mc.Exporter.WINDOWS)}  # the families computed here, by name
@@ -158,27 +158,15 @@ class FrameColumns:
         return self._build(series).get(kind) if series in self.frame.rows else None
 
 
-def columns(videos: list[tuple[str, Video]]) -> dict[tuple[Series, str], Column]:
-    """Per (series, traffic|canary): its samples, in the snapshot's (event time) order (the from-scratch
-    reference for :class:`FrameColumns`)."""
-    raw: dict[tuple[Series, str], list[tuple]] = {}
-    for i, (_vid, v) in enumerate(videos):
-        kind = "canary" if v.canary else "traffic"
-        y = -1 if v.label is None else int(v.label == "generated")
-        for series, (score, decision) in v.scores.items():
-            raw.setdefault((series, kind), []).append((i, v.event_time, score, decision, y))
-    out = {}
-    for key, rows in raw.items():
-        vid, t, score, decision, label = zip(*rows, strict=True)
-        out[key] = Column(
-            np.array(vid), np.array(t), np.array(score, float), np.array(decision, bool), np.array(label, np.int8)
-        )
-    return out
+def compute(frame: Frame, settings: WindowSettings, now: float) -> list[Sample]:
+    """Every exported sample of the monitor's windowed families, from a store's frame."""
+    return samples(FrameColumns(frame), settings, now)
 
 
-def compute(source: list[tuple[str, Video]] | Frame, settings: WindowSettings, now: float) -> list[Sample]:
-    """Every exported sample of the monitor's windowed families, from a snapshot's videos or a store's frame."""
-    cols = columns(source) if isinstance(source, list) else FrameColumns(source)
+def samples(
+    cols: FrameColumns | Mapping[tuple[Series, str], Column], settings: WindowSettings, now: float
+) -> list[Sample]:
+    """Every exported sample of the windowed families, from each (series, traffic|canary) column."""
     fresh_after = now - settings.stale_after_s
     out: list[Sample] = []
     for (series, kind), col in cols.items():
@@ -187,20 +175,22 @@ def compute(source: list[tuple[str, Video]] | Frame, settings: WindowSettings, n
         ident = {"detector": det, "version": ver, "condition": cond}
         if col.t[-1] >= fresh_after:
             out.append(Sample(mc.LAST_SAMPLE_TIME, {**ident, "population": kind}, float(col.t.max())))
-            for window, sel in _windows(every(len(col.t)), settings.count):
+            for window, sel in windows_of(every(len(col.t)), settings.count):
                 out += _label_free(col, sel, base, {**ident, "window": window, "population": kind}, settings.confidence)
         known = np.flatnonzero(col.label >= 0)
         population = "canary" if kind == "canary" else "labelled"
         if known.size and col.t[known].max() >= fresh_after:
             if population != kind:  # a canary series has one timestamp
                 out.append(Sample(mc.LAST_SAMPLE_TIME, {**ident, "population": population}, float(col.t[known].max())))
-            for window, sel in _windows(known, settings.count):
+            for window, sel in windows_of(known, settings.count):
                 labels = {**ident, "window": window, "population": population}
                 out += _labelled(col, sel, base, labels, settings.confidence)
     return out
 
 
-def _windows(idx: np.ndarray, count: int) -> Iterator[tuple[str, np.ndarray]]:
+def windows_of(idx: np.ndarray, count: int) -> Iterator[tuple[str, np.ndarray]]:
+    """The windows of positions ``idx`` (in event time order): ``time`` (all of them, the store holding only the
+    time window's videos) and ``count`` (the last ``count``)."""
     yield "time", idx
     yield "count", idx[-count:]
 
@@ -224,13 +214,14 @@ def _at(values: np.ndarray, positions: np.ndarray) -> np.ndarray:
     return values if is_everything(positions, values.size) else values[positions]
 
 
-def _bounded(family: Family, labels: dict, interval: tuple[float, float, float]) -> list[Sample]:
+def bounded_samples(family: Family, labels: dict, interval: tuple[float, float, float]) -> list[Sample]:
+    """An (estimate, lower, upper) interval as three samples: the family's and its two bounds' families."""
     (est, lo, hi), (lower, upper) = interval, family.bounds()
     return [Sample(family, labels, est), Sample(lower, labels, lo), Sample(upper, labels, hi)]
 
 
 def _wilson(rate: float, successes: int, n: int, conf: float) -> tuple[float, float, float]:
-    """A :class:`~detectors.metrics.Confusion` rate with the Wilson interval of its counts."""
+    """A :class:`~detectors.stats.metrics.Confusion` rate with the Wilson interval of its counts."""
     _, lo, hi = intervals.wilson_interval(successes, n, conf)
     return rate, lo, hi
 
@@ -238,7 +229,7 @@ def _wilson(rate: float, successes: int, n: int, conf: float) -> tuple[float, fl
 def _label_free(col: Column, sel: np.ndarray, base: Column | None, labels: dict, conf: float) -> list[Sample]:
     out = [Sample(mc.WINDOW_VIDEOS, labels, float(sel.size))]
     called = int(np.count_nonzero(_at(col.decision, sel)))  # (a window is never empty) called generated, labelled
-    out += _bounded(mc.GENERATED_RATE, labels, _wilson(called / sel.size, called, int(sel.size), conf))  # or not
+    out += bounded_samples(mc.GENERATED_RATE, labels, _wilson(called / sel.size, called, int(sel.size), conf))  # or not
     if base is None:
         return out
     a, b = _paired(col, sel, base)
@@ -253,7 +244,7 @@ def _label_free(col: Column, sel: np.ndarray, base: Column | None, labels: dict,
     for direction, flipped, kept in (("real_to_generated", tf, ff), ("generated_to_real", ft, tt)):
         if flipped + kept:  # a proportion of the videos so decided on original, with its Wilson interval
             rate = _wilson(flipped / (flipped + kept), flipped, flipped + kept, conf)
-            out += _bounded(mc.FLIP_RATE, {**labels, "direction": direction}, rate)
+            out += bounded_samples(mc.FLIP_RATE, {**labels, "direction": direction}, rate)
     return out
 
 
@@ -266,13 +257,13 @@ def _labelled(col: Column, sel: np.ndarray, base: Column | None, labels: dict, c
         Sample(mc.WINDOW_SAMPLES, {**labels, "label": "real"}, float(n_real)),
     ]
     if n_gen:
-        out += _bounded(mc.FAKE_RECALL, labels, _wilson(c.fake_recall, c.tp, n_gen, conf))
+        out += bounded_samples(mc.FAKE_RECALL, labels, _wilson(c.fake_recall, c.tp, n_gen, conf))
     if n_real:
-        out += _bounded(mc.REAL_RECALL, labels, _wilson(c.real_recall, c.tn, n_real, conf))
+        out += bounded_samples(mc.REAL_RECALL, labels, _wilson(c.real_recall, c.tn, n_real, conf))
     if n_gen and n_real:
         out.append(Sample(mc.BALANCED_ACCURACY, labels, c.balanced_accuracy))
         if n_gen >= 2 and n_real >= 2:
-            out += _bounded(mc.AUC, labels, intervals.contrast_interval([col.components(sel)], (1,), conf))
+            out += bounded_samples(mc.AUC, labels, intervals.contrast_interval([col.components(sel)], (1,), conf))
         else:
             out.append(Sample(mc.AUC, labels, metrics.auc(y, col.score[sel])))
     if base is not None:
@@ -288,13 +279,13 @@ def _drift(col: Column, sel: np.ndarray, base: Column, labels: dict, conf: float
     n = np.bincount(4 * y.astype(np.int8) + 2 * _at(col.decision, a) + _at(base.decision, b), minlength=8).tolist()
     if sum(n[4:]) >= 2 and sum(n[:4]) >= 2:
         diff = intervals.contrast_interval([col.components(a), base.components(b)], (1, -1), conf)
-        out += _bounded(mc.AUC_DRIFT, labels, diff)
+        out += bounded_samples(mc.AUC_DRIFT, labels, diff)
     if sum(n[4:]):  # generated: called generated (True) under both, here only, on original only, neither
-        out += _bounded(
+        out += bounded_samples(
             mc.FAKE_RECALL_DRIFT, labels, intervals.paired_proportion_difference_of(n[7], n[6], n[5], n[4], conf)
         )
     if sum(n[:4]):  # real: called real (False) under both, here only, on original only, neither
-        out += _bounded(
+        out += bounded_samples(
             mc.REAL_RECALL_DRIFT, labels, intervals.paired_proportion_difference_of(n[0], n[1], n[2], n[3], conf)
         )
     return out

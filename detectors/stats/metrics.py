@@ -8,63 +8,14 @@ well-formed cases (one class present) return ``nan`` where the quantity is undef
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-
-class MetricError(ValueError):
-    """Inputs a metric cannot be computed on (shape mismatch, NaN scores, labels that are not binary)."""
-
-
-class UndefinedMetricWarning(UserWarning):
-    """A metric is undefined on these inputs (a class is absent): it is returned as nan, and said so (the
-    name and the behaviour follow scikit-learn's)."""
-
-
-def _undefined(what: str) -> float:
-    warnings.warn(f"{what} is undefined here; returning nan", UndefinedMetricWarning, stacklevel=3)
-    return float("nan")
-
-
-def _validate(
-    y_true: Sequence | np.ndarray, scores: Sequence | np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray | None]:
-    y = np.asarray(y_true)
-    if y.ndim != 1:
-        raise MetricError(f"y_true must be 1-D, got shape {y.shape}")
-    if y.dtype != bool:
-        if not np.isin(y, (0, 1)).all():
-            raise MetricError("y_true must hold only 0/1 or booleans")
-        y = y.astype(bool)
-    if scores is None:
-        return y, None
-    s = np.asarray(scores, dtype=np.float64)
-    if s.shape != y.shape:
-        raise MetricError(f"scores shape {s.shape} != y_true shape {y.shape}")
-    if np.isnan(s).any():
-        raise MetricError(f"{int(np.isnan(s).sum())} NaN score(s): drop failed rows explicitly or score them")
-    return y, s
-
-
-def average_ranks(values: np.ndarray) -> np.ndarray:
-    """1-based ranks, ties given the mean of the ranks they span (scipy's ``rankdata``, method "average", value for
-    value: every rank is a whole or half number). Here so that the monitor, which imports this module, need not
-    import ``scipy.stats`` (about 70 MB of its memory)."""
-    v = np.asarray(values, dtype=np.float64)
-    if np.isnan(v).any():  # as rankdata: a NaN makes every rank NaN
-        return np.full(v.size, np.nan)
-    order = np.argsort(v, kind="stable")
-    ascending = v[order]
-    first = np.ones(v.size, bool)
-    np.not_equal(ascending[1:], ascending[:-1], out=first[1:])
-    starts = np.flatnonzero(first)
-    ends = np.append(starts[1:], v.size)
-    out = np.empty(v.size, np.float64)
-    out[order] = ((starts + ends + 1) / 2)[np.cumsum(first) - 1]
-    return out
+from detectors.stats.errors import MetricError
+from detectors.stats.inputs import labels, labels_and_scores, undefined
+from detectors.stats.ties import average_ranks
 
 
 def auc(y_true: Sequence | np.ndarray, scores: Sequence | np.ndarray) -> float:
@@ -74,10 +25,10 @@ def auc(y_true: Sequence | np.ndarray, scores: Sequence | np.ndarray) -> float:
     (Mann & Whitney 1947; Hanley & McNeil 1982). Equals scikit-learn's ``roc_auc_score``. ``nan`` when only
     one class is present.
     """
-    y, s = _validate(y_true, scores)
+    y, s = labels_and_scores(y_true, scores)
     n_pos, n_neg = int(y.sum()), int((~y).sum())
     if n_pos == 0 or n_neg == 0:
-        return _undefined("AUC with only one class present")
+        return undefined("AUC with only one class present")
     ranks = average_ranks(s)  # ties get 1/2
     return float((ranks[y].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
@@ -90,7 +41,7 @@ def roc_points(
     A video is flagged generated when ``score >= threshold``. Same points as scikit-learn's ``roc_curve``
     with ``drop_intermediate=False``.
     """
-    y, s = _validate(y_true, scores)
+    y, s = labels_and_scores(y_true, scores)
     n_pos, n_neg = int(y.sum()), int((~y).sum())
     if n_pos == 0 or n_neg == 0:
         raise MetricError("the ROC needs both classes")
@@ -149,8 +100,8 @@ class Confusion:
 
     @classmethod
     def from_predictions(cls, y_true: Sequence | np.ndarray, y_pred: Sequence | np.ndarray) -> Confusion:
-        y, _ = _validate(y_true)
-        p, _ = _validate(y_pred)
+        y = labels(y_true)
+        p = labels(y_pred)
         if p.shape != y.shape:
             raise MetricError("y_pred and y_true differ in shape")
         return cls(tp=int((p & y).sum()), fn=int((~p & y).sum()), tn=int((~p & ~y).sum()), fp=int((p & ~y).sum()))
@@ -182,7 +133,7 @@ def _ratio(
     if np.ndim(den) == 0:
         if den:
             return float(num / den)
-        return _undefined(what) if what and np.isnan(empty) else empty
+        return undefined(what) if what and np.isnan(empty) else empty
     num, den = np.asarray(num, dtype=np.float64), np.asarray(den, dtype=np.float64)
     out = np.full(den.shape, empty)
     np.divide(num, den, out=out, where=den != 0)

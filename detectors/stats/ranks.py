@@ -9,12 +9,12 @@ sorted order is sorted).
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from detectors.metrics import MetricError
+from detectors.stats.errors import MetricError
+from detectors.stats.ties import runs
 
 SMALL_SUBSET = 16  # a subset under 1/16 of the values is sorted afresh
 MIN_PACKED = 4096  # below this, np.argsort is as quick
@@ -63,7 +63,7 @@ def is_everything(positions: np.ndarray, n: int) -> bool:
         return False
     if n == 0 or positions is _EVERY.get(n):
         return True
-    return bool(positions[0] == 0 and np.array_equal(positions, _arange(n)))
+    return bool(positions[0] == 0 and np.array_equal(positions, every(n)))
 
 
 _EVERY: dict[int, np.ndarray] = {}  # every()'s arrays, by length: the two lengths last asked
@@ -72,8 +72,7 @@ EVERY_KEPT = 2
 
 def every(n: int) -> np.ndarray:
     """The positions 0, 1, ..., n - 1, read-only, made once for the lengths last asked (a computation's series
-    mostly share one length, so each no longer makes its own: 8 MB a million). Its own cache: the subsets that
-    other callers rank come in many lengths."""
+    mostly share one length, so each no longer makes its own: 8 MB a million)."""
     out = _EVERY.pop(n, None)
     if out is None:
         out = np.arange(n)
@@ -81,13 +80,6 @@ def every(n: int) -> np.ndarray:
     _EVERY[n] = out  # the newest last
     while len(_EVERY) > EVERY_KEPT:
         del _EVERY[next(iter(_EVERY))]
-    return out
-
-
-@functools.lru_cache(maxsize=2)  # bounded: 8 MB a million
-def _arange(n: int) -> np.ndarray:
-    out = np.arange(n)
-    out.flags.writeable = False
     return out
 
 
@@ -107,7 +99,7 @@ def ascending_order(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     key = _ordered_bits(v)
     key >>= bits
     key <<= bits
-    key |= _arange(n)
+    key |= every(n)
     key.sort()
     order = key
     order &= np.int64((1 << bits) - 1)  # the sorted keys become the order (in place: one array of n)
@@ -134,16 +126,6 @@ def _order_collisions(high: np.ndarray, order: np.ndarray, ascending: np.ndarray
     for a, b in zip(lo.tolist(), hi.tolist(), strict=True):
         local = np.argsort(ascending[a:b], kind="stable")
         order[a:b], ascending[a:b] = order[a:b][local], ascending[a:b][local]
-
-
-def runs(ascending: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The runs of equal values of an ascending array: per position, its run's index; per run, where it ends
-    (one past its last position)."""
-    n = ascending.size
-    first = np.ones(n, bool)
-    np.not_equal(ascending[1:], ascending[:-1], out=first[1:])
-    run = np.cumsum(first) - 1
-    return run, np.append(np.flatnonzero(first)[1:], n)
 
 
 @dataclass(frozen=True)
@@ -191,7 +173,7 @@ def structural_components(y: np.ndarray, ranked: Ranked) -> Components:
 def _untied_components(ys: np.ndarray, order: np.ndarray, y: np.ndarray, m: int, n: int) -> Components:
     """:func:`structural_components` without ties: a positive outranks the negatives below it, a negative is
     outranked by the positives above it."""
-    outranked = np.where(ys, _arange(ys.size), m)  # (each array made once and changed in place: at a million
+    outranked = np.where(ys, every(ys.size), m)  # (each array made once and changed in place: at a million
     pos_below = np.cumsum(ys, dtype=np.int64)  # scores, each of them is 8 MB of a computation's peak)
     pos_below -= ys
     outranked -= pos_below

@@ -1,8 +1,8 @@
 """Confidence intervals for the live metrics, and a two-sample distance: pure functions, validated inputs.
 
-Same conventions as :mod:`detectors.metrics` (``y_true`` 1 = generated, scores higher = more generated).
+Same conventions as :mod:`detectors.stats.metrics` (``y_true`` 1 = generated, scores higher = more generated).
 Every interval is two-sided at ``confidence`` (default 95%) and returned as ``(estimate, lower, upper)``;
-a quantity undefined on the inputs (an empty class) raises :class:`~detectors.metrics.MetricError` here,
+a quantity undefined on the inputs (an empty class) raises :class:`~detectors.stats.MetricError` here,
 because the monitor asks only where it is defined.
 """
 
@@ -11,18 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.special import ndtri  # norm.ppf itself, without scipy.stats (70 MB of a monitor's memory)
 
-from detectors.metrics import MetricError, _validate
-from detectors.ranks import Components, Ranked, structural_components
+from detectors.stats.errors import MetricError
+from detectors.stats.inputs import labels, z_quantile
+from detectors.stats.ranks import Components, Ranked, structural_components
+from detectors.stats.ties import run_ends
 
 Interval = tuple[float, float, float]
-
-
-def _z(confidence: float) -> float:
-    if not 0 < confidence < 1:
-        raise MetricError(f"confidence must lie in (0, 1), got {confidence}")
-    return float(ndtri(0.5 + confidence / 2))
 
 
 def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> Interval:
@@ -34,7 +29,7 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> Interva
     """
     if n <= 0 or not 0 <= successes <= n:
         raise MetricError(f"need 0 <= successes <= n and n > 0, got {successes}/{n}")
-    z = _z(confidence)
+    z = z_quantile(confidence)
     p = successes / n
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
@@ -47,7 +42,7 @@ def delong_covariance(y_true: Sequence | np.ndarray, scores: np.ndarray) -> tupl
 
     DeLong, DeLong & Clarke-Pearson (1988): for m positives X and n negatives Y, the structural components are
     V10(X_i) = (1/n) Σ_j ψ(X_i, Y_j) and V01(Y_j) = (1/m) Σ_i ψ(X_i, Y_j), with ψ = 1 if X > Y, 1/2 on a tie,
-    else 0 (:func:`detectors.ranks.structural_components`, one sort per vector); then S = S10/m + S01/n, where
+    else 0 (:func:`detectors.stats.ranks.structural_components`, one sort per vector); then S = S10/m + S01/n, where
     S10 and S01 are the sample covariance matrices of the components over the k vectors. ``scores`` has shape
     (k, N) or (N,).
     """
@@ -57,7 +52,7 @@ def delong_covariance(y_true: Sequence | np.ndarray, scores: np.ndarray) -> tupl
 def _components(y_true: Sequence | np.ndarray, scores: np.ndarray) -> list[Components]:
     """Each row's structural components, after validating the labels and a (k, N) or (N,) score array."""
     s = np.atleast_2d(np.asarray(scores, dtype=np.float64))
-    y, _ = _validate(y_true, s[0])
+    y = labels(y_true)
     if s.shape[1] != y.shape[0] or np.isnan(s).any():
         raise MetricError(f"scores shape {s.shape} does not match y_true {y.shape}, or holds NaN")
     return [structural_components(y, Ranked.of(row)) for row in s]
@@ -87,7 +82,7 @@ def contrast_interval(
         raise MetricError(f"a contrast needs one weight per score vector, got {weights.shape} for {len(components)}")
     aucs, cov = delong_of(components)
     value = float(weights @ aucs)
-    half = _z(confidence) * np.sqrt(max(float(weights @ cov @ weights), 0.0))
+    half = z_quantile(confidence) * np.sqrt(max(float(weights @ cov @ weights), 0.0))
     low, high = float(np.clip(weights, None, 0).sum()), float(np.clip(weights, 0, None).sum())
     return value, float(max(low, value - half)), float(min(high, value + half))
 
@@ -172,7 +167,7 @@ KS_CHUNK = 1 << 16  # values of each sample merged at a time by :func:`ks_of_asc
 
 
 def ks_of_ascending(x: np.ndarray, y: np.ndarray, chunk: int = KS_CHUNK) -> float:
-    """:func:`ks_statistic` of two samples given ascending (e.g. :meth:`detectors.ranks.Ranked.ascending`).
+    """:func:`ks_statistic` of two samples given ascending (e.g. :meth:`detectors.stats.ranks.Ranked.ascending`).
     Along the merge of the two, c_x and c_y count the values of each sample so far; at the last value of each run
     of equal values (where both empirical CDFs have taken their step) F_x - F_y = (c_x·n_y - c_y·n_x) / (n_x·n_y).
     So, in whole numbers: D = max over those points of |c_x·n_y - c_y·n_x| / (n_x·n_y).
@@ -202,15 +197,12 @@ def _ks_gaps(x: np.ndarray, y: np.ndarray, x0: int, y0: int, nx: int, ny: int) -
     ``x0`` of x and ``y0`` of y."""
     merged = np.concatenate([x, y])
     order = np.argsort(merged, kind="stable")
-    merged = merged[order]
-    last = np.empty(merged.size, np.bool_)
-    np.not_equal(merged[1:], merged[:-1], out=last[:-1])
-    last[-1] = True
+    ends = run_ends(merged[order])
     c_y = np.cumsum(order >= x.size, dtype=np.int64)
-    if last.all():  # no ties: every position ends a run
+    if ends.size == c_y.size:  # no ties: every position ends a run
         c_x = np.arange(1, c_y.size + 1, dtype=np.int64)
     else:
-        c_y, c_x = c_y[last], np.flatnonzero(last) + 1
+        c_y, c_x = c_y[ends - 1], ends.astype(np.int64)
     c_x -= c_y
     c_x += x0
     c_y += y0
