@@ -49,11 +49,11 @@ def _unit_starts_no_process(request):
 def broker():
     """One local broker (Tansu) for every test that needs only topics and groups of its own (each names its own);
     a test that stops or kills a broker starts its own. Under xdist, one per worker."""
-    from gateway import bus
+    from gateway.toolkit import tansu
     from tests.support.streaming import require_broker
 
     require_broker()
-    with bus.start_broker() as b:
+    with tansu.start_broker() as b:
         yield b
 
 

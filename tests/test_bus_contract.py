@@ -18,6 +18,7 @@ import pytest
 
 from gateway import bus
 from gateway.core.kafka_settings import KafkaSettings
+from gateway.toolkit import tansu
 from tests.support.produce import NotUtf8, produce_raw
 from tests.support.streaming import FAST_GROUP, require_broker, stop_process, wait_for
 
@@ -362,7 +363,7 @@ def test_a_member_the_group_dropped_while_it_was_late_hears_its_partitions_lost_
 # -- a broker that stops -------------------------------------------------------------------------------------------
 def test_a_broker_frozen_then_continued_loses_and_repeats_nothing(engine):
     require_broker()
-    with bus.start_broker() as own:
+    with tansu.start_broker() as own:
         k = _settings(own, engine, "frozen", partitions=1, request_timeout_ms=5000, ack_timeout_s=20)
         _produce(k, per_partition=10, partitions=1, prefix="a")
         reader = bus.reader(k)
@@ -388,7 +389,7 @@ def test_a_broker_frozen_then_continued_loses_and_repeats_nothing(engine):
 def test_a_broker_killed_and_started_again_on_its_port_is_used_again(engine, tmp_path):
     """Tansu keeps its topics in memory: the restarted broker is empty, and the clients carry on with it."""
     require_broker()
-    first = bus.start_broker()
+    first = tansu.start_broker()
     port = first.port
     k = _settings(first, engine, "restarted", partitions=1, ack_timeout_s=3, request_timeout_ms=3000)
     producer = bus.producer(k)
@@ -398,7 +399,7 @@ def test_a_broker_killed_and_started_again_on_its_port_is_used_again(engine, tmp
         first.process.wait(10)
         with pytest.raises(bus.BusError):
             producer.send_and_wait(k.input_topic, b"while down", partition=0)
-        with bus.start_broker(port) as second:
+        with tansu.start_broker(port) as second:
             bus.ensure_topics(k, partitions=1)
             records = wait_for(lambda: _try_send(producer, k), 60, "a send to the restarted broker")
             got = _read_all(k, k.input_topic, records, timeout_s=30)

@@ -14,6 +14,7 @@ from gateway.bus.kafka_python import config
 from gateway.bus.kafka_python.fetch import NEXT_RECORDS, PARKED_RECORDS
 from gateway.bus.kafka_python.join import COORDINATOR, JOIN_TASK
 from gateway.core.kafka_settings import KafkaSettings
+from gateway.toolkit import tansu
 from tests.support.streaming import FAST_GROUP, require_broker, wait_for
 
 
@@ -21,7 +22,7 @@ from tests.support.streaming import FAST_GROUP, require_broker, wait_for
 def broker():
     """A broker of this module's own, so that its groups' joins are not held up by other modules' groups."""
     require_broker()
-    with bus.start_broker() as b:
+    with tansu.start_broker() as b:
         yield b
 
 

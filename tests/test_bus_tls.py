@@ -17,8 +17,9 @@ import time
 import pytest
 
 from gateway import bus
-from gateway.bus.broker import free_port
 from gateway.core.kafka_settings import KafkaSettings
+from gateway.toolkit import tansu
+from gateway.toolkit.tansu import free_port
 from tests.support.streaming import require_broker, stop_process
 from tests.support.tls import make_certs
 
@@ -86,7 +87,7 @@ def tls_broker(tmp_path):
     terminator = _Terminator(outer, inner, server)
     args = ["broker", "--listener-url", f"tcp://127.0.0.1:{inner}", "--advertised-listener-url",
             f"tcp://127.0.0.1:{outer}", "--storage-engine", "memory://tansu/"]  # fmt: skip
-    proc = subprocess.Popen([str(bus.tansu_binary()), *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    proc = subprocess.Popen([str(tansu.tansu_binary()), *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)  # fmt: skip
     k = KafkaSettings(
         bootstrap=f"127.0.0.1:{outer}", security_protocol="SSL", ssl_cafile=str(certs.ca),

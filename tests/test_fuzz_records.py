@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from gateway import bus
 from gateway.core.config import GatewayConfig
 from gateway.core.messages import VideoEvent
+from gateway.toolkit import tansu
 from tests.support.gateway import _config
 from tests.support.media import make_clip
 from tests.support.produce import NotUtf8, produce_raw
@@ -37,7 +38,7 @@ def tap(tmp_path_factory):
     root = tmp_path_factory.mktemp("fuzz")
     clip = root / "clip.mp4"
     clip.write_bytes(make_clip(root, "made.mp4"))
-    with bus.start_broker() as broker:
+    with tansu.start_broker() as broker:
         cfg = _config(broker, root, "fuzz", conditions="original", detectors="d3_px", workers=1)
         cfg = cfg.model_copy(
             update={"kafka": cfg.kafka.model_copy(update={"max_message_bytes": LIMIT, "stall_check_s": 0.5})}

@@ -16,6 +16,7 @@ import pytest
 from gateway import bus
 from gateway.core.config import GatewayConfig, KafkaSettings
 from gateway.core.messages import ScoreEvent, VideoEvent, inline_headers
+from gateway.stream.service import Gateway
 from tests.support.gateway import CONDITIONS, DETECTORS, _config
 from tests.support.streaming import (
     gateway_process,
@@ -221,7 +222,7 @@ def test_replay_via_kafka_equals_the_in_process_replay(broker, tmp_path):
         )
     cfg = ReplayConfig(manifest=manifest, conditions=CONDITIONS, detectors=DETECTORS, profile="throughput")
     inproc = replay(cfg, tmp_path / "inproc", workers=2, progress=False)
-    via = replay_via_kafka(cfg, tmp_path / "kafka", bootstrap=broker.bootstrap, workers=2, timeout_s=300)
+    via = replay_via_kafka(cfg, tmp_path / "kafka", bootstrap=broker.bootstrap, workers=2, timeout_s=300, tap=Gateway)
     a = pq.read_table(inproc).drop_columns(list(TIMING_FIELDS))
     b = pq.read_table(via).drop_columns(list(TIMING_FIELDS))
     assert a.num_rows == 13 * 2 * 2
@@ -258,7 +259,7 @@ def test_a_replay_via_kafka_that_times_out_says_where_the_gateway_and_collector_
     )
     cfg = ReplayConfig(manifest=manifest, conditions="original", detectors="d3_px", profile="throughput")
     with pytest.raises(ReplayTimeout) as caught:  # no gateway scores six videos in a tenth of a second
-        replay_via_kafka(cfg, tmp_path / "kafka", bootstrap=broker.bootstrap, workers=1, timeout_s=0.1)
+        replay_via_kafka(cfg, tmp_path / "kafka", bootstrap=broker.bootstrap, workers=1, timeout_s=0.1, tap=Gateway)
     text = str(caught.value)
     assert "score events missing after 0.1 s (collector on " in text and "events read)" in text
     assert "; the gateway then: " in text and "its thread running" in text
@@ -289,7 +290,7 @@ def test_a_replay_whose_gateway_ends_by_itself_raises_its_error_at_once(broker, 
     from detectors.proxy.corpus import CorpusConfig, synthesize
     from gateway.batch.kafka_replay import ReplayGateway, gateway_config
     from gateway.batch.replay import ReplayConfig
-    from gateway.stream.http import CannotListen
+    from gateway.toolkit.http import CannotListen
 
     manifest = synthesize(
         CorpusConfig(anchors=1, seed=5, width=160, height=128, min_seconds=2, max_seconds=2), tmp_path / "c"
@@ -299,7 +300,7 @@ def test_a_replay_whose_gateway_ends_by_itself_raises_its_error_at_once(broker, 
         gw_cfg = gateway_config(cfg, broker.bootstrap, "taken", 1).model_copy(
             update={"http_port": taken.getsockname()[1]}
         )
-        run = ReplayGateway(gw_cfg)
+        run = ReplayGateway(gw_cfg, Gateway)
         run.thread.join(60)
     assert not run.thread.is_alive()
     with pytest.raises(CannotListen, match="Address already in use"):
@@ -342,8 +343,8 @@ def test_a_gateway_whose_port_is_taken_starts_nothing_and_leaves_nothing_running
     import socket
     import threading
 
-    from gateway.stream.http import CannotListen
     from gateway.stream.service import Gateway
+    from gateway.toolkit.http import CannotListen
 
     k = KafkaSettings(bootstrap=broker.bootstrap, input_topic="taken.videos", output_topic="taken.scores")
     with socket.create_server(("127.0.0.1", 0)) as taken:

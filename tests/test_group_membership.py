@@ -155,6 +155,7 @@ def test_a_replay_whose_gateway_holds_no_partition_starts_it_again_in_a_fresh_gr
     from detectors.proxy.corpus import CorpusConfig, synthesize
     from gateway.batch.kafka_replay import gateway_config, replay_via_kafka
     from gateway.batch.replay import ReplayConfig
+    from gateway.stream.service import Gateway
 
     manifest = synthesize(
         CorpusConfig(anchors=1, seed=5, width=160, height=128, min_seconds=2, max_seconds=2), tmp_path / "c"
@@ -166,7 +167,7 @@ def test_a_replay_whose_gateway_holds_no_partition_starts_it_again_in_a_fresh_gr
     try:
         wait_for(lambda: squatter.assignment(), 60, "the squatter to hold the partition")
         stats: dict = {}
-        path = replay_via_kafka(cfg, tmp_path / "run", broker.bootstrap, 1, 300, stats, run_id="squatted")
+        path = replay_via_kafka(cfg, tmp_path / "run", broker.bootstrap, 1, 300, stats, run_id="squatted", tap=Gateway)
         assert squatter.assignment()  # it still holds the first group's partition, and read nothing
     finally:
         squatter.close()

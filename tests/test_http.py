@@ -14,8 +14,8 @@ from gateway.core.messages import ScoreRow
 from gateway.monitor.config import WindowSettings
 from gateway.monitor.exporter import MonitorMetrics
 from gateway.monitor.store import Store
-from gateway.stream.http import Endpoints
 from gateway.stream.live import LiveMetrics
+from gateway.toolkit.http import Endpoints
 
 
 @pytest.fixture

@@ -92,9 +92,9 @@ def _terminate_and_check(proc: subprocess.Popen, ports: list[int]) -> None:
 
 
 def test_kafka_up_stops_its_broker_on_sigterm():
-    from gateway import bus
+    from gateway.toolkit import tansu
 
-    require_part(bus.tansu_binary, "the Tansu broker")
+    require_part(tansu.tansu_binary, "the Tansu broker")
     port = free_port()
     with _stopped_in_the_end(_start(["kafka", "up", "--port", str(port), "--partitions", "1"], "bootstrap:")) as proc:
         _terminate_and_check(proc, [port])

@@ -15,7 +15,7 @@ from gateway.monitor.config import ComparisonSettings, WindowSettings
 from gateway.monitor.exporter import MonitorMetrics
 from gateway.monitor.page import DIGITS, build
 from gateway.monitor.page_app import page_app, render
-from gateway.stream.http import endpoints_app
+from gateway.toolkit.http import endpoints_app
 from tests.support.monitor import NOW, Clock, event, stream
 from tests.support.page import by_series, cell, of_class, read
 

@@ -19,12 +19,12 @@ import yaml
 from sklearn.metrics import recall_score, roc_auc_score
 
 from detectors.serving.processes import free_port
-from gateway import bus
 from gateway.core.config import GatewayConfig, KafkaSettings
 from gateway.core.messages import LabelEvent, VideoEvent
 from gateway.monitor.canary import CanaryFeed
 from gateway.monitor.config import ComparisonSettings, MonitorConfig, WindowSettings
 from gateway.monitor.signals import FAMILIES
+from gateway.toolkit import tansu
 from tests.support.monitor import (
     FAST_WINDOWS,
     _produce,
@@ -201,7 +201,7 @@ def test_compare_on_the_command_line_adds_a_live_comparison_after_the_configs(br
 # -- 3. a frozen broker ---------------------------------------------------------------------------------------
 def test_a_frozen_broker_makes_the_monitor_unready_and_nothing_looks_fresh():
     require_broker()
-    with bus.start_broker() as b:
+    with tansu.start_broker() as b:
         k = _topics(b, "frozen")
         synthetic(k, 20, time.time())
         mon, thread = start_monitor(MonitorConfig(kafka=k, http_port=0, windows=FAST_WINDOWS))

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from gateway.client.send import Sender, SendError, expand
 from gateway.core.config import GatewayConfig
 from gateway.core.messages import VideoEvent
 from gateway.core.sources import SourceError, fetch
-from gateway.stream.send import Sender, SendError, expand
 
 
 def _manifest(folder: Path, *uris: str) -> Path:

@@ -7,6 +7,7 @@ import pytest
 
 from gateway.core.config import GatewayConfig, ShadowSettings
 from gateway.stream.jobs import fanout, scorers, video_share
+from gateway.toolkit import tansu
 
 DETECTORS = ["npr", "npr_next", "d3"]
 
@@ -52,7 +53,7 @@ def test_the_gateway_scores_a_shadow_challenger_on_its_share_only(tmp_path):
     clip = tmp_path / "clip.mp4"
     clip.write_bytes(make_clip(tmp_path, "made.mp4"))
     ids = [f"shadow-{i}" for i in range(8)]
-    with bus.start_broker() as broker:
+    with tansu.start_broker() as broker:
         cfg = _config(broker, tmp_path, "shadow", conditions="original", detectors="d3_px,spectral", workers=1)
         cfg = cfg.model_copy(update={"shadow": ShadowSettings(detectors=["spectral"], share=0.5)})
         cfg = GatewayConfig.model_validate(cfg.model_dump())

@@ -157,8 +157,8 @@ def test_up_starts_a_killed_gateway_again_and_no_video_is_lost(tmp_path):
 
 @pytest.mark.parametrize("args", [["--inline"], []])
 def test_send_refuses_before_sending_anything(tmp_path, args):
+    from gateway.client.send import Sender, SendError, expand
     from gateway.core.config import GatewayConfig
-    from gateway.stream.send import Sender, SendError, expand
 
     (tmp_path / "a.mp4").write_bytes(b"\x00" * 5000)
     cfg = GatewayConfig(sources={"file_roots": [str(tmp_path / "elsewhere")]}, limits={"max_bytes": 4096})
@@ -168,15 +168,16 @@ def test_send_refuses_before_sending_anything(tmp_path, args):
 
 def test_send_inline_and_scores_show_verdicts_and_dead_letters(tmp_path):
     from gateway import bus
+    from gateway.client.follow import follow
+    from gateway.client.send import Sender, expand
     from gateway.core.config import GatewayConfig, KafkaSettings
     from gateway.core.messages import ScoreEvent, idempotency_key, parse_video_message
-    from gateway.stream.follow import follow
-    from gateway.stream.send import Sender, expand
+    from gateway.toolkit import tansu
     from tests.support.streaming import read_topics
 
     require_broker()
     (tmp_path / "v.mp4").write_bytes(b"\x00\x01" * 1000)
-    with bus.start_broker() as b:
+    with tansu.start_broker() as b:
         cfg = GatewayConfig(kafka=KafkaSettings(bootstrap=b.bootstrap))
         bus.ensure_topics(cfg.kafka, partitions=1)
         assert Sender(cfg, inline=True).send(expand([tmp_path / "v.mp4"], "generated"), progress=False) == 1
@@ -210,11 +211,12 @@ def test_scores_shows_every_dead_letter_also_those_without_a_key():
     is its own line, named by the video id its record carried as a header or by the input record it stands for
     (three keyless letters used to overwrite one another as one line with an empty id)."""
     from gateway import bus
+    from gateway.client.follow import follow, row_line
     from gateway.core.config import GatewayConfig, KafkaSettings
-    from gateway.stream.follow import follow, row_line
+    from gateway.toolkit import tansu
 
     require_broker()
-    with bus.start_broker() as b:
+    with tansu.start_broker() as b:
         cfg = GatewayConfig(kafka=KafkaSettings(bootstrap=b.bootstrap))
         bus.ensure_topics(cfg.kafka, partitions=1)
         producer = bus.producer(cfg.kafka)

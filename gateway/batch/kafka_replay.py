@@ -9,6 +9,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -18,14 +19,33 @@ from detectors.repository import get_detectors
 from gateway import bus
 from gateway.batch.replay import ReplayConfig, prepare_run
 from gateway.batch.results import merge, schema
+from gateway.client.send import SendError, manifest_item
 from gateway.core.config import GatewayConfig, KafkaSettings, PipelineSettings
 from gateway.core.messages import ScoreEvent, ScoreRow, VideoEvent, idempotency_key
-from gateway.stream.send import SendError, manifest_item
+from gateway.toolkit import tansu
 
 COLLECT_POLL_MS = 500
 MAX_GROUPS = 3  # a gateway that holds no partition is started again in a fresh group, at most this many in all
 
 log = logging.getLogger("lastmile.replay")
+
+
+class Tap(Protocol):
+    """What the replay needs of a gateway: run until its stop event is set, say whether it is ready and why not, the
+    partitions its consumer holds, and its progress (:attr:`progress.unassigned`: holding none while videos wait)."""
+
+    stop_event: threading.Event
+    progress: Any
+    consumer: bus.Consumer
+
+    def run(self) -> None: ...
+
+    def is_ready(self) -> bool: ...
+
+    def not_ready_reason(self) -> str: ...
+
+
+TapFactory = Callable[[GatewayConfig], Tap]
 
 
 class ReplayTimeout(RuntimeError):
@@ -75,20 +95,24 @@ def replay_via_kafka(
     stats: dict | None = None,
     sequential: bool = False,
     run_id: str | None = None,
+    *,
+    tap: TapFactory,
 ) -> Path:
-    """Produce every manifest row to a fresh input topic, run a gateway (in this process) on it, and write the
-    collected score events as ``run_dir/results.parquet``. Starts a local broker unless ``bootstrap`` is given.
-    The topics and groups are named for ``run_id`` (a fresh one by default)."""
+    """Produce every manifest row to a fresh input topic, run a gateway (``tap``, in this process) on it, and write
+    the collected score events as ``run_dir/results.parquet``. Starts a local broker unless ``bootstrap`` is given.
+    The topics and groups are named for ``run_id`` (a fresh one by default). The tap is given by the caller (the
+    command line gives :class:`gateway.stream.service.Gateway`): the replay and the tap are siblings, neither
+    imports the other."""
     rows = read_manifest(cfg.manifest)
     via = f"the Kafka cluster at {bootstrap}" if bootstrap else "a local Tansu broker"
     prepare_run(cfg, run_dir, resume=False, rows=rows, route=f"through Kafka ({via}) and a gateway in this process")
     if bootstrap:
         bus.ping(KafkaSettings(bootstrap=bootstrap))  # no broker there: one line naming it, before any work
-    broker = None if bootstrap else bus.start_broker(die_with_parent=True)  # (a killed replay leaves no broker)
+    broker = None if bootstrap else tansu.start_broker(die_with_parent=True)  # (a killed replay leaves no broker)
     gw_cfg = gateway_config(cfg, bootstrap or broker.bootstrap, run_id or uuid.uuid4().hex[:10], workers)
     try:
         bus.ensure_topics(gw_cfg.kafka, partitions=max(2, workers))
-        run = ReplayGateway(gw_cfg)
+        run = ReplayGateway(gw_cfg, tap)
         try:
             events, sent, received = _produce_and_collect(gw_cfg.kafka, cfg, rows, timeout_s, sequential, run)
         except ReplayStuck:
@@ -119,17 +143,15 @@ class ReplayGateway:
     topic from its start: the collector keeps one event per key (:func:`keep`).
     A gateway whose run ends by itself (an error) ends the replay with that error, not with the timeout."""
 
-    def __init__(self, cfg: GatewayConfig) -> None:
-        self.cfg, self.groups = cfg, 0
+    def __init__(self, cfg: GatewayConfig, tap: TapFactory) -> None:
+        self.cfg, self.tap, self.groups = cfg, tap, 0
         self.restarts: list[str] = []  # why each fresh group was needed
         self._start()
 
     def _start(self) -> None:
-        from gateway.stream.service import Gateway
-
         k = self.cfg.kafka
         group = k.group_id if self.groups == 0 else f"{k.group_id}-{self.groups}"
-        self.gateway = Gateway(self.cfg.model_copy(update={"kafka": k.model_copy(update={"group_id": group})}))
+        self.gateway = self.tap(self.cfg.model_copy(update={"kafka": k.model_copy(update={"group_id": group})}))
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, daemon=True, name="lastmile-replay-gateway")
         self.thread.start()

@@ -5,7 +5,6 @@ raises the project's errors (:class:`BusError` and its subclasses), never a clie
 (confluent-kafka) by default, kafka-python when ``kafka.client`` says so (:mod:`gateway.bus.engines`)."""
 
 from gateway.bus.admin import NoBroker, committed_offsets, ensure_topics, ping
-from gateway.bus.broker import BrokerError, LocalBroker, start_broker, tansu_binary, which_tansu
 from gateway.bus.consumer import Consumer
 from gateway.bus.engines import consumer, producer, reader
 from gateway.bus.errors import (
@@ -40,7 +39,6 @@ __all__ = [
     "NO_TIMESTAMP",
     "AccessDenied",
     "Backlog",
-    "BrokerError",
     "BrokerUnavailable",
     "BusError",
     "ClientConfigError",
@@ -52,7 +50,6 @@ __all__ = [
     "FetchedRow",
     "Header",
     "IdleWatch",
-    "LocalBroker",
     "NoAnswer",
     "NoBroker",
     "OversizeRecord",
@@ -73,7 +70,4 @@ __all__ = [
     "producer",
     "reader",
     "row",
-    "start_broker",
-    "tansu_binary",
-    "which_tansu",
 ]

@@ -9,9 +9,10 @@ import click
 from pydantic import ValidationError
 
 from detectors.errors import TritonNotInstalled
-from gateway.bus import BrokerError, BusError, ClientConfigError
+from gateway.bus import BusError, ClientConfigError
 from gateway.ops.stack import StackError
-from gateway.stream.http import CannotListen
+from gateway.toolkit.http import CannotListen
+from gateway.toolkit.tansu import BrokerError
 from transforms.config_errors import ConfigError, describe, one_line
 
 

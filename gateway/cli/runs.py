@@ -107,6 +107,7 @@ def replay(
     from gateway.batch.manifest_files import check_files
     from gateway.batch.replay import ReplayConfig, check_out, reals_only_notice
     from gateway.batch.replay import replay as run_replay
+    from gateway.stream.service import Gateway
 
     cfg = ReplayConfig(
         manifest=manifest,
@@ -131,7 +132,9 @@ def replay(
             check_files(manifest, rows, [Path(r) for r in roots])  # line each, exit 2, before any work)
         notify("replay", (reals_only_notice(manifest, rows), unread_keys_notice(manifest, rows)))
         if via == "kafka":
-            path = replay_via_kafka(cfg, out, bootstrap=bootstrap, workers=workers or 2, timeout_s=kafka_timeout_s)
+            path = replay_via_kafka(
+                cfg, out, bootstrap=bootstrap, workers=workers or 2, timeout_s=kafka_timeout_s, tap=Gateway
+            )
         else:
             path = run_replay(cfg, out, resume=resume, workers=workers)
     except ConfigError:

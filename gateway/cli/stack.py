@@ -23,6 +23,7 @@ from gateway.cli.options import (
 from gateway.cli.signals import serve, serve_until_signalled, shielded, stop_on_signal
 from gateway.monitor.config import MonitorKafka
 from gateway.ops.stack import Stack, StackOptions
+from gateway.toolkit import tansu
 
 STATUS_EVERY_S = 1.0  # how often `lastmile up` looks at its parts' states
 RESTARTS, RESTART_WINDOW_S = 5, 60.0  # a part killed more often than this is not started again: the stack stops
@@ -129,7 +130,7 @@ def kafka_group() -> None:
 def kafka_up(port, config_path, partitions) -> None:
     """Start the broker on 127.0.0.1:PORT, create the gateway's topics, print the bootstrap address; Ctrl-C stops it."""
     cfg = gateway_config(config_path)
-    broker = bus.start_broker(port, die_with_parent=True)  # (it ends with this command, even one killed outright)
+    broker = tansu.start_broker(port, die_with_parent=True)  # (it ends with this command, even one killed outright)
     settings = with_bootstrap(cfg.kafka, broker.bootstrap)
     topics = bus.ensure_topics(settings, partitions, extra=(MonitorKafka().labels_topic,))
     click.echo(f"bootstrap: {broker.bootstrap}\ntopics: {', '.join(topics)}", err=False)

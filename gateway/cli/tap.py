@@ -14,9 +14,9 @@ from gateway.cli.errors import notify
 from gateway.cli.logs import configure_logging
 from gateway.cli.options import BOOTSTRAP, UP_CONFIG_HELP, UP_DIR, config_option, gateway_config, stack_config
 from gateway.cli.signals import stop_on_signal
+from gateway.client.follow import follow, one_way, row_line
+from gateway.client.send import Advice, FileDigests, Sender, SendError, expand
 from gateway.monitor.canary import CanaryError, CanaryFeed, parse_rate
-from gateway.stream.follow import follow, one_way, row_line
-from gateway.stream.send import Advice, FileDigests, Sender, SendError, expand
 
 CLEAR_SCREEN = "\x1b[H\x1b[2J"  # cursor home, clear: the live table is redrawn in place
 

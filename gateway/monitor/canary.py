@@ -20,9 +20,9 @@ from pathlib import Path
 
 from detectors.manifest import ManifestRow, read_manifest
 from gateway import bus
+from gateway.client.send import FileDigests, SendError, check_manifest_digest, manifest_item
 from gateway.core.kafka_settings import KafkaSettings
 from gateway.core.messages import VideoEvent, inline_headers
-from gateway.stream.send import FileDigests, SendError, check_manifest_digest, manifest_item
 
 log = logging.getLogger("lastmile.canary")
 

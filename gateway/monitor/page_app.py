@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry
 
 from gateway.monitor.alerts import AlertSource
 from gateway.monitor.page import Comparison, Estimate, Page, Row, build
-from gateway.stream.http import Pages, StartResponse
+from gateway.toolkit.http import Pages, StartResponse
 
 MAX_QUERY = 200  # characters of a query string read
 

@@ -30,8 +30,8 @@ from gateway.monitor.decode import by_model, fast_fields, score_fields
 from gateway.monitor.exporter import MonitorMetrics
 from gateway.monitor.page_app import page_app
 from gateway.monitor.store import Store
-from gateway.stream.health import Health
-from gateway.stream.http import Endpoints
+from gateway.toolkit.health import Health
+from gateway.toolkit.http import Endpoints
 
 log = logging.getLogger("lastmile.monitor")
 POLL_MS = 200

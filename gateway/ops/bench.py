@@ -79,6 +79,7 @@ def bench_gateway(workdir: Path, anchors: int = 10, workers: int = 2, profile: s
     from detectors.proxy.corpus import CorpusConfig, synthesize
     from gateway.batch.kafka_replay import replay_via_kafka
     from gateway.batch.replay import ReplayConfig, replay
+    from gateway.stream.service import Gateway
 
     manifest = synthesize(CorpusConfig(anchors=anchors, seed=777), workdir / "corpus")
     cfg = ReplayConfig(manifest=manifest, profile=profile)
@@ -90,7 +91,7 @@ def bench_gateway(workdir: Path, anchors: int = 10, workers: int = 2, profile: s
     inproc_rate = steady_rate(done, n, inproc_wall)
     stats: dict = {}
     t0 = time.perf_counter()
-    replay_via_kafka(cfg, workdir / "kafka", workers=workers, stats=stats)
+    replay_via_kafka(cfg, workdir / "kafka", workers=workers, stats=stats, tap=Gateway)
     kafka_wall = time.perf_counter() - t0
     received = list(stats["received"].values())
     kafka_rate = steady_rate(received, n, kafka_wall)
@@ -150,6 +151,7 @@ def _unloaded_latency(workdir: Path, cfg: Any, workers: int, videos: int = 6) ->
     from detectors.manifest import read_manifest
     from gateway.batch.kafka_replay import replay_via_kafka
     from gateway.core.sources import local_path
+    from gateway.stream.service import Gateway
 
     rows = read_manifest(cfg.manifest)[: videos + 1]
     small = workdir / "unloaded.jsonl"
@@ -158,7 +160,12 @@ def _unloaded_latency(workdir: Path, cfg: Any, workers: int, videos: int = 6) ->
     small.write_text("".join(r.model_dump_json() + "\n" for r in absolute))
     stats: dict = {}
     replay_via_kafka(
-        cfg.model_copy(update={"manifest": small}), workdir / "unloaded", workers=workers, stats=stats, sequential=True
+        cfg.model_copy(update={"manifest": small}),
+        workdir / "unloaded",
+        workers=workers,
+        stats=stats,
+        sequential=True,
+        tap=Gateway,
     )
     first = rows[0].video_id  # the warm-up video pays for starting the workers
     return [stats["received"][v] - stats["sent"][v] for v in stats["sent"] if v != first]

@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from gateway.ops.measure import isolated, measure
+from gateway.toolkit import tansu
 
 ENGINES = ("librdkafka", "kafka-python")
 READ_BATCH = 10_000  # records a poll may hand out, as the monitor asks
@@ -95,7 +96,7 @@ def bench_bus(records: int = 200_000, partitions: int = 4) -> dict[str, Any]:
     """Both engines' writes and reads of ``records`` records; the read rate ratio, librdkafka over kafka-python."""
     from gateway import bus
 
-    with bus.start_broker() as broker:
+    with tansu.start_broker() as broker:
         topics = {engine: f"bench.bus.{engine}" for engine in ENGINES}
         for topic in topics.values():
             bus.ensure_topics(_settings(broker.bootstrap, "librdkafka", topic), partitions=partitions)

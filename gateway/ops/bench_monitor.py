@@ -27,6 +27,7 @@ import numpy as np
 from detectors.reference.registry import REFERENCE_DETECTORS
 from gateway.ops.bench_monitor_jobs import first_monitor, restarted_monitor, wait
 from gateway.ops.measure import isolated
+from gateway.toolkit import tansu
 from transforms.spec import LASTMILE
 
 DETECTORS = tuple(d.name for d in REFERENCE_DETECTORS)  # the shipped reference detectors
@@ -90,7 +91,7 @@ def bench_monitor(videos: int = 100_000, partitions: int = PARTITIONS) -> dict[s
     from gateway.monitor.config import CheckpointSettings, MonitorConfig, MonitorKafka, WindowSettings
 
     os.environ.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    with bus.start_broker() as broker, tempfile.TemporaryDirectory(prefix="lastmile-bench-monitor-") as tmp:
+    with tansu.start_broker() as broker, tempfile.TemporaryDirectory(prefix="lastmile-bench-monitor-") as tmp:
         kafka = MonitorKafka(bootstrap=broker.bootstrap, input_topic="bench.videos", output_topic="bench.scores",
                              labels_topic=None)  # fmt: skip
         bus.ensure_topics(kafka, partitions=partitions)

@@ -27,6 +27,7 @@ from gateway.core.kafka_settings import KafkaSettings
 from gateway.core.settings_file import commented_yaml
 from gateway.monitor.config import POPULATIONS, MonitorConfig, MonitorKafka
 from gateway.ops.rules import RULES
+from gateway.toolkit import tansu
 from transforms.config_errors import ConfigError
 
 if TYPE_CHECKING:
@@ -87,14 +88,14 @@ class Stack:
             raise StackError(
                 "--prometheus needs the prometheus server binary on PATH (Debian: apt-get install prometheus)"
             )
-        bus.tansu_binary()  # first: without the `local` extra (or a port taken), say so and leave no folder behind
+        tansu.tansu_binary()  # first: without the `local` extra (or a port taken), say so and leave no folder behind
         self._check_contenders()
         ports = {k: _port(getattr(o, f"{k}_port")) for k in ("kafka", "gateway", "monitor")}
         if prometheus:  # known before the monitor's config is written: its page lists this server's alerts
             ports["prometheus"] = _port(o.prometheus_port)
         self.folder.mkdir(parents=True, exist_ok=True)
         try:
-            broker = bus.start_broker(ports["kafka"], log=self.folder / "broker.log", die_with_parent=True)
+            broker = tansu.start_broker(ports["kafka"], log=self.folder / "broker.log", die_with_parent=True)
             self.processes["broker"] = broker.process
             self.addresses["bootstrap"] = broker.bootstrap
             gateway, monitor = self._configs(broker.bootstrap, ports)

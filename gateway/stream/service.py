@@ -12,7 +12,7 @@ Failures, by whose they are, as :mod:`gateway.core.supervisor` decides them (the
 bad video is error rows and a dead letter; a video whose own worker died, overran or raised unexpectedly is run
 again up to ``limits.max_attempts``, then dead-lettered (``WorkerCrashed``, ``VideoTimeout``, ``JobError``); an
 unavailable scorer or broker is never a verdict: the gateway stops admitting, reports not ready, backs off and
-retries until it answers (:mod:`gateway.stream.health`).
+retries until it answers (:mod:`gateway.toolkit.health`).
 """
 
 from __future__ import annotations
@@ -31,13 +31,13 @@ from gateway.core.messages import ScoreRow
 from gateway.core.supervisor import Fate, RetryLater, Scored, Supervisor
 from gateway.core.worker import ENTRY, Entry, FetchRules
 from gateway.stream import records
-from gateway.stream.health import Health
-from gateway.stream.http import Endpoints
 from gateway.stream.jobs import Job, Refused, Waiting, admit, check_shadow
 from gateway.stream.live import LiveMetrics
 from gateway.stream.offsets import OffsetTracker, rebalance_listener
 from gateway.stream.progress import Progress
 from gateway.stream.publisher import Publisher, Source
+from gateway.toolkit.health import Health
+from gateway.toolkit.http import Endpoints
 from transforms.errors import LimitExceeded
 
 log = logging.getLogger("lastmile.gateway")

@@ -18,6 +18,7 @@ import yaml
 
 from gateway import bus
 from gateway.core.config import GatewayConfig
+from gateway.toolkit import tansu
 from tests.support.tools import IN_CI
 
 FAST_GROUP = {
@@ -30,8 +31,8 @@ FAST_GROUP = {
 
 def require_broker() -> None:
     try:
-        bus.tansu_binary()
-    except bus.BrokerError as exc:
+        tansu.tansu_binary()
+    except tansu.BrokerError as exc:
         if IN_CI:
             pytest.fail(f"the Tansu broker is required in CI: {exc}")
         pytest.skip(str(exc))
