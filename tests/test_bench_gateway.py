@@ -6,7 +6,7 @@ from __future__ import annotations
 import pyarrow.parquet as pq
 import pytest
 
-from gateway.ops.bench import bench_gateway, like_ratio, rate_basis, steady_rate
+from gateway.ops.bench.gateway import bench_gateway, like_ratio, rate_basis, steady_rate
 from tests.support.streaming import require_broker
 
 

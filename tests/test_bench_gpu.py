@@ -20,9 +20,17 @@ from detectors.runtimes.base import score_in_batches
 from detectors.runtimes.embedded import EmbeddedRuntime
 from detectors.runtimes.providers import ORT_NAMES, ProviderSettings
 from gateway.cli import bench as bench_cli
-from gateway.ops import bench_gpu, bench_gpu_table
-from gateway.ops.bench_gpu_detectors import MIN_CALLS, PIXEL_LEVELS, WIDE_BATCH, bound_infer, detectors
-from gateway.ops.bench_gpu_parity import PARITY_BATCHES, REAL_CLIPS, parity_job
+from gateway.ops.bench import gpu as bench_gpu
+from gateway.ops.bench.gpu_detectors import (
+    MIN_CALLS,
+    PARITY_BATCHES,
+    PIXEL_LEVELS,
+    REAL_CLIPS,
+    WIDE_BATCH,
+    bound_infer,
+    detectors,
+    parity_job,
+)
 from transforms.spec import LASTMILE
 
 DETECTOR = "d3_px"  # the fastest shipped graph
@@ -122,22 +130,22 @@ def test_the_table_divides_each_gpu_rate_by_the_cpu_rate_at_the_same_batch_and_r
             }
         },
     }
-    entry = bench_gpu_table.summary(report)["a"]
+    entry = bench_gpu.summary(report)["a"]
     assert entry["speedup"]["cuda"] == {"request": 10.0, "max": 20.0, "wide": 50.0}  # plain rows, not bound ones
     assert entry["parity"]["cuda"] == {"use_tf32=0": 2e-6, "use_tf32=1": 3e-3}
     assert entry["real_clips"]["cuda"] == 4e-7
     assert entry["wholly_on_gpu"]["cuda"] is True
-    lines = bench_gpu_table.markdown(report).splitlines()
+    lines = bench_gpu.markdown(report).splitlines()
     assert lines[0].startswith("| detector | provider | CPU b6/b16/b64 (videos/s) | GPU b6/b16/b64 | GPU/CPU at b64")
     cells = "| a | CUDA | 100 / 90 / 80 | 1,000 / 1,800 / 4,000 | 50.00x | 2.0e-06 | 3.0e-03 | 4.0e-07 | yes |"
     assert lines[2] == cells
     assert lines[3] == "| b | CPU only | 10 / 10 / 10 | - | - | - | - | - | - |"
     report["parity"]["cuda"]["a"]["use_tf32=0"]["nodes_by_provider"]["CPUExecutionProvider"] = 1
-    assert bench_gpu_table.summary(report)["a"]["wholly_on_gpu"]["cuda"] is False
+    assert bench_gpu.summary(report)["a"]["wholly_on_gpu"]["cuda"] is False
     # a failed parity run is shown as failed, not as a placement; a detector with GPU rows only is still listed
     report["parity"]["cuda"]["a"] = {"use_tf32=0": {"failed": "ProviderUnavailable(...)"}}
     report["results"]["cuda"]["c"] = _rows({6: 7.0})
-    lines = bench_gpu_table.markdown(report).splitlines()
+    lines = bench_gpu.markdown(report).splitlines()
     assert lines[2].endswith("| 50.00x | failed | - | - | - |")
     assert lines[4] == "| c | CUDA | - / - / - | 7 / - / - | - | - | - | - | - |"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 
 def test_the_monitor_benchmark_fills_its_windows_from_a_broker_scrapes_and_restarts():
-    from gateway.ops.bench_monitor import bench_monitor
+    from gateway.ops.bench.monitor import bench_monitor
     from tests.support.streaming import require_broker
 
     require_broker()

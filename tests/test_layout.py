@@ -4,23 +4,29 @@ checked by import-linter in tests/run.sh, from the contracts in pyproject.toml.)
 from __future__ import annotations
 
 import tomllib
+import warnings
 from pathlib import Path
 
 from setuptools import find_packages
 
 ROOT = Path(__file__).resolve().parent.parent
 ROOMS = ("transforms", "detectors", "gateway")
-MAX_LINES = 300
+WARN_LINES = 300  # a module past this is worth a look: does it hold more than one concern?
+MAX_LINES = 500  # past this, it does: split it by concern (never by count alone)
 
 
-def test_no_module_over_300_lines():
-    too_long = {
-        str(f.relative_to(ROOT)): n
-        for room in ROOMS
-        for f in (ROOT / room).rglob("*.py")
-        if (n := len(f.read_text().splitlines())) > MAX_LINES
+def _lengths() -> dict[str, int]:
+    return {
+        str(f.relative_to(ROOT)): len(f.read_text().splitlines()) for room in ROOMS for f in (ROOT / room).rglob("*.py")
     }
-    assert too_long == {}
+
+
+def test_no_module_over_500_lines_and_a_warning_past_300():
+    lengths = _lengths()
+    long = {name: n for name, n in lengths.items() if n > WARN_LINES}
+    if long:
+        warnings.warn(f"modules over {WARN_LINES} lines (a look: one concern each?): {long}", stacklevel=1)
+    assert {name: n for name, n in lengths.items() if n > MAX_LINES} == {}
 
 
 def test_the_wheel_lists_every_package():
@@ -37,7 +43,7 @@ def test_the_cli_and_the_monitor_start_without_the_media_stack():
     import sys
 
     heavy = ("av", "PIL", "ffmpeg", "imageio_ffmpeg", "transforms.spec", "onnxruntime", "torch", "matplotlib")
-    imports = "gateway.cli, gateway.monitor.service, gateway.ops.measure, gateway.ops.bench_monitor_jobs"
+    imports = "gateway.cli, gateway.monitor.service, gateway.ops.bench.measure, gateway.ops.bench.monitor_jobs"
     code = f"import sys, {imports}; print([m for m in {heavy!r} if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

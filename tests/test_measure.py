@@ -7,13 +7,13 @@ import sys
 
 import pytest
 
-from gateway.ops.measure import isolated
+from gateway.ops.bench.measure import isolated
 from tests import pool_jobs
 
 HOLD_1GB_THEN_MEASURE = """
 from tests.conftest import *  # noqa: F403 - the same import path as the test
 from tests.pool_jobs import _touch, alloc_report
-from gateway.ops.measure import isolated
+from gateway.ops.bench.measure import isolated
 ballast = _touch(1024)
 print(isolated(alloc_report, 200)["peak_rss_mb"])
 """

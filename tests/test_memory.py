@@ -96,8 +96,8 @@ def test_a_sweep_over_the_storage_encode_splits_at_the_root_and_decodes_the_inpu
 
 
 def test_the_benchmark_judges_real_time_and_duration_per_row():
-    """The transforms bench's targets (gateway.ops.bench_transforms): each row must meet them, not a mean."""
-    from gateway.ops.bench_transforms import _duration_targets, _realtime_targets
+    """The transforms bench's targets (gateway.ops.bench.transforms): each row must meet them, not a mean."""
+    from gateway.ops.bench.transforms import _duration_targets, _realtime_targets
 
     rows = [
         {"input": "generated_720p30_10s", "profile": "throughput", "realtime_factor": 0.9},

@@ -269,7 +269,7 @@ def test_grown_arrays_keep_their_rows_and_fill_the_new_ones():
 
     table = Videos()
     for i in range(3000):  # past START twice: two growths
-        table.add(f"v{i}", float(i), float(i) + 0.5, i % 3 == 0, i % 2)
+        table.append_video(f"v{i}", float(i), float(i) + 0.5, i % 3 == 0, i % 2)
     c = table.cols
     n = table.n
     assert len(c["alive"]) > n  # room left: the new rows hold each column's fill

@@ -10,7 +10,7 @@ import click
 
 from gateway.cli.options import JSON_OUT, REPO, profile_option
 
-PARTS = ("transforms", "detectors")  # gateway.ops.bench_gpu.PARTS, kept here so --help imports no benchmark
+PARTS = ("transforms", "detectors")  # gateway.ops.bench.gpu.PARTS, kept here so --help imports no benchmark
 
 
 def _transform_inputs(quick: bool) -> dict[str, Path]:
@@ -50,7 +50,8 @@ def bench() -> None:
 @click.option("--long", "with_long", is_flag=True, help="also 60 s inputs (1080p30, 1080p60; a rendered 10 s x6)")
 def bench_transforms_cmd(json_out, profiles, quick, with_long) -> None:
     """Our six-condition fan-out against its floor and one ffmpeg CLI run per condition; `full` alone both ways."""
-    from gateway.ops import bench_transforms, footage
+    from gateway.ops import footage
+    from gateway.ops.bench import transforms as bench_transforms
 
     inputs = _transform_inputs(quick)
     long = None
@@ -83,7 +84,7 @@ def bench_gpu_cmd(out_dir, quick, parts) -> None:
     """NVENC tails against libx264 tails on one machine, and the detectors on each execution provider present
     (request shape, largest batch and 64, with and without I/O binding, parity with the CPU); each part the
     machine lacks is skipped with its reason (run by scripts/gpu-check.sh)."""
-    from gateway.ops import bench_gpu
+    from gateway.ops.bench import gpu as bench_gpu
 
     parts = parts or PARTS
     inputs = _transform_inputs(quick) if "transforms" in parts else {}  # the clips only where they are used
@@ -97,9 +98,9 @@ def bench_gpu_cmd(out_dir, quick, parts) -> None:
 @click.option("--threads", default=1, show_default=True, type=int, help="onnxruntime intra-op threads")
 def bench_detectors_cmd(json_out, repo, seconds, threads) -> None:
     """Frames/s and videos/s per detector on the embedded runtime, batch 1 and 16, with peak RSS."""
-    from gateway.ops import bench as bench_ops
+    from gateway.ops.bench.detectors import bench_detectors
 
-    _emit_json(bench_ops.bench_detectors(repo, seconds=seconds, threads=threads), json_out)
+    _emit_json(bench_detectors(repo, seconds=seconds, threads=threads), json_out)
 
 
 @bench.command("gateway")
@@ -109,10 +110,10 @@ def bench_detectors_cmd(json_out, repo, seconds, threads) -> None:
 @profile_option("throughput")
 def bench_gateway_cmd(json_out, anchors, workers, profile) -> None:
     """Through Kafka (local broker + gateway) vs the in-process replay on the same corpus."""
-    from gateway.ops import bench as bench_ops
+    from gateway.ops.bench.gateway import bench_gateway
 
     with tempfile.TemporaryDirectory(prefix="lastmile-bench-") as tmp:
-        report = bench_ops.bench_gateway(Path(tmp), anchors=anchors, workers=workers, profile=profile)
+        report = bench_gateway(Path(tmp), anchors=anchors, workers=workers, profile=profile)
     _emit_json(report, json_out)
 
 
@@ -121,7 +122,7 @@ def bench_gateway_cmd(json_out, anchors, workers, profile) -> None:
 @click.option("--videos", default=100_000, show_default=True, type=int, help="videos held (x24 score events)")
 def bench_monitor_cmd(json_out, videos) -> None:
     """The monitor end to end from a local broker: ingest events/s, computation, scrape, peak RSS, restart."""
-    from gateway.ops.bench_monitor import bench_monitor
+    from gateway.ops.bench.monitor import bench_monitor
 
     _emit_json(bench_monitor(videos=videos), json_out)
 
@@ -132,7 +133,7 @@ def bench_monitor_cmd(json_out, videos) -> None:
 @click.option("--partitions", default=4, show_default=True, type=int, help="partitions of the topic written and read")
 def bench_bus_cmd(json_out, records, partitions) -> None:
     """The bus's engines side by side on a local broker: records per CPU-second and wall seconds, write and read."""
-    from gateway.ops.bench_bus import bench_bus
+    from gateway.ops.bench.bus import bench_bus
 
     _emit_json(bench_bus(records=records, partitions=partitions), json_out)
 
@@ -146,6 +147,6 @@ def bench_bus_cmd(json_out, records, partitions) -> None:
 )
 def bench_triton_cmd(json_out, detector, seconds, batch) -> None:
     """Throughput and p50/p99 latency through the local Triton vs the embedded runtime, concurrency 1..8."""
-    from gateway.ops import bench as bench_ops
+    from gateway.ops.bench.triton import bench_triton
 
-    _emit_json(bench_ops.bench_triton(detector, seconds=seconds, batch=batch), json_out)
+    _emit_json(bench_triton(detector, seconds=seconds, batch=batch), json_out)

@@ -29,7 +29,7 @@ class Table:
     videos: dict[str, dict[str, dict[str, ScoreEvent]]] = field(default_factory=dict)
     dead: dict[str, tuple[str, str]] = field(default_factory=dict)  # source record -> (video, reason)
 
-    def add(self, event: ScoreEvent) -> None:
+    def note_event(self, event: ScoreEvent) -> None:
         self.videos.setdefault(event.video_id, {}).setdefault(event.condition, {})[event.detector] = event
 
     def render(self, last: int = 20) -> str:
@@ -157,5 +157,5 @@ def _record(
     if event.idempotency_key in seen:
         return None
     seen.add(event.idempotency_key)
-    table.add(event)
+    table.note_event(event)
     return json.loads(event.model_dump_json())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 import matplotlib
 
@@ -14,7 +15,6 @@ import numpy as np
 from detectors.stats import metrics
 from gateway.core.messages import ScoreRow
 from gateway.evaluation.paired import Evaluation, by_version
-from gateway.evaluation.reals import RealsEvaluation
 
 RECALLS = {"fake_recall": "FakeR (fixed threshold)", "real_recall": "RealR (fixed threshold)"}  # panel titles
 PERCENT = 100.0  # every AUC and recall is drawn in %, as the tables give them
@@ -108,7 +108,17 @@ def auc_figure(ev: Evaluation) -> plt.Figure:
     return fig
 
 
-def recall_figure(ev: Evaluation | RealsEvaluation, panels: tuple[str, ...] = tuple(RECALLS)) -> plt.Figure:
+class Recalls(Protocol):
+    """What :func:`recall_figure` draws from: the full evaluation's or the reals-only one's detectors, conditions
+    and cells (each with ``fake_recall`` and ``real_recall`` and their ``_ci``, as the panels ask)."""
+
+    detectors: list[str]
+    conditions: list[str]
+
+    def cell(self, detector: str, condition: str) -> Any: ...
+
+
+def recall_figure(ev: Recalls, panels: tuple[str, ...] = tuple(RECALLS)) -> plt.Figure:
     """FakeR and RealR (``panels``: those of :data:`RECALLS` to draw) per condition as points with their 95%
     intervals: one marker per detector, dodged sideways so they do not overlap; conditions are categories, so no
     line joins them."""

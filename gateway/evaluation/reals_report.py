@@ -14,14 +14,19 @@ from gateway.core.messages import ScoreRow
 from gateway.core.wording import counted
 from gateway.evaluation import jsonout
 from gateway.evaluation.caveats import SMALL_SAMPLE_ANCHORS, UNFIT_REAL_RECALL
-from gateway.evaluation.compare_report import clear_comparisons
+from gateway.evaluation.compare import clear_comparisons
 from gateway.evaluation.findings import real_recall_drops
 from gateway.evaluation.flips_report import ARROWS, FlipSection
 from gateway.evaluation.glossary import Term
 from gateway.evaluation.plots import Figure, recall_figure, write
 from gateway.evaluation.provenance import corpus_notice, report_json, run_context
-from gateway.evaluation.reals import RealsCell, RealsEvaluation
-from gateway.evaluation.reals_compare import RealsComparison, reals_comparison_table, reals_comparisons_json
+from gateway.evaluation.reals import (
+    RealsCell,
+    RealsComparison,
+    RealsEvaluation,
+    reals_comparison_table,
+    reals_comparisons_json,
+)
 from gateway.evaluation.rendering import environment
 from gateway.evaluation.tables import Row, Table, defined, interval, pct, points
 from gateway.evaluation.thresholds import UNDECIDED

@@ -12,8 +12,8 @@ from pathlib import Path
 from gateway.core.messages import ScoreRow
 from gateway.evaluation import jsonout
 from gateway.evaluation.caveats import sample_warnings
-from gateway.evaluation.compare import Comparison
-from gateway.evaluation.compare_report import (
+from gateway.evaluation.compare import (
+    Comparison,
     clear_comparisons,
     compare_pairs,
     comparison_figures,
@@ -29,8 +29,7 @@ from gateway.evaluation.glossary import glossary
 from gateway.evaluation.paired import Evaluation, by_version, evaluate
 from gateway.evaluation.plots import Figure, make_plots
 from gateway.evaluation.provenance import corpus_notice, in_run_order, read_run, report_json, run_context
-from gateway.evaluation.reals import evaluate_reals, is_reals_only
-from gateway.evaluation.reals_compare import compare_reals
+from gateway.evaluation.reals import compare_reals, evaluate_reals, is_reals_only
 from gateway.evaluation.reals_report import build_reals_report
 from gateway.evaluation.rendering import environment
 from gateway.evaluation.sweeps import sweep_figures, sweep_json, sweep_tables
@@ -108,7 +107,7 @@ def _reals_report(
     run_dir: Path, rows: list[ScoreRow], info: dict, replicates: int, seed: int | None, pairs: list, calibrate, flips
 ) -> dict[str, Path]:
     """The report of a run of real videos only (:mod:`gateway.evaluation.reals_report`), with a RealR comparison
-    (:mod:`gateway.evaluation.reals_compare`) per pair."""
+    (:mod:`gateway.evaluation.reals`) per pair."""
     shared = paired_rows(rows, pairs)  # raises where a contender has no rows, before the bootstrap
     ev = _measured(evaluate_reals, rows, info, replicates, seed, calibrate)
     extra = {"seed": seed} if seed is not None else {}

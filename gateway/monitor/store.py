@@ -152,7 +152,7 @@ class Store:
         return rows
 
     def _new_video(self, video_id: str, t: float, first_seen: float, canary: bool, label: str | None) -> int:
-        slot = self.table.add(video_id, t, first_seen, canary, CODE.get(label, NO_LABEL))
+        slot = self.table.append_video(video_id, t, first_seen, canary, CODE.get(label, NO_LABEL))
         for timed in self.waiting.pop(video_id, []):
             self.waiting_count -= 1
             self.labels[self._join(slot, timed)] += 1

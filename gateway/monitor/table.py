@@ -94,7 +94,7 @@ class Videos:
         except KeyError:
             raise AttributeError(name) from None
 
-    def add(self, video_id: str, event_time: float, first_seen: float, canary: bool, row_label: int) -> int:
+    def append_video(self, video_id: str, event_time: float, first_seen: float, canary: bool, row_label: int) -> int:
         slot = self.n
         if slot == len(self.cols["alive"]):
             self.cols = {k: _grown(a, slot + 1, VIDEO_COLUMNS[k][1]) for k, a in self.cols.items()}
@@ -149,7 +149,7 @@ class Rows:
     def scored(self, slot: int) -> bool:
         return slot < len(self.has) and bool(self.has[slot])
 
-    def add(self, slot: int, score: float, decision: bool) -> None:
+    def append_score(self, slot: int, score: float, decision: bool) -> None:
         i = self.n
         if i == len(self.slot):
             self.slot, self.score = _grown(self.slot, i + 1), _grown(self.score, i + 1)
@@ -165,7 +165,7 @@ class Rows:
         if len(slots) == 1:  # one event (Store.add_score): no arrays to build
             if self.scored(slots[0]):
                 return 0
-            self.add(slots[0], float(scores[0]), bool(decisions[0]))
+            self.append_score(slots[0], float(scores[0]), bool(decisions[0]))
             return 1
         s = np.array(slots, np.int64)
         if s.size and (top := int(s.max())) >= len(self.has):

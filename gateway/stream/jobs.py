@@ -120,7 +120,7 @@ class Waiting:
 
     entries: list[tuple[float, Job | Refused]] = field(default_factory=list)
 
-    def add(self, job: Job | Refused, delay_s: float) -> None:
+    def hold(self, job: Job | Refused, delay_s: float) -> None:
         self.entries.append((time.monotonic() + delay_s, job))
 
     def due(self, broker_down: bool) -> list[Job | Refused]:

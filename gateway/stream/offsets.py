@@ -27,7 +27,7 @@ class OffsetTracker:
         self.next_offset[tp] = max(self.next_offset.get(tp, 0), offset + 1)
         self.peak = max(self.peak, self.count)
 
-    def done(self, tp: object, offset: int) -> None:
+    def finish(self, tp: object, offset: int) -> None:
         self.in_flight.get(tp, set()).discard(offset)
 
     def committable(self) -> dict[object, int]:

@@ -154,7 +154,7 @@ class Gateway:
         if isinstance(got, records.Skip):
             log.info("skipping offset %s of %s: %s", msg.offset, tp, got.reason)
             self.metrics.videos.labels(got.outcome).inc()
-            self.tracker.done(tp, msg.offset)
+            self.tracker.finish(tp, msg.offset)
             return
         if isinstance(got, records.Refusal):
             self._dead_letter_message(tp, msg.offset, got)
@@ -178,7 +178,7 @@ class Gateway:
             job = self.running.pop(key)
             if isinstance(fate, RetryLater):  # never a verdict: wait, then run it again
                 self.metrics.retries.inc()
-                self.waiting.add(job, self.health.down(fate.down, fate.reason))
+                self.waiting.hold(job, self.health.down(fate.down, fate.reason))
                 continue
             if isinstance(fate, Scored):
                 self.health.up("scorer")
@@ -216,7 +216,7 @@ class Gateway:
             cause = self.publisher.publish(rows, job.original, job.headers, job.event.video_id, source)
         except bus.BusError as exc:  # not acknowledged: keep the rows, retry later, commit nothing past it
             job.rows = rows
-            self.waiting.add(job, self.health.down("broker", str(exc) or type(exc).__name__))
+            self.waiting.hold(job, self.health.down("broker", str(exc) or type(exc).__name__))
             return
         self.health.up("broker")
         self.metrics.observe_rows(rows, time.monotonic() - t0)
@@ -226,7 +226,7 @@ class Gateway:
         self.metrics.videos.labels("scored" if cause is None else "dead_lettered").inc()
         if cause is not None:
             self.metrics.dead_letters.labels(cause.error_class or "VideoError").inc()
-        self.tracker.done(job.tp, job.offset)
+        self.tracker.finish(job.tp, job.offset)
         self.metrics.in_flight.set(self.tracker.count)
 
     def _dead_letter_message(self, tp: bus.Partition, offset: int, refusal: records.Refusal) -> None:
@@ -235,12 +235,12 @@ class Gateway:
         try:
             self.publisher.dead_letter(r.value, r.headers, r.error_class, r.reason, None, key=r.key, source=source)
         except bus.BusError as exc:  # not acknowledged: keep it, publish it again later, commit nothing past it
-            self.waiting.add(Refused(tp, offset, refusal), self.health.down("broker", str(exc) or type(exc).__name__))
+            self.waiting.hold(Refused(tp, offset, refusal), self.health.down("broker", str(exc) or type(exc).__name__))
             return
         self.health.up("broker")
         self.metrics.videos.labels("dead_lettered").inc()
         self.metrics.dead_letters.labels(r.error_class).inc()
-        self.tracker.done(tp, offset)
+        self.tracker.finish(tp, offset)
 
     # -- offsets ---------------------------------------------------------------------------------------------
     def _commit(self) -> None:

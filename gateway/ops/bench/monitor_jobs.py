@@ -1,4 +1,4 @@
-"""The monitor processes that ``lastmile bench monitor`` measures (:mod:`gateway.ops.bench_monitor`). Each runs
+"""The monitor processes that ``lastmile bench monitor`` measures (:mod:`gateway.ops.bench.monitor`). Each runs
 in a freshly spawned process, which imports this module to find its job: so this module imports only what
 ``lastmile monitor run`` loads (no transforms, no detectors), and a process's peak RSS is the monitor's own."""
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import platform
 import resource
 import time
 from collections.abc import Callable
@@ -27,6 +28,12 @@ RESCAN_S = 0.2  # how often the tree itself is found again (new children: an ffm
 def cores() -> int:
     """The cores this process may run on (its affinity), which is what a utilisation is measured against."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else mp.cpu_count()
+
+
+def host() -> dict[str, Any]:
+    """The machine a benchmark ran on, as every benchmark's JSON records it: the cores this process may use and the
+    Python version."""
+    return {"cpus": cores(), "python": platform.python_version()}
 
 
 def measure(fn: Callable[[], Any]) -> dict[str, float]:

@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 
 from detectors.reference.registry import REFERENCE_DETECTORS
-from gateway.ops.bench_monitor_jobs import first_monitor, restarted_monitor, wait
-from gateway.ops.measure import isolated
+from gateway.ops.bench.measure import isolated
+from gateway.ops.bench.monitor_jobs import first_monitor, restarted_monitor, wait
 from gateway.toolkit import tansu
 from transforms.spec import LASTMILE
 

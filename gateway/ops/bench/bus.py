@@ -4,7 +4,7 @@ Each engine writes the same records (score events as the gateways write them, ke
 to a topic of its own, and each reads the records librdkafka wrote, through the bus's reader as the monitor does
 (``poll_rows`` of up to 10,000 records, every value touched, what the process held before left out of the garbage
 collector's passes as the monitor does). Every job runs in a freshly spawned process
-(:func:`gateway.ops.measure.isolated`): its wall seconds, CPU seconds (all its threads: the client's own included)
+(:func:`gateway.ops.bench.measure.isolated`): its wall seconds, CPU seconds (all its threads: the client's own included)
 and records per CPU-second. The broker's own CPU is not counted. Each engine also reads them as records (``poll``:
 a :class:`~gateway.bus.Record` each, as the gateway and ``lastmile scores`` read)."""
 
@@ -14,7 +14,7 @@ import gc
 import time
 from typing import Any
 
-from gateway.ops.measure import isolated, measure
+from gateway.ops.bench.measure import isolated, measure
 from gateway.toolkit import tansu
 
 ENGINES = ("librdkafka", "kafka-python")

@@ -1,17 +1,16 @@
 """``lastmile bench transforms``: per input and profile, the six-condition fan-out against its floor (CPU
 seconds of the unavoidable steps, each an ffmpeg command), the cores it used, real time, peak RSS, and the
 baselines (one ffmpeg CLI run per condition; `full` alone both ways). Every ratio is from measurements of one
-run, each measurement in a fresh process (:mod:`gateway.ops.measure`); targets are judged per row.
+run, each measurement in a fresh process (:mod:`gateway.ops.bench.measure`); targets are judged per row.
 """
 
 from __future__ import annotations
 
-import platform
 import time
 from pathlib import Path
 from typing import Any
 
-from gateway.ops.measure import cores, isolated, measure
+from gateway.ops.bench.measure import cores, host, isolated, measure
 from transforms import ffmpeg_cli
 from transforms.engine import Engine
 from transforms.spec import LASTMILE, PROFILES, Condition, Profile
@@ -93,7 +92,7 @@ def bench_transforms(inputs: dict[str, Path], profiles: list[str], long: dict[st
     wall = round(time.perf_counter() - started, 1)
     return {
         "benchmark": "transforms",
-        "machine": {"cpus": cores(), "python": platform.python_version()},
+        "machine": host(),
         "wall_s": wall,
         "results": results,
         "targets": {
