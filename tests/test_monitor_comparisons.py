@@ -75,6 +75,13 @@ def test_comparison_series_equal_the_intervals_on_the_shared_videos():
               ("window", "time"))  # fmt: skip
     for name, value in want.items():
         assert got[name, labels] == pytest.approx(value, abs=1e-12), name
+    flips = [arr(d, "full", "decision") != arr(d, "original", "decision") for d in ("d3", "npr")]
+    newcombe = intervals.paired_proportion_difference(*flips)  # each video's flip, challenger's against champion's
+    for suffix, v in zip(("", "_lower", "_upper"), newcombe, strict=True):
+        assert got[f"lastmile_comparison_flip_rate_difference{suffix}", labels] == pytest.approx(v, abs=1e-12)
+    assert newcombe[1] < newcombe[0] < newcombe[2]
+    for quantity in ("lastmile_comparison_auc_difference", "lastmile_comparison_robustness_difference"):
+        assert got["lastmile_comparison_interval_zero_width", tuple(sorted((*labels, ("quantity", quantity))))] == 0.0
     ident = (("challenger", "d3"), ("champion", "npr@1"), ("population", "traffic"))
     assert got["lastmile_comparison_margin", ident] == -0.03
     assert got["lastmile_comparison_min_samples", ident] == 40

@@ -112,6 +112,31 @@ def test_a_comparison_shows_each_difference_with_its_interval():
     assert robust["interval"].startswith("[") and robust["value"]
 
 
+def test_a_zero_width_interval_is_flagged_by_the_monitor_and_marked_on_the_page_alone():
+    """A detector that separates the classes perfectly has a DeLong AUC interval of zero width: the monitor exports
+    lastmile_interval_zero_width 1 for it and 0 for the others, and the page marks that cell alone, as the report
+    does; a Wilson interval is never flagged."""
+    truth, _ = stream(np.random.default_rng(3))  # the videos _metrics scores
+    oracle = [event(vid, cond, 1.0 if label == "generated" else -1.0, NOW - 1500 + 5 * i, "oracle")
+              for i, (vid, label) in enumerate(truth.items()) for cond in ("original", "full")]  # fmt: skip
+    metrics = _metrics(extra=oracle)
+    where = {"window": "time", "population": "labelled"}
+    flags = _samples(metrics, "lastmile_interval_zero_width", quantity="lastmile_auc", **where)
+    assert {labels[:3]: v for labels, v in flags.items()} == {
+        (det, "1", cond): float(det == "oracle") for det in ("npr", "d3", "oracle") for cond in ("original", "full")
+    }
+    (lo,), (hi,) = (_samples(metrics, f"lastmile_auc_{s}", detector="oracle", condition="full", **where).values()
+                    for s in ("lower", "upper"))  # fmt: skip
+    assert lo == hi == 1.0
+    drift = _samples(metrics, "lastmile_interval_zero_width", quantity="lastmile_auc_drift", detector="oracle", **where)
+    assert list(drift.values()) == [1.0]  # 1 - 1 on the same videos: zero width too
+    assert not _samples(metrics, "lastmile_interval_zero_width", quantity="lastmile_fake_recall")
+    page = read(render(build(metrics.registry, {}, Alerts(None))))
+    marked = {k for k, v in by_series(page, "auc").items() if v.get("marked")}
+    assert marked == {("oracle", "1", "original"), ("oracle", "1", "full")}
+    assert {k for k, v in by_series(page, "auc-drift").items() if v.get("marked")} == {("oracle", "1", "full")}
+
+
 def test_names_from_the_score_topic_are_escaped():
     hostile = '<script>alert("x")</script>'
     rows = [event(f"h{i}", cond, float(i % 3), NOW - i, det=hostile) for i in range(6) for cond in ("original", "full")]

@@ -206,6 +206,14 @@ SCORE_SHIFT_MEAN = _windowed(
 SCORE_KS = _windowed(
     "lastmile_score_ks_statistic", "Two-sample KS distance between this condition's and original's scores"
 )
+ZERO_WIDTH = _windowed(
+    "lastmile_interval_zero_width",
+    "1 where the DeLong interval of the family named by quantity (lastmile_auc, lastmile_auc_drift) has zero width "
+    "(every structural component constant, e.g. a window whose classes do not overlap): its bounds then say nothing "
+    "of the estimate's spread (the page and the report mark it with a dagger); else 0. The Wilson and Newcombe "
+    "intervals of the other families never have zero width",
+    (*WINDOW, "quantity"),
+)
 
 # -- the monitor's comparisons (gateway.monitor.comparisons): challenger minus champion on the same videos --------
 CONTENDERS = ("champion", "challenger")
@@ -239,7 +247,16 @@ COMPARISON_DISAGREEMENT = _compared(
     "lastmile_comparison_disagreement", "Share of the comparison's videos the two decide differently"
 )
 COMPARISON_FLIP_RATE_DIFFERENCE = _compared(
-    "lastmile_comparison_flip_rate_difference", "Challenger's share of decisions flipped from original minus champion's"
+    "lastmile_comparison_flip_rate_difference",
+    "Challenger's share of decisions flipped from original minus champion's (Newcombe's paired interval)",
+    interval=True,
+)
+COMPARISON_ZERO_WIDTH = _compared(
+    "lastmile_comparison_interval_zero_width",
+    "1 where the comparison's DeLong interval of the family named by quantity (lastmile_comparison_auc_difference, "
+    "lastmile_comparison_robustness_difference) has zero width (every structural component constant): its bounds "
+    "then say nothing of the difference's spread; else 0",
+    (*COMPARED, "quantity"),
 )
 COMPARISON_MARGIN = _compared(
     "lastmile_comparison_margin", "The configured margin of the robustness-difference alert", COMPARISON

@@ -91,19 +91,22 @@ def _condition(
     known = np.flatnonzero(got[0].label[pos[0]] >= 0)
     for window, sel in windows_of(np.arange(shared.size), settings.count):
         labels = {**ident, "window": window}
-        out += _label_free(got, [p[sel] for p in pos], labels)
+        out += _label_free(got, [p[sel] for p in pos], labels, settings.confidence)
     for window, sel in windows_of(known, settings.count):
         out += _labelled(got, [p[sel] for p in pos], {**ident, "window": window}, settings.confidence)
     return out
 
 
-def _label_free(got: list[Column], pos: list[np.ndarray], labels: dict) -> list[Sample]:
+def _label_free(got: list[Column], pos: list[np.ndarray], labels: dict, conf: float) -> list[Sample]:
+    """The videos compared, the share decided differently and, under a condition, the difference of the flip rates
+    (each video's flip from original, challenger's against champion's: paired, so Newcombe's method 10 interval, as
+    the offline comparison's score interval)."""
     dec = [g.decision[p] for g, p in zip(got, pos, strict=True)]
     out = [Sample(mc.COMPARISON_VIDEOS, labels, float(pos[0].size))]
     out.append(Sample(mc.COMPARISON_DISAGREEMENT, labels, float(np.mean(dec[0] != dec[1]))))
     if len(dec) == 4:
-        flips = np.mean(dec[1] != dec[3]) - np.mean(dec[0] != dec[2])
-        out.append(Sample(mc.COMPARISON_FLIP_RATE_DIFFERENCE, labels, float(flips)))
+        flips = intervals.paired_proportion_difference(dec[1] != dec[3], dec[0] != dec[2], conf)
+        out += bounded_samples(mc.COMPARISON_FLIP_RATE_DIFFERENCE, labels, flips)
     return out
 
 
@@ -113,12 +116,11 @@ def _labelled(got: list[Column], pos: list[np.ndarray], labels: dict, conf: floa
     dec = [g.decision[p] for g, p in zip(got, pos, strict=True)]
     out = [Sample(mc.COMPARISON_SAMPLES, labels, float(y.size))]
     if y.sum() >= 2 and (~y).sum() >= 2:
-        out += bounded_samples(
-            mc.COMPARISON_AUC_DIFFERENCE, labels, intervals.auc_difference(y, score[0], score[1], conf)
-        )
+        diff = intervals.auc_difference(y, score[0], score[1], conf)
+        out += bounded_samples(mc.COMPARISON_AUC_DIFFERENCE, labels, diff, mc.COMPARISON_ZERO_WIDTH)
         if len(score) == 4:
             rob = intervals.robustness_difference(y, (score[2], score[0]), (score[3], score[1]), conf)
-            out += bounded_samples(mc.COMPARISON_ROBUSTNESS_DIFFERENCE, labels, rob)
+            out += bounded_samples(mc.COMPARISON_ROBUSTNESS_DIFFERENCE, labels, rob, mc.COMPARISON_ZERO_WIDTH)
     if y.any():
         fr = intervals.paired_proportion_difference(dec[1][y], dec[0][y], conf)
         out += bounded_samples(mc.COMPARISON_FAKE_RECALL_DIFFERENCE, labels, fr)

@@ -38,6 +38,7 @@ class Estimate:
     value: float
     lower: float | None = None
     upper: float | None = None
+    zero_width: bool = False  # as the monitor's zero-width flag says (DeLong's intervals: the others never collapse)
 
     @property
     def text(self) -> str:
@@ -53,8 +54,9 @@ class Estimate:
 
     @property
     def degenerate(self) -> bool:
-        """An interval of zero width (every score of a component the same): the page marks it, as the report does."""
-        return self.lower is not None and self.lower == self.upper
+        """An interval of zero width (every score of a component the same), as the monitor flags it
+        (:data:`~gateway.core.catalogue.ZERO_WIDTH`): the page marks it, as the report does."""
+        return self.zero_width and self.lower is not None
 
     @property
     def below_zero(self) -> bool:
@@ -181,9 +183,9 @@ class Samples:
             return None
         if not family.interval:
             return Estimate(value)
-        return Estimate(
-            value, self.value(f"{family.name}_lower", **labels), self.value(f"{family.name}_upper", **labels)
-        )
+        flag = mc.COMPARISON_ZERO_WIDTH if mc.Exporter.COMPARISONS in family.exporters else mc.ZERO_WIDTH
+        lower, upper = (self.value(f"{family.name}_{side}", **labels) for side in ("lower", "upper"))
+        return Estimate(value, lower, upper, self.value(flag.name, quantity=family.name, **labels) == 1)
 
     def labels(self, name: str, keys: Iterable[str], **where: str) -> list[tuple[str, ...]]:
         """The distinct values of ``keys`` among ``name``'s samples that match ``where``."""

@@ -214,10 +214,18 @@ def _at(values: np.ndarray, positions: np.ndarray) -> np.ndarray:
     return values if is_everything(positions, values.size) else values[positions]
 
 
-def bounded_samples(family: Family, labels: dict, interval: tuple[float, float, float]) -> list[Sample]:
-    """An (estimate, lower, upper) interval as three samples: the family's and its two bounds' families."""
+def bounded_samples(
+    family: Family, labels: dict, interval: tuple[float, float, float], zero_width: Family | None = None
+) -> list[Sample]:
+    """An (estimate, lower, upper) interval as three samples: the family's and its two bounds' families; and, for a
+    DeLong interval (which collapses where every structural component is constant), whether it has zero width, as
+    a sample of ``zero_width`` (:data:`~gateway.core.catalogue.ZERO_WIDTH` or the comparisons' own) naming the
+    family."""
     (est, lo, hi), (lower, upper) = interval, family.bounds()
-    return [Sample(family, labels, est), Sample(lower, labels, lo), Sample(upper, labels, hi)]
+    out = [Sample(family, labels, est), Sample(lower, labels, lo), Sample(upper, labels, hi)]
+    if zero_width is not None:
+        out.append(Sample(zero_width, {**labels, "quantity": family.name}, float(lo == hi)))
+    return out
 
 
 def _wilson(rate: float, successes: int, n: int, conf: float) -> tuple[float, float, float]:
@@ -263,7 +271,8 @@ def _labelled(col: Column, sel: np.ndarray, base: Column | None, labels: dict, c
     if n_gen and n_real:
         out.append(Sample(mc.BALANCED_ACCURACY, labels, c.balanced_accuracy))
         if n_gen >= 2 and n_real >= 2:
-            out += bounded_samples(mc.AUC, labels, intervals.contrast_interval([col.components(sel)], (1,), conf))
+            auc = intervals.contrast_interval([col.components(sel)], (1,), conf)
+            out += bounded_samples(mc.AUC, labels, auc, mc.ZERO_WIDTH)
         else:
             out.append(Sample(mc.AUC, labels, metrics.auc(y, col.score[sel])))
     if base is not None:
@@ -279,7 +288,7 @@ def _drift(col: Column, sel: np.ndarray, base: Column, labels: dict, conf: float
     n = np.bincount(4 * y.astype(np.int8) + 2 * _at(col.decision, a) + _at(base.decision, b), minlength=8).tolist()
     if sum(n[4:]) >= 2 and sum(n[:4]) >= 2:
         diff = intervals.contrast_interval([col.components(a), base.components(b)], (1, -1), conf)
-        out += bounded_samples(mc.AUC_DRIFT, labels, diff)
+        out += bounded_samples(mc.AUC_DRIFT, labels, diff, mc.ZERO_WIDTH)
     if sum(n[4:]):  # generated: called generated (True) under both, here only, on original only, neither
         out += bounded_samples(
             mc.FAKE_RECALL_DRIFT, labels, intervals.paired_proportion_difference_of(n[7], n[6], n[5], n[4], conf)

@@ -1,5 +1,6 @@
 """Reads the monitor's live page back: each table cell that carries ``data-*`` attributes, by its class and those
-attributes, with its value and interval as the page shows them; and the alerts it lists."""
+attributes, with its value and interval as the page shows them (and ``marked`` where it marks a zero-width interval);
+and the alerts it lists."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ class _Cells(HTMLParser):
             self.cells[(a.get("class", "").split()[0], data)] = self._cell
         elif tag == "span" and self._cell is not None:
             self._span = a.get("class")
+        elif tag == "abbr" and self._cell is not None and "degenerate" in a.get("class", "").split():
+            self._cell["marked"] = "zero width"  # (a key of the marked cells only)
         elif tag == "li" and "data-alert" in a:
             self.alerts.append(a["data-alert"])
 
