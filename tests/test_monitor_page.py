@@ -108,6 +108,11 @@ def test_a_comparison_shows_each_difference_with_its_interval():
         (hi,) = _samples(metrics, "lastmile_comparison_auc_difference_upper", **at).values()
         got = cell(page, "auc-difference", **pair, condition=cond)
         assert got == {"value": _shown(value), "interval": f"[{_shown(lo)}, {_shown(hi)}]"}
+    at = {**pair, "condition": "full", "window": "time"}  # the flip-rate difference, with Newcombe's interval
+    (value,), (lo,), (hi,) = (_samples(metrics, f"lastmile_comparison_flip_rate_difference{s}", **at).values()
+                              for s in ("", "_lower", "_upper"))  # fmt: skip
+    got = cell(page, "flip-rate-difference", **pair, condition="full")
+    assert got == {"value": _shown(value), "interval": f"[{_shown(lo)}, {_shown(hi)}]"} and lo < hi
     robust = cell(page, "robustness-difference", **pair, condition="full")
     assert robust["interval"].startswith("[") and robust["value"]
 

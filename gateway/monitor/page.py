@@ -109,6 +109,7 @@ class Difference:
     condition: str
     auc: Estimate | None = None
     robustness: Estimate | None = None
+    flips: Estimate | None = None  # the flip-rate difference (label-free: shown without labels too)
     videos: int | None = None
     samples: int | None = None
 
@@ -280,6 +281,7 @@ def _comparisons(s: Samples, window: str) -> list[Comparison]:
                     cond,
                     auc=s.estimate(mc.COMPARISON_AUC_DIFFERENCE, **at),
                     robustness=s.estimate(mc.COMPARISON_ROBUSTNESS_DIFFERENCE, **at),
+                    flips=s.estimate(mc.COMPARISON_FLIP_RATE_DIFFERENCE, **at),
                     videos=None if videos is None else int(videos),
                     samples=None if samples is None else int(samples),
                 )

@@ -46,7 +46,9 @@ def forest_bar(c: Comparison, e: Estimate | None, margin: bool = False, width: i
     bound or the margin, at least 0.1), with 0 and (``margin``) the alert's margin marked."""
     if e is None or not e.drawable:
         return None
-    ends = [abs(x) for d in c.rows for v in (d.auc, d.robustness) if v and v.drawable for x in (v.lower, v.upper)]
+    ends = [
+        abs(x) for d in c.rows for v in (d.auc, d.robustness, d.flips) if v and v.drawable for x in (v.lower, v.upper)
+    ]
     half = max([0.1, *ends, abs(c.margin or 0.0)])
 
     def x(v: float) -> float:
