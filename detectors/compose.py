@@ -47,8 +47,10 @@ def front(card: ModelCard, like: onnx.ModelProto) -> onnx.ModelProto:
         nodes.append(helper.make_node("Cast", [x], ["f_cast"], to=TensorProto.FLOAT))
         x = "f_cast"
     if spec.channel_order == "BGR":
-        nodes += [_const("f_bgr_idx", np.array([2, 1, 0], np.int64)),
-                  helper.make_node("Gather", [x, "f_bgr_idx"], ["f_bgr"], axis=4)]  # fmt: skip
+        nodes += [
+            _const("f_bgr_idx", np.array([2, 1, 0], np.int64)),
+            helper.make_node("Gather", [x, "f_bgr_idx"], ["f_bgr"], axis=4),
+        ]
         x = "f_bgr"
     if spec.dtype == "float32":
         scale = spec.scale or 1.0
@@ -67,8 +69,10 @@ def front(card: ModelCard, like: onnx.ModelProto) -> onnx.ModelProto:
         nodes.append(helper.make_node("Transpose", [x], ["f_layout"], perm=PERMS[spec.layout]))
         x = "f_layout"
     if spec.layout == "NCHW":
-        nodes += [_const("f_shape", np.array([-1, 3, s.height, s.width], np.int64)),
-                  helper.make_node("Reshape", [x, "f_shape"], ["f_frames"])]  # fmt: skip
+        nodes += [
+            _const("f_shape", np.array([-1, 3, s.height, s.width], np.int64)),
+            helper.make_node("Reshape", [x, "f_shape"], ["f_frames"]),
+        ]
         x = "f_frames"
     nodes.append(helper.make_node("Identity", [x], ["front_out"]))
     dtype = TensorProto.FLOAT if spec.dtype == "float32" else TensorProto.UINT8
@@ -92,13 +96,18 @@ def tail(card: ModelCard, like: onnx.ModelProto, out_type: int) -> onnx.ModelPro
     nodes, x = [], "tail_in"
     if o.kind.startswith("two_class"):
         g = o.generated_index
-        nodes += [_const("t_pair", np.array([-1, 2], np.int64)), helper.make_node("Reshape", [x, "t_pair"], ["t_two"]),
-                  _const("t_gen", np.array(g, np.int64)),
-                  helper.make_node("Gather", ["t_two", "t_gen"], ["t_g"], axis=1)]  # fmt: skip
+        nodes += [
+            _const("t_pair", np.array([-1, 2], np.int64)),
+            helper.make_node("Reshape", [x, "t_pair"], ["t_two"]),
+            _const("t_gen", np.array(g, np.int64)),
+            helper.make_node("Gather", ["t_two", "t_gen"], ["t_g"], axis=1),
+        ]
         if o.kind == "two_class_logits":
-            nodes += [_const("t_other", np.array(1 - g, np.int64)),
-                      helper.make_node("Gather", ["t_two", "t_other"], ["t_o"], axis=1),
-                      helper.make_node("Sub", ["t_g", "t_o"], ["t_one"])]  # fmt: skip
+            nodes += [
+                _const("t_other", np.array(1 - g, np.int64)),
+                helper.make_node("Gather", ["t_two", "t_other"], ["t_o"], axis=1),
+                helper.make_node("Sub", ["t_g", "t_o"], ["t_one"]),
+            ]
             x = "t_one"
         else:
             x = "t_g"
@@ -108,11 +117,15 @@ def tail(card: ModelCard, like: onnx.ModelProto, out_type: int) -> onnx.ModelPro
         nodes.append(helper.make_node("Cast", [x], ["t_float"], to=TensorProto.FLOAT))
         x = "t_float"
     if spec.layout == "NCHW":
-        nodes += [_const("t_video", np.array([-1, card.sampling.frames], np.int64)),
-                  helper.make_node("Reshape", [x, "t_video"], ["t_per_frame"])]  # fmt: skip
+        nodes += [
+            _const("t_video", np.array([-1, card.sampling.frames], np.int64)),
+            helper.make_node("Reshape", [x, "t_video"], ["t_per_frame"]),
+        ]
         if spec.aggregation == "topk_mean":
-            nodes += [_const("t_k", np.array([spec.top_k], np.int64)),
-                      helper.make_node("TopK", ["t_per_frame", "t_k"], ["t_top", "t_top_idx"], axis=1)]  # fmt: skip
+            nodes += [
+                _const("t_k", np.array([spec.top_k], np.int64)),
+                helper.make_node("TopK", ["t_per_frame", "t_k"], ["t_top", "t_top_idx"], axis=1),
+            ]
             nodes += _reduce("ReduceMean", "t_top", "t_agg", opset)
         else:
             nodes += _reduce("ReduceMean" if spec.aggregation == "mean" else "ReduceMax", "t_per_frame", "t_agg", opset)
@@ -135,25 +148,33 @@ def graph_problems(card: ModelCard, model: onnx.ModelProto) -> list[str]:
         t = inputs[spec.name].type.tensor_type
         want_type = TensorProto.FLOAT if spec.dtype == "float32" else TensorProto.UINT8
         if t.elem_type != want_type:
-            out.append(f"input {spec.name!r}: the card says {spec.dtype}, the graph takes "
-                       f"{TensorProto.DataType.Name(t.elem_type).lower()}")  # fmt: skip
+            out.append(
+                f"input {spec.name!r}: the card says {spec.dtype}, the graph takes "
+                f"{TensorProto.DataType.Name(t.elem_type).lower()}"
+            )
         dims = [d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim]
         want = input_dims(spec, s)
         if len(dims) != len(want):
-            out.append(f"input {spec.name!r}: layout {spec.layout} is rank {len(want)}, the graph's input is rank "
-                       f"{len(dims)} ({_show(dims)})")  # fmt: skip
+            out.append(
+                f"input {spec.name!r}: layout {spec.layout} is rank {len(want)}, the graph's input is rank "
+                f"{len(dims)} ({_show(dims)})"
+            )
         else:
             for axis, (g, w) in enumerate(zip(dims, want, strict=True)):
                 if g is not None and w is not None and g != w:
-                    out.append(f"input {spec.name!r} axis {axis} ({spec.layout[axis]}): the card implies {w}, "
-                               f"the graph has {g}")  # fmt: skip
+                    out.append(
+                        f"input {spec.name!r} axis {axis} ({spec.layout[axis]}): the card implies {w}, "
+                        f"the graph has {g}"
+                    )
     if o.name not in outputs:
         out.append(f"output {o.name!r} is not in the graph (graph outputs: {sorted(outputs)})")
     elif o.kind.startswith("two_class"):
         dims = [d.dim_value if d.HasField("dim_value") else None for d in outputs[o.name].type.tensor_type.shape.dim]
         if dims and dims[-1] is not None and (dims[-1] != 2 or (o.generated_index or 0) >= dims[-1]):
-            out.append(f"output {o.name!r}: {o.kind} with generated_index {o.generated_index}, but the graph's "
-                       f"last axis has {dims[-1]} classes")  # fmt: skip
+            out.append(
+                f"output {o.name!r}: {o.kind} with generated_index {o.generated_index}, but the graph's "
+                f"last axis has {dims[-1]} classes"
+            )
     return out
 
 
@@ -180,8 +201,9 @@ def compose_model(model: onnx.ModelProto, card: ModelCard) -> tuple[onnx.ModelPr
     user = compose.add_prefix(model, "user_")
     out_type = next(o for o in user.graph.output if o.name == "user_" + card.output.name).type.tensor_type.elem_type
     head = front(card, user)
-    merged = compose.merge_models(head, user, io_map=[("front_out", "user_" + card.input.name)],
-                                  outputs=["user_" + card.output.name])  # fmt: skip
+    merged = compose.merge_models(
+        head, user, io_map=[("front_out", "user_" + card.input.name)], outputs=["user_" + card.output.name]
+    )
     merged = compose.merge_models(merged, tail(card, user, out_type), io_map=[("user_" + card.output.name, "tail_in")])
     onnx.checker.check_model(merged)
     composed_card = card.model_copy(

@@ -83,8 +83,12 @@ def run_step(step: FloorStep) -> float:
     producer = None
     if step.producer:
         producer = subprocess.Popen(step.producer, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    consumer = subprocess.Popen(step.consumer, stdin=producer.stdout if producer else subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    consumer = subprocess.Popen(
+        step.consumer,
+        stdin=producer.stdout if producer else subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     if producer:
         producer.stdout.close()  # the consumer holds the read end
     _, status, usage = os.wait4(consumer.pid, 0)

@@ -139,8 +139,9 @@ class RemoteRuntime:
         meta = self.client.metadata()
         problems = metadata_problems(self.card, meta)
         if problems:
-            raise CardError(f"{self.card.name}: the model served at {self.endpoint} disagrees with its card: "
-                            + "; ".join(problems))  # fmt: skip
+            raise CardError(
+                f"{self.card.name}: the model served at {self.endpoint} disagrees with its card: " + "; ".join(problems)
+            )
 
     def score(self, frames: np.ndarray) -> np.ndarray:
         return score_in_batches(self.card, frames, self.max_batch, self._infer, self.stats)

@@ -255,8 +255,10 @@ def _collect(
         if time.monotonic() > deadline:
             missing = len(want - events.keys())
             mine = len(consumer.assignment())  # 0: the collector never joined its group
-            raise ReplayTimeout(f"{missing} of {len(want)} score events missing after {timeout_s} s (collector on "
-                                f"{mine} partitions, {len(events)} events read)")  # fmt: skip
+            raise ReplayTimeout(
+                f"{missing} of {len(want)} score events missing after {timeout_s} s (collector on "
+                f"{mine} partitions, {len(events)} events read)"
+            )
         for m in consumer.poll(COLLECT_POLL_MS):
             ev = ScoreEvent.model_validate_json(m.value or b"")  # the gateway's own topic: anything else is a bug
             keep(events, ev, deterministic)

@@ -32,8 +32,12 @@ def detectors_list(repo) -> None:
 
 
 @detectors_group.command("build")
-@click.option("--out", default=None, type=click.Path(file_okay=False, path_type=Path),
-              help="default: the package's triton_models/ (in a source checkout: the committed detectors)")  # fmt: skip
+@click.option(
+    "--out",
+    default=None,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="default: the package's triton_models/ (in a source checkout: the committed detectors)",
+)
 @click.option("--seed", default=1000, show_default=True, type=int, help="seed of the training corpus and the weights")
 @click.option("--anchors", default=64, show_default=True, type=int, help="real anchors of the training corpus")
 @click.option("--epochs", default=12, show_default=True, type=int, help="NPR training epochs")
@@ -56,8 +60,13 @@ def detectors_build(out, seed, anchors, epochs) -> None:
 
 @detectors_group.command("add")
 @click.argument("model", required=False, type=click.Path(exists=True, dir_okay=False))
-@click.option("--card", "card_path", required=True, type=click.Path(exists=True, dir_okay=False),
-              help="the detector's model card (YAML), naming its ONNX model beside it")  # fmt: skip
+@click.option(
+    "--card",
+    "card_path",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="the detector's model card (YAML), naming its ONNX model beside it",
+)
 @REPO
 @click.option("--force", is_flag=True, help="replace an installed detector of the same name")
 @click.option("--dry-run", is_flag=True, help="print what would be composed and the checks; install nothing")
@@ -116,8 +125,13 @@ def _dry_run_report(card, served, repo: Path) -> str:
 
 @detectors_group.command("calibrate")
 @click.argument("run", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--real-recall", "target", required=True, type=click.FloatRange(0, 1, min_open=True, max_open=True),
-              help="the share of the run's real videos on original to keep real, e.g. 0.95")  # fmt: skip
+@click.option(
+    "--real-recall",
+    "target",
+    required=True,
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    help="the share of the run's real videos on original to keep real, e.g. 0.95",
+)
 @click.option("--detectors", "names", default=None, help="comma-separated detectors of the run (default: all of them)")
 @REPO
 def detectors_calibrate(run, target, names, repo) -> None:
@@ -159,8 +173,15 @@ def detectors_calibrate(run, target, names, repo) -> None:
             f"lastmile detectors calibrate: RealR {target:g} on the {c.reals} real videos of run {run} under "
             f"original (reached {c.real_recall:.3f}, Wilson 95% [{c.interval[0]:.3f}, {c.interval[1]:.3f}])"
         )
-        record = Recalibration(run=str(run), results_sha256=digest, reals=c.reals, real_recall=c.real_recall,
-                               interval=c.interval, previous=inst.card.threshold.value, at=at)  # fmt: skip
+        record = Recalibration(
+            run=str(run),
+            results_sha256=digest,
+            reals=c.reals,
+            real_recall=c.real_recall,
+            interval=c.interval,
+            previous=inst.card.threshold.value,
+            at=at,
+        )
         threshold = Threshold(value=c.threshold, calibration=how, target_real_recall=target, recalibrated=record)
         try:
             written = set_threshold(inst, threshold, repo)

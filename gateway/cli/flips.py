@@ -15,12 +15,18 @@ import click
 @click.option(
     "--limit", default=10, show_default=True, type=click.IntRange(0), help="flips listed per direction (0: all)"
 )
-@click.option("--strips", is_flag=True,
-              help="also draw each listed flip's frame strip into RUN/flips/ (the variant rendered again and checked "
-              "against its recorded sha256)")  # fmt: skip
-@click.option("--fetch-urls", is_flag=True,
-              help="with --strips: also fetch again a video the replay fetched over http(s) (from the hosts its "
-              "run.json allows; off by default: a run folder may come from elsewhere)")  # fmt: skip
+@click.option(
+    "--strips",
+    is_flag=True,
+    help="also draw each listed flip's frame strip into RUN/flips/ (the variant rendered again and checked "
+    "against its recorded sha256)",
+)
+@click.option(
+    "--fetch-urls",
+    is_flag=True,
+    help="with --strips: also fetch again a video the replay fetched over http(s) (from the hosts its "
+    "run.json allows; off by default: a run folder may come from elsewhere)",
+)
 @click.option("--json", "as_json", is_flag=True, help="one JSON object per flip, on its own line")
 def flips(run_dir, detector, condition, limit, strips, fetch_urls, as_json) -> None:
     """List the videos whose verdict under CONDITION differs from their verdict on original, per direction (real ->

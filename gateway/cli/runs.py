@@ -26,19 +26,36 @@ def _fail_loudly(failures: RunFailures, what: str, kept: str) -> None:
 @click.command()
 @click.argument("manifest", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--conditions", default="all", show_default=True, help="'all' or comma-separated condition names")
-@click.option("--conditions-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="conditions of your own (YAML/JSON), instead of the built-in ones")  # fmt: skip
-@click.option("--detectors", "detector_names", default="all", show_default=True,
-              help="'all' or comma-separated detector names (shipped or in --repo)")  # fmt: skip
+@click.option(
+    "--conditions-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="conditions of your own (YAML/JSON), instead of the built-in ones",
+)
+@click.option(
+    "--detectors",
+    "detector_names",
+    default="all",
+    show_default=True,
+    help="'all' or comma-separated detector names (shipped or in --repo)",
+)
 @REPO
-@click.option("--runtime", type=click.Choice(["embedded", "triton"]), default="embedded", show_default=True,
-              help="score in this process (onnxruntime) or on a Triton server")  # fmt: skip
+@click.option(
+    "--runtime",
+    type=click.Choice(["embedded", "triton"]),
+    default="embedded",
+    show_default=True,
+    help="score in this process (onnxruntime) or on a Triton server",
+)
 @click.option(
     "--triton-url", default="127.0.0.1:8001", show_default=True, help="with --runtime triton: its gRPC address"
 )
 @profile_option("fidelity")
-@click.option("--deterministic/--no-deterministic", default=True, show_default=True,
-              help="byte-identical variants on every run (the encoder on one thread)")  # fmt: skip
+@click.option(
+    "--deterministic/--no-deterministic",
+    default=True,
+    show_default=True,
+    help="byte-identical variants on every run (the encoder on one thread)",
+)
 @WORKERS
 @click.option("--resume", is_flag=True, help="continue a killed run in --out")
 @click.option(
@@ -77,8 +94,12 @@ def _fail_loudly(failures: RunFailures, what: str, kept: str) -> None:
     "the replay stops before scoring and names them",
 )
 @MAX_INFRA_ERRORS
-@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
-              help="the run's folder: scores, report, plots and provenance")  # fmt: skip
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="the run's folder: scores, report, plots and provenance",
+)
 def replay(
     manifest,
     conditions,
@@ -180,9 +201,15 @@ def _enough_replicates(ctx: click.Context, param: click.Parameter, value: int) -
     help="recalibrate every detector's threshold on this run's original reals to this RealR (e.g. 0.95), instead "
     "of its model card's",
 )
-@click.option("--flips", "flips", default=2, show_default=True, type=click.IntRange(0),
-              help="flipped videos shown per detector, condition and direction, each with its frame strip (0: counts "
-              "only; `lastmile flips` lists them all)")  # fmt: skip
+@click.option(
+    "--flips",
+    "flips",
+    default=2,
+    show_default=True,
+    type=click.IntRange(0),
+    help="flipped videos shown per detector, condition and direction, each with its frame strip (0: counts "
+    "only; `lastmile flips` lists them all)",
+)
 def report(run_dir, replicates, seed, comparisons, calibrate, flips) -> None:
     """Write RUN_DIR/report.md, report.json and report.html with its plots embedded (a run of real videos
     only: RealR and its drift per condition)."""
@@ -204,15 +231,30 @@ def report(run_dir, replicates, seed, comparisons, calibrate, flips) -> None:
 
 
 @click.command()
-@click.option("--out", default="lastmile-demo", show_default=True, type=click.Path(file_okay=False, path_type=Path),
-              help="folder for the corpus, the run and its report")  # fmt: skip
-@click.option("--anchors", default=12, show_default=True, type=click.IntRange(1, 10_000),
-              help="real anchors of the proxy corpus (each with 5 counterparts)")  # fmt: skip
+@click.option(
+    "--out",
+    default="lastmile-demo",
+    show_default=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="folder for the corpus, the run and its report",
+)
+@click.option(
+    "--anchors",
+    default=12,
+    show_default=True,
+    type=click.IntRange(1, 10_000),
+    help="real anchors of the proxy corpus (each with 5 counterparts)",
+)
 @profile_option("fidelity")
 @WORKERS
 @click.option("--sweeps", is_flag=True, help="also a scale-factor sweep of spatial and a two-hop repost of full")
-@click.option("--flips", default=1, show_default=True, type=click.IntRange(0),  # (gateway.ops.demo.DEMO_FLIPS)
-              help="flipped videos shown with their frame strip per detector, condition and direction")  # fmt: skip
+@click.option(
+    "--flips",
+    default=1,
+    show_default=True,
+    type=click.IntRange(0),  # (gateway.ops.demo.DEMO_FLIPS)
+    help="flipped videos shown with their frame strip per detector, condition and direction",
+)
 @MAX_INFRA_ERRORS
 def demo(out, anchors, profile, workers, sweeps, flips, max_infra_errors) -> None:
     """Proxy corpus -> six LastMile conditions -> four reference detectors -> report, in one go; exit 1 where a

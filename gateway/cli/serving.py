@@ -17,8 +17,11 @@ def triton_group() -> None:
 
 @triton_group.command("repo")
 @REPO
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
-              help="stage a complete model repository here: the shipped detectors and the user's")  # fmt: skip
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="stage a complete model repository here: the shipped detectors and the user's",
+)
 def triton_repo(repo, out) -> None:
     """Write config.pbtxt (production), configs/cpu.pbtxt and configs/local.pbtxt per detector: beside each
     user detector, or with --out into a staged repository of every detector, ready to mount in Triton."""

@@ -35,29 +35,64 @@ RESTARTS, RESTART_WINDOW_S = 5, 60.0  # a part killed more often than this is no
 @click.option("--conditions", default="all", show_default=True, help="'all' or comma-separated condition names")
 @profile_option("throughput")
 @click.option("--workers", default=2, show_default=True, type=int, help="videos the gateway scores at once")
-@click.option("--root", "roots", multiple=True, type=click.Path(file_okay=False, path_type=Path),
-              help="folder the gateway may read file:// videos from (default: the current folder)")  # fmt: skip
-@click.option("--dir", "folder", default=UP_DIR, show_default=True, type=click.Path(file_okay=False, path_type=Path),
-              help="the stack's configs, logs and Prometheus data (send and scores find lastmile-up/gateway.yaml; for "
-              "another folder pass them --config DIR/gateway.yaml)")  # fmt: skip
+@click.option(
+    "--root",
+    "roots",
+    multiple=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="folder the gateway may read file:// videos from (default: the current folder)",
+)
+@click.option(
+    "--dir",
+    "folder",
+    default=UP_DIR,
+    show_default=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="the stack's configs, logs and Prometheus data (send and scores find lastmile-up/gateway.yaml; for "
+    "another folder pass them --config DIR/gateway.yaml)",
+)
 @click.option("--kafka-port", default=9092, show_default=True, type=int, help="0: any free port (as the others)")
 @click.option(
     "--gateway-port", default=9308, show_default=True, type=int, help="the gateway's /metrics, /healthz, /readyz"
 )
 @click.option("--monitor-port", default=9309, show_default=True, type=int, help="the monitor's /metrics and health")
 @click.option("--prometheus-port", default=9090, show_default=True, type=int, help="Prometheus's web port")
-@click.option("--compare", "comparisons", multiple=True, callback=distinct_pairs_option,
-              help="CHAMPION:CHALLENGER (DETECTOR or DETECTOR@VERSION): the monitor compares them live, on traffic "
-              "and on canaries (repeatable; docs/ab.md)")  # fmt: skip
-@click.option("--shadow", "shadow", multiple=True,
-              help="a challenger the gateway scores on --share of the videos only (repeatable)")  # fmt: skip
-@click.option("--share", default=1.0, show_default=True, type=click.FloatRange(0, 1),
-              help="with --shadow: the share of videos (by video id hash) the shadow detectors score")  # fmt: skip
+@click.option(
+    "--compare",
+    "comparisons",
+    multiple=True,
+    callback=distinct_pairs_option,
+    help="CHAMPION:CHALLENGER (DETECTOR or DETECTOR@VERSION): the monitor compares them live, on traffic "
+    "and on canaries (repeatable; docs/ab.md)",
+)
+@click.option(
+    "--shadow",
+    "shadow",
+    multiple=True,
+    help="a challenger the gateway scores on --share of the videos only (repeatable)",
+)
+@click.option(
+    "--share",
+    default=1.0,
+    show_default=True,
+    type=click.FloatRange(0, 1),
+    help="with --shadow: the share of videos (by video id hash) the shadow detectors score",
+)
 def up(prometheus, detectors, conditions, profile, workers, roots, folder, comparisons, shadow, share, **ports) -> None:
     """The local stack: broker, gateway, monitor (and Prometheus); Ctrl-C or SIGTERM stops all of it."""
-    opts = StackOptions(folder, detectors, conditions, profile, workers, list(roots) or [Path.cwd()],
-                        prometheus=prometheus, compare=list(comparisons), shadow=list(shadow), share=share,
-                        **ports)  # fmt: skip
+    opts = StackOptions(
+        folder,
+        detectors,
+        conditions,
+        profile,
+        workers,
+        list(roots) or [Path.cwd()],
+        prometheus=prometheus,
+        compare=list(comparisons),
+        shadow=list(shadow),
+        share=share,
+        **ports,
+    )
     with stop_on_signal() as stop:
         stack = Stack(opts)
         stack.start()

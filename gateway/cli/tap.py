@@ -115,8 +115,12 @@ def canary_group() -> None:
 
 
 @canary_group.command("run")
-@click.option("--manifest", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="JSONL of labelled videos (lastmile corpus synth writes one)")  # fmt: skip
+@click.option(
+    "--manifest",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="JSONL of labelled videos (lastmile corpus synth writes one)",
+)
 @click.option("--rate", default="6/min", show_default=True, help="videos per minute (N/min), second or hour")
 @click.option("--count", type=int, default=None, help="stop after this many (default: run until stopped)")
 @config_option("gateway.yaml (kafka)")

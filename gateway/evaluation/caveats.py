@@ -87,8 +87,15 @@ def zero_width_intervals(ev: Evaluation) -> list[dict]:
                 continue
             ci = getattr(c, key)
             if zero_width(ci):
-                out.append({"detector": c.detector, "condition": c.condition, "metric": label,
-                            "value": getattr(c, value), "ci": ci})  # fmt: skip
+                out.append(
+                    {
+                        "detector": c.detector,
+                        "condition": c.condition,
+                        "metric": label,
+                        "value": getattr(c, value),
+                        "ci": ci,
+                    }
+                )
     return out
 
 
@@ -179,10 +186,13 @@ def same_video_warnings(ev: Evaluation) -> list[str]:
     apart = [
         f"{c.detector} under {c.condition}"
         for c in ev.cells
-        if c.condition != "original" and c.detector in base and c.auc_drift is not None
-        and np.isfinite(c.auc_drift) and np.isfinite(c.auc - base[c.detector].auc)
+        if c.condition != "original"
+        and c.detector in base
+        and c.auc_drift is not None
+        and np.isfinite(c.auc_drift)
+        and np.isfinite(c.auc - base[c.detector].auc)
         and abs(c.auc_drift - (c.auc - base[c.detector].auc)) > SAME_VIDEOS_TOLERANCE
-    ]  # fmt: skip
+    ]
     if not apart:
         return []
     return [

@@ -230,8 +230,10 @@ def _label_free(decided: proportions.Decisions, cond: str, layout: Layout) -> tu
             delta[i] += flipped[0][-1] - flipped[1][-1]
     w = layout.weights
     with np.errstate(invalid="ignore", divide="ignore"):
-        flips = (float(np.mean(flipped[0]) - np.mean(flipped[1])) if both.any() else float("nan"),
-                 percentile_interval((w @ delta) / (w @ both)))  # fmt: skip
+        flips = (
+            float(np.mean(flipped[0]) - np.mean(flipped[1])) if both.any() else float("nan"),
+            percentile_interval((w @ delta) / (w @ both)),
+        )
     disagreement, _ = estimates.clustered_share(differ, n, w)
     return disagreement, estimates.widened(flips, estimates.paired_difference(*flipped)) if both.any() else None
 

@@ -70,8 +70,9 @@ def flip_sections(
                 every = find_flips(mine, detector, condition, threshold=(thresholds or {}).get(detector))
             except FlipsError:
                 continue  # no scored row of this detector under this condition: nothing to count
-            section = FlipSection(detector, condition, paired_count(mine, detector, condition),
-                                  {d: len(every[d]) for d in DIRECTIONS})  # fmt: skip
+            section = FlipSection(
+                detector, condition, paired_count(mine, detector, condition), {d: len(every[d]) for d in DIRECTIONS}
+            )
             section.shown = {d: every[d][:shown] for d in DIRECTIONS}  # Flips for now, strips below
             sections.append(section)
     wanted: list[Flip] = [f for s in sections for d in DIRECTIONS for f in s.shown[d]]

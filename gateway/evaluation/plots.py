@@ -141,8 +141,17 @@ def recall_figure(ev: Recalls, panels: tuple[str, ...] = tuple(RECALLS)) -> plt.
             y = PERCENT * np.array([getattr(c, key) for c in cells], dtype=float)
             lo, hi = (PERCENT * np.array([getattr(c, f"{key}_ci")[k] for c in cells], dtype=float) for k in (0, 1))
             yerr = np.nan_to_num(np.clip([y - lo, hi - y], 0, None))  # no interval: no bar, not a crash
-            ax.errorbar(x + offset, y, yerr=yerr, fmt=markers[i % len(markers)], ls="none", ms=6, capsize=3,
-                        color=f"C{i}", label=det)  # fmt: skip
+            ax.errorbar(
+                x + offset,
+                y,
+                yerr=yerr,
+                fmt=markers[i % len(markers)],
+                ls="none",
+                ms=6,
+                capsize=3,
+                color=f"C{i}",
+                label=det,
+            )
     for ax, key in zip(axes, panels, strict=True):
         ax.set_title(RECALLS[key])
         ax.set_ylim(-0.03 * PERCENT, 1.03 * PERCENT)
@@ -191,8 +200,9 @@ def heatmap_figure(ev: Evaluation) -> plt.Figure:
     panel_w, panel_h = 0.55 * n_cond + 0.6, 0.42 * n_src + 0.9 + 0.065 * label
     cols = max(1, min(n_det, int(HEATMAP_WIDTH_IN // panel_w)))
     rows = -(-n_det // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(panel_w * cols + 2.2, panel_h * rows + 0.4), squeeze=False,
-                             layout="constrained")  # fmt: skip
+    fig, axes = plt.subplots(
+        rows, cols, figsize=(panel_w * cols + 2.2, panel_h * rows + 0.4), squeeze=False, layout="constrained"
+    )
     cmap = plt.get_cmap("RdYlGn")
     im = None
     for k, ax in enumerate(axes.flat):
@@ -200,12 +210,14 @@ def heatmap_figure(ev: Evaluation) -> plt.Figure:
             ax.set_visible(False)
             continue
         det = ev.detectors[k]
-        grid = PERCENT * np.array([[ev.cell(det, c).per_source_auc.get(s, np.nan) for c in ev.conditions]
-                                   for s in ev.sources])  # fmt: skip
+        grid = PERCENT * np.array(
+            [[ev.cell(det, c).per_source_auc.get(s, np.nan) for c in ev.conditions] for s in ev.sources]
+        )
         grid = grid.reshape(len(ev.sources), len(ev.conditions))
         im = ax.imshow(grid, vmin=0, vmax=PERCENT, cmap=cmap, aspect="auto")
-        ax.set_xticks(range(len(ev.conditions)), ev.conditions, rotation=40, ha="right", rotation_mode="anchor",
-                      fontsize=9)  # fmt: skip
+        ax.set_xticks(
+            range(len(ev.conditions)), ev.conditions, rotation=40, ha="right", rotation_mode="anchor", fontsize=9
+        )
         ax.set_yticks(range(len(ev.sources)), ev.sources if k % cols == 0 else [], fontsize=9)
         for (i, j), v in np.ndenumerate(grid):
             r, g, b, _ = cmap(v / PERCENT) if np.isfinite(v) else (1, 1, 1, 1)

@@ -120,8 +120,16 @@ def evaluate_reals(
                 point, ci = float("nan"), (float("nan"), float("nan"))
             failures = sum(d.flagged is None for d in here.values())
             cells.append(RealsCell(det, cond, point, ci, thr[det], int(n.sum()), failures, infra[det, cond]))
-    ev = RealsEvaluation(cells, detectors, conditions, replicates, seed, len(anchors), len({r.video_id for r in rows}),
-                         calibrate_on_original)  # fmt: skip
+    ev = RealsEvaluation(
+        cells,
+        detectors,
+        conditions,
+        replicates,
+        seed,
+        len(anchors),
+        len({r.video_id for r in rows}),
+        calibrate_on_original,
+    )
     _drift(ev, boots, decided)
     _flips(ev, decided, index, weights)
     return ev
@@ -263,11 +271,18 @@ def _contrast(
 def reals_comparison_table(cmp: RealsComparison) -> Table:
     """The comparison as the report shows it: one row per condition."""
     rows = tuple(
-        Row((c.condition, str(c.videos), estimate_cell(c.champion_real_recall, False),
-             estimate_cell(c.challenger_real_recall, False), estimate_cell(c.real_recall_difference),
-             estimate_cell(c.disagreement, False)))
+        Row(
+            (
+                c.condition,
+                str(c.videos),
+                estimate_cell(c.champion_real_recall, False),
+                estimate_cell(c.challenger_real_recall, False),
+                estimate_cell(c.real_recall_difference),
+                estimate_cell(c.disagreement, False),
+            )
+        )
         for c in cmp.conditions
-    )  # fmt: skip
+    )
     notes = (NOTE, thresholds_note(cmp))
     header = ("condition", "real videos", f"RealR {cmp.champion}", f"RealR {cmp.challenger}", "ΔRealR", "disagree")
     return Table(f"{cmp.challenger} (challenger) vs {cmp.champion} (champion), real videos only", header, rows, notes)

@@ -128,8 +128,16 @@ def reals_table(ev: RealsEvaluation) -> Table:
         return Row((c.detector, c.condition, recall, drift(c), flips(c), *counts))
 
     rows = tuple(row(c) for c in ev.cells)
-    header = ("detector", "condition", "RealR", "RealR drift", "flips to generated", "real videos", "failures",
-              "infra errors")  # fmt: skip
+    header = (
+        "detector",
+        "condition",
+        "RealR",
+        "RealR drift",
+        "flips to generated",
+        "real videos",
+        "failures",
+        "infra errors",
+    )
     title = "RealR (%) at the fixed threshold, 95% CI, its drift from original and the flips to generated"
     return Table(title, header, rows)
 
@@ -178,24 +186,39 @@ def _unfit(ev: RealsEvaluation) -> list[str]:
 def glossary(ev: RealsEvaluation) -> list[Term]:
     """Every quantity the table shows."""
     return [
-        Term("RealR", "Share of the real videos kept real (scored below the detector's threshold), pooled over the "
-             "run's real videos; a video error counts as a miss, an infrastructure error in no metric. "
-             + UNDECIDED.format(metrics="RealR, RealR drift and flips to generated")),
-        Term("95% CI", f"{INTERVAL}: {ev.replicates} bootstrap replicates (seed {ev.seed}), the anchor the unit of "
-             "resampling."),
-        Term("RealR drift", "RealR(condition) - RealR(original) in percentage points: the difference of the two "
-             "RealRs shown, with a paired interval on the videos decided under both; below 0: the condition makes "
-             "the detector flag more real videos."),
-        Term("flips to generated", "Of the real videos kept real on original and decided under the condition, "
-             "the share decided generated there (%, PROTOCOL.md's flips to generated), with the hull of the "
-             "anchor-clustered bootstrap's and Wilson's interval. The drift is net: videos a condition clears offset "
-             "those it flags, so a drift of 0 can hide flips; this share does not."),
-        Term("real videos", "The cell's real videos, video errors included and infrastructure errors not: RealR's "
-             "denominator."),
+        Term(
+            "RealR",
+            "Share of the real videos kept real (scored below the detector's threshold), pooled over the "
+            "run's real videos; a video error counts as a miss, an infrastructure error in no metric. "
+            + UNDECIDED.format(metrics="RealR, RealR drift and flips to generated"),
+        ),
+        Term(
+            "95% CI",
+            f"{INTERVAL}: {ev.replicates} bootstrap replicates (seed {ev.seed}), the anchor the unit of resampling.",
+        ),
+        Term(
+            "RealR drift",
+            "RealR(condition) - RealR(original) in percentage points: the difference of the two "
+            "RealRs shown, with a paired interval on the videos decided under both; below 0: the condition makes "
+            "the detector flag more real videos.",
+        ),
+        Term(
+            "flips to generated",
+            "Of the real videos kept real on original and decided under the condition, "
+            "the share decided generated there (%, PROTOCOL.md's flips to generated), with the hull of the "
+            "anchor-clustered bootstrap's and Wilson's interval. The drift is net: videos a condition clears offset "
+            "those it flags, so a drift of 0 can hide flips; this share does not.",
+        ),
+        Term(
+            "real videos",
+            "The cell's real videos, video errors included and infrastructure errors not: RealR's denominator.",
+        ),
         Term("failures", "Real videos of the cell with a video error (in RealR as misses)."),
-        Term("infra errors", "Rows without a decision: a scorer that could not answer, or no worker that could start "
-             "(in no metric)."),
-    ]  # fmt: skip
+        Term(
+            "infra errors",
+            "Rows without a decision: a scorer that could not answer, or no worker that could start (in no metric).",
+        ),
+    ]
 
 
 def _context(ev: RealsEvaluation, rows: list[ScoreRow], info: dict) -> dict:

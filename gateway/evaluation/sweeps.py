@@ -66,9 +66,19 @@ def sweep_json(ev: Evaluation) -> list[dict]:
         for det in ev.detectors:
             for value, cond in zip(curve.values, curve.conditions, strict=True):
                 c = ev.cell(det, cond)
-                points.append({"detector": det, "value": value, "condition": cond, "auc": c.auc, "auc_ci": c.auc_ci,
-                               "auc_drift": c.auc_drift, "auc_drift_ci": c.auc_drift_ci,
-                               "fake_recall": c.fake_recall, "fake_recall_ci": c.fake_recall_ci})  # fmt: skip
+                points.append(
+                    {
+                        "detector": det,
+                        "value": value,
+                        "condition": cond,
+                        "auc": c.auc,
+                        "auc_ci": c.auc_ci,
+                        "auc_drift": c.auc_drift,
+                        "auc_drift_ci": c.auc_drift_ci,
+                        "fake_recall": c.fake_recall,
+                        "fake_recall_ci": c.fake_recall_ci,
+                    }
+                )
         breaks = [b.__dict__ for b in breaking_points(ev, curve)]
         out.append({"sweep": curve.name, "values": curve.values, "points": points, "breaking_points": breaks})
     return out
@@ -84,8 +94,10 @@ def sweep_tables(ev: Evaluation) -> list:
 
     out = []
     for curve in sweeps_of(ev.conditions):
-        rows = tuple(Row((b.detector, _value(b.auc_drift_below), _value(b.fake_recall_halved)))
-                     for b in breaking_points(ev, curve))  # fmt: skip
+        rows = tuple(
+            Row((b.detector, _value(b.auc_drift_below), _value(b.fake_recall_halved)))
+            for b in breaking_points(ev, curve)
+        )
         note = (
             f"Values tried, mildest first: {', '.join(_value(v) for v in curve.values)}. A dash: the detector did "
             f"not break within them. AUC: the paired bootstrap interval of AUC drift vs original lies wholly below "
@@ -122,7 +134,9 @@ def sweep_figures(ev: Evaluation, folder) -> list:
         path = folder / f"sweep_{curve.name.replace('@', '_').replace('.', '_')}.png"
         fig.savefig(path, dpi=110)
         plt.close(fig)
-        caption = (f"AUC and FakeR (%) of each detector as {curve.param} of {curve.name.split('@')[0]} grows harsher "
-                   f"(left to right, original first), with 95% anchor-clustered bootstrap bands.")  # fmt: skip
+        caption = (
+            f"AUC and FakeR (%) of each detector as {curve.param} of {curve.name.split('@')[0]} grows harsher "
+            f"(left to right, original first), with 95% anchor-clustered bootstrap bands."
+        )
         out.append(Figure(f"sweep:{curve.name}", path, caption))
     return out

@@ -67,7 +67,8 @@ def thresholds_sentence(fixed: dict[str, float], calibrated: float | None) -> st
     RealR they were recalibrated to on original; None: their cards'); a detector that scored nothing used none."""
     named = ", ".join(f"{d} {threshold_text(t)}" for d, t in fixed.items()) or "none"
     origin = (
-        "each its model card's" if calibrated is None
+        "each its model card's"
+        if calibrated is None
         else f"each recalibrated on this run's original reals to RealR {100 * calibrated:.1f} %"
-    )  # fmt: skip
+    )
     return f"Thresholds, fixed once per detector and held for every condition: {named} ({origin})."

@@ -61,8 +61,13 @@ class Checkpoint:
 def identity(cfg: MonitorConfig) -> str:
     """What decides a store's content: a checkpoint of another identity is foreign."""
     k, w = cfg.kafka, cfg.windows
-    keys = {"format": FORMAT, "topics": [k.output_topic, k.labels_topic], "windows": w.model_dump(
-        include={"seconds", "label_ttl_s", "max_videos", "max_waiting_labels", "timestamp_skew_s"})}  # fmt: skip
+    keys = {
+        "format": FORMAT,
+        "topics": [k.output_topic, k.labels_topic],
+        "windows": w.model_dump(
+            include={"seconds", "label_ttl_s", "max_videos", "max_waiting_labels", "timestamp_skew_s"}
+        ),
+    }
     return hashlib.sha256(json.dumps(keys, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -89,23 +94,32 @@ def write(directory: Path, ident: str, cp: Checkpoint, keep: int) -> Path:
     tmp = directory / f".tmp-{name}-{os.getpid()}"
     tmp.mkdir()
     f = cp.frame
-    videos = pa.record_batch([pa.array(f.ids, pa.string()), *(f.videos[k] for k in VIDEO_COLUMNS)],
-                             names=["video_id", *VIDEO_COLUMNS])  # fmt: skip
+    videos = pa.record_batch(
+        [pa.array(f.ids, pa.string()), *(f.videos[k] for k in VIDEO_COLUMNS)], names=["video_id", *VIDEO_COLUMNS]
+    )
     series = list(f.rows)
     rows = (pa.record_batch([slot, score, decision], schema=ROWS_SCHEMA) for slot, score, decision in f.rows.values())
     flat = [(vid, t, label) for vid, labels in cp.waiting.items() for t, label in labels]
     types = (pa.string(), pa.float64(), pa.string())
-    waiting = pa.record_batch([pa.array([x[i] for x in flat], typ) for i, typ in enumerate(types)],
-                              names=["video_id", "t", "label"])  # fmt: skip
+    waiting = pa.record_batch(
+        [pa.array([x[i] for x in flat], typ) for i, typ in enumerate(types)], names=["video_id", "t", "label"]
+    )
     crcs = {
         "videos.arrow": _write_table(tmp / "videos.arrow", [videos], videos.schema),
         "rows.arrow": _write_table(tmp / "rows.arrow", rows, ROWS_SCHEMA),
         "waiting.arrow": _write_table(tmp / "waiting.arrow", [waiting], waiting.schema),
     }
-    meta = {"format": FORMAT, "identity": ident, "created": cp.created, "crc32c": crcs, "series": series,
-            "positions": [[t, p, o] for (t, p), o in cp.positions.items()],
-            "seen": [[t, p, s] for (t, p), s in cp.seen.items()], "watermark": cp.watermark,
-            "counters": cp.counters}  # fmt: skip
+    meta = {
+        "format": FORMAT,
+        "identity": ident,
+        "created": cp.created,
+        "crc32c": crcs,
+        "series": series,
+        "positions": [[t, p, o] for (t, p), o in cp.positions.items()],
+        "seen": [[t, p, s] for (t, p), s in cp.seen.items()],
+        "watermark": cp.watermark,
+        "counters": cp.counters,
+    }
     (tmp / "meta.json").write_text(json.dumps(meta))
     final = directory / name
     os.rename(tmp, final)

@@ -84,8 +84,9 @@ class Videos:
         out = cls()
         out.n, out.ids = len(ids), list(ids)
         out.cols = {k: np.array(cols[k], dtype=dtype) for k, (dtype, _) in VIDEO_COLUMNS.items()}
-        out.index = {vid: slot for slot, (vid, live) in enumerate(zip(ids, out.cols["alive"].tolist(), strict=True))
-                     if live}  # fmt: skip
+        out.index = {
+            vid: slot for slot, (vid, live) in enumerate(zip(ids, out.cols["alive"].tolist(), strict=True)) if live
+        }
         return out
 
     def __getattr__(self, name: str) -> np.ndarray:

@@ -29,21 +29,65 @@ def comparisons() -> dict:
     """Per comparison: the robustness difference and the AUC difference with their DeLong intervals, the FakeR
     difference, and the label-free disagreement and flip-rate difference, with the paired sample sizes."""
     panels = [
-        _repeated(panel(1, "Robustness difference $challenger (challenger minus champion AUC drift), DeLong 95%",
-                        _banded(mc.COMPARISON_ROBUSTNESS_DIFFERENCE), 0, 0, minmax=(-1, 1))),
-        _repeated(panel(2, "AUC difference $challenger minus champion, DeLong 95%",
-                        _banded(mc.COMPARISON_AUC_DIFFERENCE), 12, 0, minmax=(-1, 1))),
-        _repeated(panel(3, "FakeR difference $challenger minus champion, Newcombe 95%",
-                        _banded(mc.COMPARISON_FAKE_RECALL_DIFFERENCE), 0, 8, minmax=(-1, 1))),
-        _repeated(panel(4, "Label-free: disagreement and flip-rate difference ($challenger)",
-                        [(f"{mc.COMPARISON_DISAGREEMENT.name}{{{SEL}}}", LEGEND + " disagree"),
-                         (f"{mc.COMPARISON_FLIP_RATE_DIFFERENCE.name}{{{SEL}}}", LEGEND + " Δflip")],
-                        12, 8, minmax=(-1, 1))),
-        _repeated(panel(5, "Paired videos ($challenger): all and labelled",
-                        [(f"{mc.COMPARISON_VIDEOS.name}{{{SEL}}}", LEGEND + " videos"),
-                         (f"{mc.COMPARISON_SAMPLES.name}{{{SEL}}}", LEGEND + " labelled")],
-                        0, 16, w=24, unit="short", minmax=None)),
-    ]  # fmt: skip
+        _repeated(
+            panel(
+                1,
+                "Robustness difference $challenger (challenger minus champion AUC drift), DeLong 95%",
+                _banded(mc.COMPARISON_ROBUSTNESS_DIFFERENCE),
+                0,
+                0,
+                minmax=(-1, 1),
+            )
+        ),
+        _repeated(
+            panel(
+                2,
+                "AUC difference $challenger minus champion, DeLong 95%",
+                _banded(mc.COMPARISON_AUC_DIFFERENCE),
+                12,
+                0,
+                minmax=(-1, 1),
+            )
+        ),
+        _repeated(
+            panel(
+                3,
+                "FakeR difference $challenger minus champion, Newcombe 95%",
+                _banded(mc.COMPARISON_FAKE_RECALL_DIFFERENCE),
+                0,
+                8,
+                minmax=(-1, 1),
+            )
+        ),
+        _repeated(
+            panel(
+                4,
+                "Label-free: disagreement and flip-rate difference ($challenger)",
+                [
+                    (f"{mc.COMPARISON_DISAGREEMENT.name}{{{SEL}}}", LEGEND + " disagree"),
+                    (f"{mc.COMPARISON_FLIP_RATE_DIFFERENCE.name}{{{SEL}}}", LEGEND + " Δflip"),
+                ],
+                12,
+                8,
+                minmax=(-1, 1),
+            )
+        ),
+        _repeated(
+            panel(
+                5,
+                "Paired videos ($challenger): all and labelled",
+                [
+                    (f"{mc.COMPARISON_VIDEOS.name}{{{SEL}}}", LEGEND + " videos"),
+                    (f"{mc.COMPARISON_SAMPLES.name}{{{SEL}}}", LEGEND + " labelled"),
+                ],
+                0,
+                16,
+                w=24,
+                unit="short",
+                minmax=None,
+            )
+        ),
+    ]
     variables = [
         variable("champion", f"label_values({mc.COMPARISON_MARGIN.name}, champion)"),
         variable("challenger", f'label_values({mc.COMPARISON_MARGIN.name}{{champion=~"$champion"}}, challenger)'),

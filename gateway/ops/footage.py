@@ -54,8 +54,20 @@ def looped_clip(base: Path, times: int) -> Path:
     path = cache_dir() / f"{base.stem}_x{times}.mp4"
     if not path.exists():
         tmp = path.with_suffix(".part.mp4")
-        cmd = [ffmpeg_exe(), "-nostdin", "-v", "error", "-y", "-stream_loop", str(times - 1), "-i", str(base),
-               "-c", "copy", str(tmp)]  # fmt: skip
+        cmd = [
+            ffmpeg_exe(),
+            "-nostdin",
+            "-v",
+            "error",
+            "-y",
+            "-stream_loop",
+            str(times - 1),
+            "-i",
+            str(base),
+            "-c",
+            "copy",
+            str(tmp),
+        ]
         subprocess.run(cmd, check=True)
         tmp.replace(path)
     return path

@@ -161,8 +161,10 @@ class Stack:
             comparisons=comparisons,
             alerts_from=f"http://127.0.0.1:{ports['prometheus']}" if "prometheus" in ports else None,
         )
-        for cfg, name, what, command in ((gateway, "gateway.yaml", "gateway", "gateway run"),
-                                         (monitor, "monitor.yaml", "monitor", "monitor run")):  # fmt: skip
+        for cfg, name, what, command in (
+            (gateway, "gateway.yaml", "gateway", "gateway run"),
+            (monitor, "monitor.yaml", "monitor", "monitor run"),
+        ):
             header = HEADER.format(what=what, command=command, name=name)
             (self.folder / name).write_text(commented_yaml(cfg, header))
         return gateway, monitor

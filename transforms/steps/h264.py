@@ -126,8 +126,13 @@ def _cli(step: H264Step, chain: CliChain) -> CliChain:
 def _floor(step: H264Step, given: FloorInput) -> list[FloorStep]:
     """A tail at its own size and frame rate, into a file of its own."""
     dst = given.chain.work / f"t{given.index}.mp4"
-    return [FloorStep(f"h264 tail ({given.label})", h264_command(given.chain.stream, step, given.chain.profile, dst),
-                      given.producer)]  # fmt: skip
+    return [
+        FloorStep(
+            f"h264 tail ({given.label})",
+            h264_command(given.chain.stream, step, given.chain.profile, dst),
+            given.producer,
+        )
+    ]
 
 
 def _encoder_bytes(node: Node, profile: Profile) -> int:

@@ -95,26 +95,28 @@ def consumer(settings: KafkaSettings, group: bool) -> dict[str, Any]:
     from the earliest offset of a new group) or a reader (it assigns and seeks, and commits nothing)."""
     limit = fetch_limit(settings)
     conf = common(settings)
-    conf.update({
-        "group.id": settings.group_id if group else f"{settings.client_id}-reader",
-        "enable.auto.commit": group,
-        "auto.commit.interval.ms": AUTO_COMMIT_MS,
-        "enable.auto.offset.store": False,
-        "auto.offset.reset": "earliest",
-        "isolation.level": "read_committed",
-        "enable.partition.eof": False,
-        "partition.assignment.strategy": settings.assignment_strategy or "cooperative-sticky",
-        "session.timeout.ms": settings.session_timeout_ms,
-        "heartbeat.interval.ms": settings.heartbeat_interval_ms,
-        "max.poll.interval.ms": settings.max_poll_interval_ms,
-        "fetch.wait.max.ms": FETCH_WAIT_MS,
-        "fetch.max.bytes": limit,
-        "max.partition.fetch.bytes": limit,
-        # the largest reply read: a bigger one (an oversize batch, returned whole) is passed by gateway.bus.stalls
-        "receive.message.max.bytes": limit + HEADROOM_BYTES + RESPONSE_OVERHEAD_BYTES,
-        "queued.max.messages.kbytes": max(1, limit // 1024),  # records fetched ahead: one record's worth at most
-        "statistics.interval.ms": settings.statistics_interval_ms,
-    })  # fmt: skip
+    conf.update(
+        {
+            "group.id": settings.group_id if group else f"{settings.client_id}-reader",
+            "enable.auto.commit": group,
+            "auto.commit.interval.ms": AUTO_COMMIT_MS,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+            "enable.partition.eof": False,
+            "partition.assignment.strategy": settings.assignment_strategy or "cooperative-sticky",
+            "session.timeout.ms": settings.session_timeout_ms,
+            "heartbeat.interval.ms": settings.heartbeat_interval_ms,
+            "max.poll.interval.ms": settings.max_poll_interval_ms,
+            "fetch.wait.max.ms": FETCH_WAIT_MS,
+            "fetch.max.bytes": limit,
+            "max.partition.fetch.bytes": limit,
+            # the largest reply read: a bigger one (an oversize batch, returned whole) is passed by gateway.bus.stalls
+            "receive.message.max.bytes": limit + HEADROOM_BYTES + RESPONSE_OVERHEAD_BYTES,
+            "queued.max.messages.kbytes": max(1, limit // 1024),  # records fetched ahead: one record's worth at most
+            "statistics.interval.ms": settings.statistics_interval_ms,
+        }
+    )
     if group and settings.group_instance_id:
         conf["group.instance.id"] = settings.group_instance_id
     return _with_properties(conf, settings)
@@ -124,14 +126,16 @@ def producer(settings: KafkaSettings) -> dict[str, Any]:
     """Idempotent, every send acknowledged by all in-sync replicas; a record not acknowledged within
     ``ack_timeout_s`` fails (it is never delivered later behind the caller's back)."""
     conf = common(settings)
-    conf.update({
-        "acks": "all",
-        "enable.idempotence": True,
-        "linger.ms": 5,
-        "message.max.bytes": fetch_limit(settings),
-        "message.timeout.ms": int(settings.ack_timeout_s * 1000),
-        "request.timeout.ms": min(settings.request_timeout_ms, int(settings.ack_timeout_s * 1000)),
-    })  # fmt: skip
+    conf.update(
+        {
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "message.max.bytes": fetch_limit(settings),
+            "message.timeout.ms": int(settings.ack_timeout_s * 1000),
+            "request.timeout.ms": min(settings.request_timeout_ms, int(settings.ack_timeout_s * 1000)),
+        }
+    )
     return _with_properties(conf, settings)
 
 

@@ -54,9 +54,11 @@ class ClientHealth:
                 if p == "-1" or not d.get("desired"):
                     continue
                 parts[topic, int(p)] = PartitionState(
-                    d.get("fetch_state", ""), d.get("next_offset", -1001), d.get("hi_offset", -1001),
+                    d.get("fetch_state", ""),
+                    d.get("next_offset", -1001),
+                    d.get("hi_offset", -1001),
                     d.get("consumer_lag", -1),
-                )  # fmt: skip
+                )
         self.partitions = parts
 
     def on_error(self, error: object) -> None:

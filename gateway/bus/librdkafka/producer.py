@@ -25,8 +25,17 @@ log = logging.getLogger("lastmile.bus")
 QUEUE_WAIT_S = 0.05  # a full queue: serve delivery reports this long, then try the send again
 # errors that leave the client's producer id unusable: a broker that lost it (restarted without its log), or
 # fenced it when librdkafka asked for a new epoch after a record timed out (seen on Tansu after a freeze)
-ID_LOST = frozenset({"PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH", "UNKNOWN_PRODUCER_ID", "INVALID_PRODUCER_ID_MAPPING",
-                     "OUT_OF_ORDER_SEQUENCE_NUMBER", "_FATAL", "_FENCED"})  # fmt: skip
+ID_LOST = frozenset(
+    {
+        "PRODUCER_FENCED",
+        "INVALID_PRODUCER_EPOCH",
+        "UNKNOWN_PRODUCER_ID",
+        "INVALID_PRODUCER_ID_MAPPING",
+        "OUT_OF_ORDER_SEQUENCE_NUMBER",
+        "_FATAL",
+        "_FENCED",
+    }
+)
 
 
 class RdDelivery(Delivery):

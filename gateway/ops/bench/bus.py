@@ -25,8 +25,14 @@ TIMEOUT_S = 600.0
 def _settings(bootstrap: str, engine: str, topic: str):
     from gateway.core.kafka_settings import KafkaSettings
 
-    return KafkaSettings(bootstrap=bootstrap, client=engine, input_topic=topic, output_topic=topic,
-                         client_id=f"bench-{engine}", ack_timeout_s=TIMEOUT_S)  # fmt: skip
+    return KafkaSettings(
+        bootstrap=bootstrap,
+        client=engine,
+        input_topic=topic,
+        output_topic=topic,
+        client_id=f"bench-{engine}",
+        ack_timeout_s=TIMEOUT_S,
+    )
 
 
 def _records(count: int, partitions: int) -> list[tuple[int, bytes, bytes]]:
@@ -36,9 +42,19 @@ def _records(count: int, partitions: int) -> list[tuple[int, bytes, bytes]]:
     out = []
     for i in range(count):
         vid = f"bench-{i // 24}"
-        event = ScoreEvent(video_id=vid, condition="full", detector="npr", detector_version="1", runtime="embedded",
-                           score=float(i % 97) / 10, decision=bool(i % 2), threshold=0.5, label="real",
-                           event_time=1.8e9, idempotency_key=idempotency_key(vid, "full", "npr", str(i)))  # fmt: skip
+        event = ScoreEvent(
+            video_id=vid,
+            condition="full",
+            detector="npr",
+            detector_version="1",
+            runtime="embedded",
+            score=float(i % 97) / 10,
+            decision=bool(i % 2),
+            threshold=0.5,
+            label="real",
+            event_time=1.8e9,
+            idempotency_key=idempotency_key(vid, "full", "npr", str(i)),
+        )
         out.append((i % partitions, vid.encode(), event.model_dump_json().encode()))
     return out
 

@@ -47,9 +47,19 @@ def _produce(kafka, videos: int, now: float, partitions: int, first: int = 0) ->
     from gateway import bus
     from gateway.core.messages import ScoreEvent, idempotency_key
 
-    template = ScoreEvent(video_id="x", condition="c", detector="d", detector_version="1", runtime="embedded",
-                          score=0.0, decision=False, threshold=0.0, label="real", event_time=now,
-                          idempotency_key="k").model_dump(mode="json")  # fmt: skip
+    template = ScoreEvent(
+        video_id="x",
+        condition="c",
+        detector="d",
+        detector_version="1",
+        runtime="embedded",
+        score=0.0,
+        decision=False,
+        threshold=0.0,
+        label="real",
+        event_time=now,
+        idempotency_key="k",
+    ).model_dump(mode="json")
     rng = np.random.default_rng(0)
 
     def records():
@@ -62,9 +72,17 @@ def _produce(kafka, videos: int, now: float, partitions: int, first: int = 0) ->
             for det in DETECTORS:
                 for cond in CONDITIONS:
                     s = next(scores)
-                    fields = {**template, "video_id": vid, "condition": cond, "detector": det, "score": s,
-                              "decision": s > 0, "label": ("real", "generated")[y], "event_time": t,
-                              "idempotency_key": idempotency_key(vid, cond, det, "1")}  # fmt: skip
+                    fields = {
+                        **template,
+                        "video_id": vid,
+                        "condition": cond,
+                        "detector": det,
+                        "score": s,
+                        "decision": s > 0,
+                        "label": ("real", "generated")[y],
+                        "event_time": t,
+                        "idempotency_key": idempotency_key(vid, cond, det, "1"),
+                    }
                     yield i % partitions, key, orjson.dumps(fields)
 
     bulk = kafka.model_copy(update={"client": "librdkafka", "ack_timeout_s": 600.0, "properties": LOAD_PROPERTIES})
@@ -92,14 +110,20 @@ def bench_monitor(videos: int = 100_000, partitions: int = PARTITIONS) -> dict[s
 
     os.environ.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
     with tansu.start_broker() as broker, tempfile.TemporaryDirectory(prefix="lastmile-bench-monitor-") as tmp:
-        kafka = MonitorKafka(bootstrap=broker.bootstrap, input_topic="bench.videos", output_topic="bench.scores",
-                             labels_topic=None)  # fmt: skip
+        kafka = MonitorKafka(
+            bootstrap=broker.bootstrap, input_topic="bench.videos", output_topic="bench.scores", labels_topic=None
+        )
         bus.ensure_topics(kafka, partitions=partitions)
         t0 = time.perf_counter()
         sent = _produce(kafka, videos, time.time(), partitions)
         produce_s = time.perf_counter() - t0
-        windows = WindowSettings(seconds=WINDOW_S, max_videos=max(videos, 10), count=min(500, max(videos, 10)),
-                                 compute_interval_s=WINDOW_S, stale_after_s=WINDOW_S)  # fmt: skip
+        windows = WindowSettings(
+            seconds=WINDOW_S,
+            max_videos=max(videos, 10),
+            count=min(500, max(videos, 10)),
+            compute_interval_s=WINDOW_S,
+            stale_after_s=WINDOW_S,
+        )
         # (no series may go stale while a large run ingests: its newest events are those it loaded first)
         ckpt = CheckpointSettings(directory=Path(tmp), interval_s=WINDOW_S)
         cfg = MonitorConfig(kafka=kafka, windows=windows, checkpoint=ckpt, http_port=0).model_dump_json()

@@ -86,8 +86,15 @@ def bench_transforms(inputs: dict[str, Path], profiles: list[str], long: dict[st
     for name, path in (long or {}).items():
         results.append(transforms_row(name, path, "throughput", baselines=False))
         rss = isolated(engine_job, path.read_bytes(), LASTMILE, PROFILES["fidelity"])
-        results.append({"input": name, "profile": "fidelity", "fanout": rss, "peak_rss_mb": rss["peak_rss_mb"],
-                        "peak_rss_less_variants_mb": round(rss["peak_rss_mb"] - rss["variants_mb"], 1)})  # fmt: skip
+        results.append(
+            {
+                "input": name,
+                "profile": "fidelity",
+                "fanout": rss,
+                "peak_rss_mb": rss["peak_rss_mb"],
+                "peak_rss_less_variants_mb": round(rss["peak_rss_mb"] - rss["variants_mb"], 1),
+            }
+        )
     checked = [r for r in results if "fanout_cpu_vs_floor" in r]
     wall = round(time.perf_counter() - started, 1)
     return {
