@@ -22,21 +22,20 @@ from gateway.bus.membership import Backlog, IdleWatch, Unassigned
 from gateway.bus.producer import Delivery, Producer
 from gateway.bus.rebalance import Rebalance
 from gateway.bus.records import (
-    NO_TIMESTAMP,
     Fetched,
-    FetchedRow,
     Header,
     OversizeRecord,
     Partition,
+    Polled,
     Record,
+    RecordRow,
     Row,
     UnreadableRecord,
-    row,
+    row_fields,
 )
 from gateway.bus.stalls import Stall
 
 __all__ = [
-    "NO_TIMESTAMP",
     "AccessDenied",
     "Backlog",
     "BrokerUnavailable",
@@ -47,16 +46,17 @@ __all__ = [
     "CorruptBatch",
     "Delivery",
     "Fetched",
-    "FetchedRow",
     "Header",
     "IdleWatch",
     "NoAnswer",
     "NoBroker",
     "OversizeRecord",
     "Partition",
+    "Polled",
     "Producer",
     "Rebalance",
     "Record",
+    "RecordRow",
     "RecordTooLarge",
     "Row",
     "Stall",
@@ -69,5 +69,5 @@ __all__ = [
     "ping",
     "producer",
     "reader",
-    "row",
+    "row_fields",
 ]

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from gateway.bus.apart import DirectReader
 from gateway.bus.membership import Backlog
 from gateway.bus.rebalance import Rebalance
-from gateway.bus.records import Fetched, FetchedRow, Partition, Record, row
+from gateway.bus.records import Fetched, Partition, Polled, Record, RecordRow
 from gateway.bus.stalls import Stall, Watch
 from gateway.core.kafka_settings import KafkaSettings
 
@@ -57,18 +57,20 @@ class Consumer(ABC):
         :class:`OversizeRecord`, the position already past it (a reader too: the monitor must not stop on one)."""
         return self._fetch(timeout_ms, max_records or self.settings.max_poll_records) + self._watch.observe(self)
 
-    def poll_rows(self, timeout_ms: int, max_records: int | None = None) -> list[FetchedRow]:
-        """As :meth:`poll`, each readable record a plain tuple (:data:`~gateway.bus.records.Row`: topic,
-        partition, offset, timestamp, value; no key, no headers): for a reader that goes through hundreds of
-        thousands of records a second and needs no more of them (the monitor). An engine may build rows without
-        building records (librdkafka does: a third less CPU a record, ``lastmile bench bus``)."""
-        rows = self._fetch_rows(timeout_ms, max_records or self.settings.max_poll_records)
-        return rows + as_rows(self._watch.observe(self))
+    def poll_rows(self, timeout_ms: int, max_records: int | None = None) -> Polled:
+        """As :meth:`poll`, each readable record a :class:`~gateway.bus.records.Row` (topic, partition, offset,
+        timestamp, value; no key, no headers) and the unreadable and oversize ones apart: for a reader that goes
+        through hundreds of thousands of records a second and needs no more of them (the monitor). An engine may
+        hand out its client's messages as rows (librdkafka's are: no object made per record, ``lastmile bench
+        bus``)."""
+        polled = self._fetch_rows(timeout_ms, max_records or self.settings.max_poll_records)
+        polled.skipped.extend(self._watch.observe(self))
+        return polled
 
     @abstractmethod
     def _fetch(self, timeout_ms: int, max_records: int) -> list[Fetched]: ...
 
-    def _fetch_rows(self, timeout_ms: int, max_records: int) -> list[FetchedRow]:
+    def _fetch_rows(self, timeout_ms: int, max_records: int) -> Polled:
         return as_rows(self._fetch(timeout_ms, max_records))
 
     @abstractmethod
@@ -155,6 +157,12 @@ class Consumer(ABC):
         return Backlog(behind, committed)
 
 
-def as_rows(fetched: list[Fetched]) -> list[FetchedRow]:
-    """Each record as its row; an unreadable or oversize one as it is."""
-    return [row(r) if isinstance(r, Record) else r for r in fetched]
+def as_rows(fetched: list[Fetched]) -> Polled:
+    """Each record as its row; the unreadable and oversize ones apart."""
+    polled = Polled([], [])
+    for r in fetched:
+        if isinstance(r, Record):
+            polled.rows.append(RecordRow(r))
+        else:
+            polled.skipped.append(r)
+    return polled

@@ -6,7 +6,7 @@ its header names ``str``, its timestamp milliseconds or None."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 Header = tuple[str, bytes | None]
 
@@ -103,14 +103,61 @@ class OversizeRecord:
 
 Fetched = Record | UnreadableRecord | OversizeRecord
 
-Row = tuple[str, int, int, int, bytes | None]
-"""A readable record as :meth:`~gateway.bus.Consumer.poll_rows` hands it out, a plain tuple: ``(topic, partition,
-offset, timestamp_ms, value)``, the timestamp -1 when the record has none; no key, no headers."""
-FetchedRow = Row | UnreadableRecord | OversizeRecord
-NO_TIMESTAMP = -1  # a row's timestamp when its record has none
+
+class Row(Protocol):
+    """A readable record as :meth:`~gateway.bus.Consumer.poll_rows` hands it out: its topic, partition, offset,
+    timestamp and value, each read by a method call when asked (no key, no headers). The methods are those of
+    librdkafka's messages, so the default engine hands its messages out as they come, with no object made per record
+    (a reader goes through hundreds of thousands a second); another engine wraps its records (:class:`RecordRow`)."""
+
+    def topic(self) -> str: ...
+
+    def partition(self) -> int: ...
+
+    def offset(self) -> int: ...
+
+    def timestamp(self) -> tuple[int, int]:
+        """``(kind, milliseconds)``: kind 0 (and -1 ms) where the record has no timestamp."""
+        ...
+
+    def value(self) -> bytes | None: ...
 
 
-def row(record: Record) -> Row:
-    """A record's row (its key and headers left out)."""
-    stamp = record.timestamp_ms
-    return (record.topic, record.partition, record.offset, NO_TIMESTAMP if stamp is None else stamp, record.value)
+class RecordRow:
+    """A :class:`Record` as a :class:`Row`."""
+
+    __slots__ = ("_r",)
+
+    def __init__(self, record: Record) -> None:
+        self._r = record
+
+    def topic(self) -> str:
+        return self._r.topic
+
+    def partition(self) -> int:
+        return self._r.partition
+
+    def offset(self) -> int:
+        return self._r.offset
+
+    def timestamp(self) -> tuple[int, int]:
+        stamp = self._r.timestamp_ms
+        return (0, -1) if stamp is None else (1, stamp)
+
+    def value(self) -> bytes | None:
+        return self._r.value
+
+
+def row_fields(row: Row) -> tuple[str, int, int, int | None, bytes | None]:
+    """A row's fields as a tuple ``(topic, partition, offset, timestamp_ms or None, value)``: to compare or print."""
+    kind, stamp = row.timestamp()
+    return (row.topic(), row.partition(), row.offset(), stamp if kind else None, row.value())
+
+
+class Polled(NamedTuple):
+    """What :meth:`~gateway.bus.Consumer.poll_rows` hands out: the readable records as rows, in offset order per
+    partition, and apart from them the records that could not be read (undecodable, or in a batch too large to
+    fetch: each passed, as :meth:`~gateway.bus.Consumer.poll` passes them)."""
+
+    rows: list[Row]
+    skipped: list[UnreadableRecord | OversizeRecord]

@@ -18,7 +18,7 @@ import gc
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from gateway import bus
 from gateway.core.messages import LabelEvent
@@ -123,12 +123,12 @@ class Monitor:
         last_probe = 0.0
         while not self.stop_event.is_set():
             self.heartbeat = time.monotonic()
-            records = self.consumer.poll_rows(timeout_ms=POLL_MS, max_records=self.cfg.poll_max_records)
-            self.take(records)
+            polled = self.consumer.poll_rows(timeout_ms=POLL_MS, max_records=self.cfg.poll_max_records)
+            self.take(polled.rows, polled.skipped)
             self._watermark = max(self._watermark, self.watermark())  # it never goes back
             if self.store.held > self.cfg.windows.max_videos * (1 + EVICTION_SLACK):
                 self.store.expire()  # each eviction is a pass over every video held: one per slack's worth
-            if not records and not self.caught_up.is_set() and self._at_end():
+            if not polled.rows and not polled.skipped and not self.caught_up.is_set() and self._at_end():
                 self.caught_up.set()
                 self.metrics.caught_up.set(1)
                 self.metrics.windows.kick.set()  # ready once this first computation is served
@@ -141,22 +141,22 @@ class Monitor:
                 last_probe = time.monotonic()
 
     # -- messages --------------------------------------------------------------------------------------------
-    def take(self, records: list[bus.FetchedRow]) -> None:
-        """A poll's rows (:meth:`bus.Consumer.poll_rows`), in order: each run of score events kept together
+    def take(self, rows: list[bus.Row], skipped: Iterable[bus.UnreadableRecord | bus.OversizeRecord] = ()) -> None:
+        """A poll's rows (:attr:`bus.Polled.rows`), in order: each run of score events kept together
         (:meth:`Store.add_scores`), each label on its own; one with no score or label in it is counted and
-        skipped, as is a record the bus could not read (an unreadable or oversize one)."""
+        skipped, as is each record the bus could not read (:attr:`bus.Polled.skipped`: unreadable or oversize)."""
+        for record in skipped:
+            self.metrics.invalid.labels(record.topic).inc()
         scores: list[bus.Row] = []
         output = self.cfg.kafka.output_topic
-        for msg in records:
-            if type(msg) is not tuple:
-                self.metrics.invalid.labels(msg.topic).inc()
-            elif msg[0] == output:
+        for msg in rows:
+            if msg.topic() == output:
                 scores.append(msg)
             else:
                 self._scores(scores)
                 scores = []
-                topic, _, _, stamp, value = msg
-                self.handle(topic, value, None if stamp == bus.NO_TIMESTAMP else stamp)
+                kind, stamp = msg.timestamp()
+                self.handle(msg.topic(), msg.value(), stamp if kind and stamp >= 0 else None)
         self._scores(scores)
 
     def _scores(self, records: list[bus.Row]) -> None:
@@ -164,13 +164,16 @@ class Monitor:
         fields: :mod:`gateway.monitor.decode`), the others counted. One loop, no call per event it can spare."""
         latest: dict[int, int] = {}
         events, invalid, clock = [], 0, self.clock
-        for _, partition, _, stamp, value in records:
-            if stamp < 0:  # (NO_TIMESTAMP)
+        for msg in records:
+            kind, stamp = msg.timestamp()
+            if not kind or stamp < 0:  # (no timestamp)
                 record_time = clock()
             else:
+                partition = msg.partition()
                 if stamp > latest.get(partition, -1):
                     latest[partition] = stamp
                 record_time = stamp / 1000
+            value = msg.value()
             fields = fast_fields(value)
             if fields is None:
                 try:

@@ -28,7 +28,7 @@ STACK = frozenset({
     "test_monitor_labels", "test_monitor_stream", "test_remote", "test_triton", "test_up", "test_up_signals",
 })  # fmt: skip
 BROKER = frozenset({
-    "test_bus", "test_bus_contract", "test_bus_kafka_python", "test_bus_tls", "test_content_digest",
+    "test_bench_bus", "test_bus", "test_bus_contract", "test_bus_kafka_python", "test_bus_tls", "test_content_digest",
     "test_fuzz_records", "test_gateway", "test_group_membership", "test_poison_records", "test_record_limits",
     "test_replay", "test_shadow", "test_source_urls",
 })  # fmt: skip

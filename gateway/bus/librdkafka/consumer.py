@@ -20,7 +20,7 @@ from gateway.bus.librdkafka.health import ClientHealth
 from gateway.bus.librdkafka.message import records, rows
 from gateway.bus.librdkafka.offsets import OffsetQueries
 from gateway.bus.rebalance import Rebalance
-from gateway.bus.records import Fetched, FetchedRow, Partition
+from gateway.bus.records import Fetched, Partition, Polled
 from gateway.core.kafka_settings import KafkaSettings
 
 log = logging.getLogger("lastmile.bus")
@@ -109,7 +109,7 @@ class RdConsumer(Consumer):
     def _fetch(self, timeout_ms: int, max_records: int) -> list[Fetched]:
         return records(self._consume(timeout_ms, max_records), self._event)
 
-    def _fetch_rows(self, timeout_ms: int, max_records: int) -> list[FetchedRow]:
+    def _fetch_rows(self, timeout_ms: int, max_records: int) -> Polled:
         return rows(self._consume(timeout_ms, max_records), self._event)
 
     def _consume(self, timeout_ms: int, max_records: int) -> list:

@@ -1,6 +1,7 @@
 r"""What librdkafka's messages become: :class:`MessageRecord`\ s (a :class:`~gateway.bus.records.Record` whose
 fields are read from confluent-kafka's message when asked: building each record's seven fields up front cost more
-CPU than librdkafka's own fetch) or rows (:data:`~gateway.bus.records.Row`, the monitor's); an error among them
+CPU than librdkafka's own fetch) or rows (the messages themselves: they have a :class:`~gateway.bus.records.Row`'s
+methods; the monitor's read); an error among them
 goes to the consumer, a record whose header name is not UTF-8 becomes an
 :class:`~gateway.bus.records.UnreadableRecord`."""
 
@@ -11,7 +12,7 @@ import operator
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from gateway.bus.records import NO_TIMESTAMP, Fetched, FetchedRow, Header, Record, UnreadableRecord
+from gateway.bus.records import Fetched, Header, Polled, Record, UnreadableRecord
 
 OnError = Callable[[object], None]  # the consumer's, for a message that carries an error (confluent's KafkaError)
 # confluent-kafka's Message.headers() returns a list holding a NULL name, with an exception set, for a header name
@@ -19,6 +20,7 @@ OnError = Callable[[object], None]  # the consumer's, for a message that carries
 # and the error surfaced at some later call (or a NULL reached a Record). Called from C, the result is checked
 # and the call raises SystemError, every time. (A first, unchecked call tells whether there are any: None is safe.)
 HEADERS = operator.methodcaller("headers")
+MESSAGE_ERROR = operator.methodcaller("error")
 
 
 class MessageRecord(Record):
@@ -94,20 +96,19 @@ def records(messages: list, on_error: OnError) -> list[Fetched]:
     return out
 
 
-def rows(messages: list, on_error: OnError) -> list[FetchedRow]:
-    """A row per message, no record made (headers are not read: a header name that is not UTF-8 does not
-    matter here)."""
-    with collector_paused():
-        out: list[FetchedRow] = [
-            (m.topic(), m.partition(), m.offset(), t[1] if (t := m.timestamp())[0] else NO_TIMESTAMP, m.value())
-            for m in messages
-            if m.error() is None
-        ]
-    if len(out) < len(messages):
+def rows(messages: list, on_error: OnError) -> Polled:
+    """The messages themselves as rows (a librdkafka message has a :class:`~gateway.bus.records.Row`'s methods:
+    nothing is made per record), an error among them passed to ``on_error`` and left out. Headers are not read, so
+    a header name that is not UTF-8 does not matter here."""
+    if any(map(MESSAGE_ERROR, messages)):  # (rare: checked in one pass in C, then filtered)
+        kept = []
         for m in messages:
-            if m.error() is not None:
+            if m.error() is None:
+                kept.append(m)
+            else:
                 on_error(m.error())
-    return out
+        messages = kept
+    return Polled(messages, [])
 
 
 def _why(exc: Exception) -> str:
