@@ -491,8 +491,8 @@ def test_only_detectors_scored_over_grpc_need_tritonclient():
 )
 def test_a_planted_secret_given_by_file_appears_in_no_output(tmp_path, broker, command):
     """A SASL password and a TLS key password read from files (as Kubernetes mounts secrets) never reach a log
-    line or an error, DEBUG logging included: the broker here speaks no SASL, so each command fails to reach it
-    (librdkafka reports the refused SASL handshake as a transport failure: "no broker answered") without them."""
+    line or an error, DEBUG logging included: the broker here refuses the SASL handshake, and each command says so
+    (a broker answered but refused this client: the settings to check), not that no broker answered."""
     secret, key_secret = "planted-Pa55-7f3a91", "planted-key-c04e2d"
     (tmp_path / "pw").write_text(secret + "\n")
     (tmp_path / "key-pw").write_text(key_secret)
@@ -504,3 +504,5 @@ def test_a_planted_secret_given_by_file_appears_in_no_output(tmp_path, broker, c
     out = run.stdout + run.stderr
     assert run.returncode != 0 and "Error: Kafka: " in run.stderr, out[-2000:]
     assert secret not in out and key_secret not in out, out[-2000:]
+    (line,) = [x for x in run.stderr.splitlines() if x.startswith("Error: ")]
+    assert "answered but refused this client" in line and "kafka.sasl_mechanism" in line, line

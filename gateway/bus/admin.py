@@ -4,7 +4,7 @@ is one line naming the bootstrap and what to check, within :data:`PING_TIMEOUT_S
 from __future__ import annotations
 
 from gateway.bus.engines import admin
-from gateway.bus.errors import BrokerUnavailable, BusError
+from gateway.bus.errors import AccessDenied, BrokerUnavailable, BusError
 from gateway.core.kafka_settings import KafkaSettings
 
 PING_TIMEOUT_S = 6.0  # a command that talks to Kafka says within this that no broker answers (one line; its
@@ -17,9 +17,15 @@ class NoBroker(BrokerUnavailable):
 
 
 def ping(settings: KafkaSettings, timeout_s: float = PING_TIMEOUT_S) -> None:
-    """Return once a broker of ``settings.bootstrap`` answers; raises :class:`NoBroker` if none does in time."""
+    """Return once a broker of ``settings.bootstrap`` answers; raises :class:`NoBroker` if none does in time, and
+    :class:`AccessDenied`, naming the settings to check, where one answered but refused this client."""
     try:
         admin(settings).ping(settings, timeout_s)
+    except AccessDenied as exc:
+        raise AccessDenied(
+            f"a broker at {settings.bootstrap} answered but refused this client: check kafka.security_protocol, "
+            f"kafka.sasl_mechanism, kafka.sasl_username and its password, or the TLS settings ({exc})"
+        ) from exc
     except BusError as exc:
         if not isinstance(exc, BrokerUnavailable):
             raise

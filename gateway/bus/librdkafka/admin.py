@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import time
+
 from gateway.bus.errors import BusError, NoAnswer
 from gateway.bus.librdkafka import config
 from gateway.bus.librdkafka.errors import from_error, mapped
 from gateway.core.kafka_settings import KafkaSettings
+
+AUTHENTICATION = frozenset({"_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED", "_SSL"})  # a broker refused this client
+ATTEMPT_S = 0.5  # a ping asks this long at a time, so that a refusal is said at once, not at the ping's end
 
 
 def _client(settings: KafkaSettings):
@@ -16,10 +21,29 @@ def _client(settings: KafkaSettings):
 
 
 def ping(settings: KafkaSettings, timeout_s: float) -> None:
-    """Return once a broker answers a metadata request; raises :class:`NoAnswer` if none does in time."""
-    client = _client(settings)
+    """Return once a broker answers a metadata request; raises :class:`NoAnswer` if none does in time, or
+    :class:`~gateway.bus.AccessDenied` where a broker answered but refused this client's authentication (the
+    metadata request then fails as a transport failure; librdkafka's error callback says why)."""
+    from confluent_kafka.admin import AdminClient
+
+    refused: list = []
+    conf = config.admin(settings)
+    conf["error_cb"] = lambda error: refused.append(error) if error.name() in AUTHENTICATION else None
+    conf["log_level"] = 0  # its connection failures are this ping's answer, said once by the caller: not logged too
     with mapped():
-        meta = client.list_topics(timeout=timeout_s)
+        client = AdminClient(conf)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with mapped():
+                meta = client.list_topics(timeout=min(ATTEMPT_S, max(deadline - time.monotonic(), 0.01)))
+            break
+        except BusError:
+            client.poll(0)  # serves the error callbacks queued meanwhile
+            if refused:
+                raise from_error(refused[0]) from None
+            if time.monotonic() >= deadline:
+                raise
     if not meta.brokers:
         raise NoAnswer("no broker in the cluster's metadata")
 
