@@ -120,3 +120,34 @@ def test_estimates_of_a_worked_example():
         min(np.percentile([0.75, 0.25], 2.5), wilson[1]),
         max(np.percentile([0.75, 0.25], 97.5), wilson[2]),
     )
+
+
+@pytest.mark.parametrize(("k", "n"), [(0, 1), (3, 10), (10, 10), (17, 250), (499, 1000)])
+@pytest.mark.parametrize("confidence", [0.9, 0.95, 0.99])
+def test_wilson_equals_scipys_binomtest_wilson_interval(k, n, confidence):
+    from scipy.stats import binomtest
+
+    want = binomtest(k, n).proportion_ci(confidence, method="wilson")
+    p, lo, hi = intervals.wilson_interval(k, n, confidence)
+    assert p == k / n and lo == pytest.approx(want.low, abs=1e-12) and hi == pytest.approx(want.high, abs=1e-12)
+
+
+def test_the_normal_quantile_is_scipys_and_refuses_a_level_outside_0_1():
+    from scipy.stats import norm
+
+    from detectors.stats.inputs import z_quantile
+
+    for c in (0.5, 0.9, 0.95, 0.99):
+        assert z_quantile(c) == pytest.approx(norm.ppf(0.5 + c / 2), abs=1e-12)
+    for bad in (0.0, 1.0, -0.1):
+        with pytest.raises(MetricError):
+            z_quantile(bad)
+
+
+def test_every_is_one_read_only_array_per_recent_length_and_is_everything_knows_it():
+    from detectors.stats.ranks import every, is_everything
+
+    a = every(5)
+    assert a.tolist() == [0, 1, 2, 3, 4] and not a.flags.writeable and every(5) is a
+    assert is_everything(a, 5) and is_everything(np.arange(5), 5)
+    assert not is_everything(np.array([0, 2, 1, 3, 4]), 5) and not is_everything(np.arange(4), 5)
