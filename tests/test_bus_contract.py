@@ -183,6 +183,32 @@ def test_an_oversize_batch_is_passed_by_reference_and_both_partitions_move_on(br
     assert by_offset[1, 0].value == b"other"
 
 
+def test_a_readers_rows_hold_the_records_read_apart_and_set_the_oversize_one_apart(broker, engine):
+    """As the monitor reads (``poll_rows``): the records before and after an oversize batch, read apart by the stall
+    watch, come as rows; the oversize record comes in ``skipped``, each once."""
+    k = _stuck_topic(broker, engine, "oversize-rows")
+    reader = bus.reader(k)
+    reader.assign([bus.Partition(k.input_topic, p) for p in (0, 1)])
+    skipped: list = []
+
+    def rows_of_a_poll() -> list:
+        polled = reader.poll_rows(200)
+        skipped.extend(polled.skipped)
+        return polled.rows
+
+    try:
+        rows = _poll_until(rows_of_a_poll, 4, timeout_s=60)
+        deadline = time.monotonic() + 30
+        while not skipped and time.monotonic() < deadline:
+            rows += rows_of_a_poll()
+    finally:
+        reader.close()
+    values = {(p, o): v for _, p, o, _, v in map(bus.row_fields, rows)}
+    assert values == {(0, 0): b"before-0", (0, 1): b"before-1", (0, 3): b"after", (1, 0): b"other"}, values
+    assert len(rows) == 4 and [(r.partition, r.offset) for r in skipped] == [(0, 2)]
+    assert isinstance(skipped[0], bus.OversizeRecord)
+
+
 def test_with_stop_an_oversize_batch_is_a_stall_naming_partition_and_offset(broker, engine):
     k = _stuck_topic(broker, engine, "stopped", oversize_records="stop")
     consumer = bus.consumer(k)

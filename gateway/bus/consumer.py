@@ -64,7 +64,9 @@ class Consumer(ABC):
         hand out its client's messages as rows (librdkafka's are: no object made per record, ``lastmile bench
         bus``)."""
         polled = self._fetch_rows(timeout_ms, max_records or self.settings.max_poll_records)
-        polled.skipped.extend(self._watch.observe(self))
+        watched = as_rows(self._watch.observe(self))  # a stalled partition's records read apart, or passed ones
+        polled.rows.extend(watched.rows)
+        polled.skipped.extend(watched.skipped)
         return polled
 
     @abstractmethod

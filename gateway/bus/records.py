@@ -151,7 +151,7 @@ class RecordRow:
 def row_fields(row: Row) -> tuple[str, int, int, int | None, bytes | None]:
     """A row's fields as a tuple ``(topic, partition, offset, timestamp_ms or None, value)``: to compare or print."""
     kind, stamp = row.timestamp()
-    return (row.topic(), row.partition(), row.offset(), stamp if kind else None, row.value())
+    return (row.topic(), row.partition(), row.offset(), stamp if kind and stamp >= 0 else None, row.value())
 
 
 class Polled(NamedTuple):

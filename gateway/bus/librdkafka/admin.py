@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from gateway.bus.errors import BusError, NoAnswer
+from gateway.bus.errors import BrokerUnavailable, BusError, NoAnswer
 from gateway.bus.librdkafka import config
 from gateway.bus.librdkafka.errors import from_error, mapped
 from gateway.core.kafka_settings import KafkaSettings
@@ -38,7 +38,7 @@ def ping(settings: KafkaSettings, timeout_s: float) -> None:
             with mapped():
                 meta = client.list_topics(timeout=min(ATTEMPT_S, max(deadline - time.monotonic(), 0.01)))
             break
-        except BusError:
+        except BrokerUnavailable:  # (anything else, e.g. a property librdkafka refuses, is said at once)
             client.poll(0)  # serves the error callbacks queued meanwhile
             if refused:
                 raise from_error(refused[0]) from None
