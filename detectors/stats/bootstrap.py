@@ -22,12 +22,12 @@ def strata_of(keys: Sequence[frozenset]) -> list[list[int]]:
     groups: dict[frozenset, list[int]] = defaultdict(list)
     for i, key in enumerate(keys):
         groups[frozenset(key)].append(i)
+    first = {k: i for i, k in enumerate(groups)}  # where each key first appears: the last tie-break
     for key in [k for k, members in groups.items() if len(members) == 1]:
         if len(groups) < 2 or len(groups[key]) != 1:
             continue
         members = groups.pop(key)
-        order = list(groups)
-        nearest = max(order, key=lambda k: (_jaccard(key, k), len(groups[k]), -order.index(k)))
+        nearest = max(groups, key=lambda k: (_jaccard(key, k), len(groups[k]), -first[k]))
         groups[nearest] = sorted(groups[nearest] + members)
     return list(groups.values())
 
