@@ -32,6 +32,7 @@ from gateway.bus.records import (
     Row,
     UnreadableRecord,
     row_fields,
+    timestamp_ms,
 )
 from gateway.bus.stalls import Stall
 
@@ -70,4 +71,5 @@ __all__ = [
     "producer",
     "reader",
     "row_fields",
+    "timestamp_ms",
 ]

@@ -148,10 +148,16 @@ class RecordRow:
         return self._r.value
 
 
+def timestamp_ms(timestamp: tuple[int, int]) -> int | None:
+    """A ``(kind, milliseconds)`` timestamp (librdkafka's, a :class:`Row`'s) as milliseconds; None where the record
+    has none (kind 0, or a negative stamp)."""
+    kind, stamp = timestamp
+    return stamp if kind and stamp >= 0 else None
+
+
 def row_fields(row: Row) -> tuple[str, int, int, int | None, bytes | None]:
     """A row's fields as a tuple ``(topic, partition, offset, timestamp_ms or None, value)``: to compare or print."""
-    kind, stamp = row.timestamp()
-    return (row.topic(), row.partition(), row.offset(), stamp if kind and stamp >= 0 else None, row.value())
+    return (row.topic(), row.partition(), row.offset(), timestamp_ms(row.timestamp()), row.value())
 
 
 class Polled(NamedTuple):

@@ -71,6 +71,11 @@ class Family:
             for side in ("lower", "upper")
         )
 
+    def zero_width(self) -> Family:
+        """The family that flags this family's intervals of zero width (:data:`ZERO_WIDTH`, or the comparisons'
+        :data:`COMPARISON_ZERO_WIDTH`), labelled with this family's name as ``quantity``."""
+        return COMPARISON_ZERO_WIDTH if Exporter.COMPARISONS in self.exporters else ZERO_WIDTH
+
 
 def _gauge(name: str, text: str, labels: tuple[str, ...] = (), **kw) -> Family:
     return Family(name, text, Kind.GAUGE, labels, **kw)

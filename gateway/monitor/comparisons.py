@@ -117,10 +117,10 @@ def _labelled(got: list[Column], pos: list[np.ndarray], labels: dict, conf: floa
     out = [Sample(mc.COMPARISON_SAMPLES, labels, float(y.size))]
     if y.sum() >= 2 and (~y).sum() >= 2:
         diff = intervals.auc_difference(y, score[0], score[1], conf)
-        out += bounded_samples(mc.COMPARISON_AUC_DIFFERENCE, labels, diff, mc.COMPARISON_ZERO_WIDTH)
+        out += bounded_samples(mc.COMPARISON_AUC_DIFFERENCE, labels, diff, delong=True)
         if len(score) == 4:
             rob = intervals.robustness_difference(y, (score[2], score[0]), (score[3], score[1]), conf)
-            out += bounded_samples(mc.COMPARISON_ROBUSTNESS_DIFFERENCE, labels, rob, mc.COMPARISON_ZERO_WIDTH)
+            out += bounded_samples(mc.COMPARISON_ROBUSTNESS_DIFFERENCE, labels, rob, delong=True)
     if y.any():
         fr = intervals.paired_proportion_difference(dec[1][y], dec[0][y], conf)
         out += bounded_samples(mc.COMPARISON_FAKE_RECALL_DIFFERENCE, labels, fr)

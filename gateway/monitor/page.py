@@ -184,9 +184,8 @@ class Samples:
             return None
         if not family.interval:
             return Estimate(value)
-        flag = mc.COMPARISON_ZERO_WIDTH if mc.Exporter.COMPARISONS in family.exporters else mc.ZERO_WIDTH
         lower, upper = (self.value(f"{family.name}_{side}", **labels) for side in ("lower", "upper"))
-        return Estimate(value, lower, upper, self.value(flag.name, quantity=family.name, **labels) == 1)
+        return Estimate(value, lower, upper, self.value(family.zero_width().name, quantity=family.name, **labels) == 1)
 
     def labels(self, name: str, keys: Iterable[str], **where: str) -> list[tuple[str, ...]]:
         """The distinct values of ``keys`` among ``name``'s samples that match ``where``."""

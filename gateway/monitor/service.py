@@ -155,8 +155,7 @@ class Monitor:
             else:
                 self._scores(scores)
                 scores = []
-                kind, stamp = msg.timestamp()
-                self.handle(msg.topic(), msg.value(), stamp if kind and stamp >= 0 else None)
+                self.handle(msg.topic(), msg.value(), bus.timestamp_ms(msg.timestamp()))
         self._scores(scores)
 
     def _scores(self, records: list[bus.Row]) -> None:
@@ -165,7 +164,7 @@ class Monitor:
         latest: dict[int, int] = {}
         events, invalid, clock = [], 0, self.clock
         for msg in records:
-            kind, stamp = msg.timestamp()
+            kind, stamp = msg.timestamp()  # (bus.timestamp_ms's rule, inline: once per score event)
             if not kind or stamp < 0:  # (no timestamp)
                 record_time = clock()
             else:

@@ -215,16 +215,15 @@ def _at(values: np.ndarray, positions: np.ndarray) -> np.ndarray:
 
 
 def bounded_samples(
-    family: Family, labels: dict, interval: tuple[float, float, float], zero_width: Family | None = None
+    family: Family, labels: dict, interval: tuple[float, float, float], delong: bool = False
 ) -> list[Sample]:
     """An (estimate, lower, upper) interval as three samples: the family's and its two bounds' families; and, for a
-    DeLong interval (which collapses where every structural component is constant), whether it has zero width, as
-    a sample of ``zero_width`` (:data:`~gateway.core.catalogue.ZERO_WIDTH` or the comparisons' own) naming the
-    family."""
+    ``delong`` interval (which collapses where every structural component is constant), whether it has zero width, as
+    a sample of the family's flag (:meth:`~gateway.core.catalogue.Family.zero_width`) naming the family."""
     (est, lo, hi), (lower, upper) = interval, family.bounds()
     out = [Sample(family, labels, est), Sample(lower, labels, lo), Sample(upper, labels, hi)]
-    if zero_width is not None:
-        out.append(Sample(zero_width, {**labels, "quantity": family.name}, float(lo == hi)))
+    if delong:
+        out.append(Sample(family.zero_width(), {**labels, "quantity": family.name}, float(lo == hi)))
     return out
 
 
@@ -272,7 +271,7 @@ def _labelled(col: Column, sel: np.ndarray, base: Column | None, labels: dict, c
         out.append(Sample(mc.BALANCED_ACCURACY, labels, c.balanced_accuracy))
         if n_gen >= 2 and n_real >= 2:
             auc = intervals.contrast_interval([col.components(sel)], (1,), conf)
-            out += bounded_samples(mc.AUC, labels, auc, mc.ZERO_WIDTH)
+            out += bounded_samples(mc.AUC, labels, auc, delong=True)
         else:
             out.append(Sample(mc.AUC, labels, metrics.auc(y, col.score[sel])))
     if base is not None:
@@ -288,7 +287,7 @@ def _drift(col: Column, sel: np.ndarray, base: Column, labels: dict, conf: float
     n = np.bincount(4 * y.astype(np.int8) + 2 * _at(col.decision, a) + _at(base.decision, b), minlength=8).tolist()
     if sum(n[4:]) >= 2 and sum(n[:4]) >= 2:
         diff = intervals.contrast_interval([col.components(a), base.components(b)], (1, -1), conf)
-        out += bounded_samples(mc.AUC_DRIFT, labels, diff, mc.ZERO_WIDTH)
+        out += bounded_samples(mc.AUC_DRIFT, labels, diff, delong=True)
     if sum(n[4:]):  # generated: called generated (True) under both, here only, on original only, neither
         out += bounded_samples(
             mc.FAKE_RECALL_DRIFT, labels, intervals.paired_proportion_difference_of(n[7], n[6], n[5], n[4], conf)

@@ -5,33 +5,32 @@ from __future__ import annotations
 import time
 
 from gateway.bus.errors import BrokerUnavailable, BusError, NoAnswer
-from gateway.bus.librdkafka import config
+from gateway.bus.librdkafka import codes, config
 from gateway.bus.librdkafka.errors import from_error, mapped
 from gateway.core.kafka_settings import KafkaSettings
 
-AUTHENTICATION = frozenset({"_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED", "_SSL"})  # a broker refused this client
 ATTEMPT_S = 0.5  # a ping asks this long at a time, so that a refusal is said at once, not at the ping's end
 
 
-def _client(settings: KafkaSettings):
+def _client(settings: KafkaSettings, **properties: object):
+    """An admin client of the settings, with ``properties`` (librdkafka's) beside them."""
     from confluent_kafka.admin import AdminClient
 
     with mapped():
-        return AdminClient(config.admin(settings))
+        return AdminClient({**config.admin(settings), **properties})
 
 
 def ping(settings: KafkaSettings, timeout_s: float) -> None:
     """Return once a broker answers a metadata request; raises :class:`NoAnswer` if none does in time, or
     :class:`~gateway.bus.AccessDenied` where a broker answered but refused this client's authentication (the
-    metadata request then fails as a transport failure; librdkafka's error callback says why)."""
-    from confluent_kafka.admin import AdminClient
-
+    metadata request then fails as a transport failure; librdkafka's error callback says why: an error
+    :mod:`~gateway.bus.librdkafka.codes` counts as denied)."""
     refused: list = []
-    conf = config.admin(settings)
-    conf["error_cb"] = lambda error: refused.append(error) if error.name() in AUTHENTICATION else None
-    conf["log_level"] = 0  # its connection failures are this ping's answer, said once by the caller: not logged too
-    with mapped():
-        client = AdminClient(conf)
+    client = _client(
+        settings,
+        error_cb=lambda error: refused.append(error) if error.name() in codes.DENIED else None,
+        log_level=0,  # its connection failures are this ping's answer, said once by the caller: not logged too
+    )
     deadline = time.monotonic() + timeout_s
     while True:
         try:

@@ -12,7 +12,7 @@ import operator
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from gateway.bus.records import Fetched, Header, Polled, Record, UnreadableRecord
+from gateway.bus.records import Fetched, Header, Polled, Record, UnreadableRecord, timestamp_ms
 
 OnError = Callable[[object], None]  # the consumer's, for a message that carries an error (confluent's KafkaError)
 # confluent-kafka's Message.headers() returns a list holding a NULL name, with an exception set, for a header name
@@ -43,8 +43,7 @@ class MessageRecord(Record):
 
     @property
     def timestamp_ms(self) -> int | None:
-        kind, stamp = self._m.timestamp()
-        return stamp if kind and stamp >= 0 else None
+        return timestamp_ms(self._m.timestamp())
 
     @property
     def key(self) -> bytes | None:
