@@ -110,6 +110,55 @@ class RemoteSpec(BaseModel):
     timeout_s: float = Field(30.0, gt=0, description="of one request")
 
 
+class ChatSpec(BaseModel):
+    """A multimodal LLM asked through the OpenAI Chat Completions API (vLLM, SGLang, llama.cpp's server, TGI,
+    Triton's OpenAI frontend, hosted APIs): the sampled frames go as images, the prompt asks for a verdict, a
+    rating or a diagnostic, and the reply is parsed (:mod:`detectors.chat`). No metadata of the video is sent."""
+
+    model_config = _STRICT
+    endpoint: str = Field(
+        pattern=r"^https?://[^/\s]+(/[^\s]*)?$", description="the API's base URL, e.g. http://127.0.0.1:8000/v1"
+    )
+    model: str = Field(min_length=1, description="the served model's name, as the server lists it")
+    prompt: str = Field(
+        "binary", min_length=1, description="a preset (binary, rating, diagnostic) or a template file beside the card"
+    )
+    api_key_file: str | None = Field(None, description="a file holding the API key (sent as a Bearer token)")
+    api_key_env: str | None = Field(None, description="else an environment variable holding it")
+    max_concurrency: int = Field(4, ge=1, le=1024, description="requests in flight, across a gateway's workers")
+    timeout_s: float = Field(120.0, gt=0, description="of one request")
+    retries: int = Field(6, ge=0, le=100, description="tries after the first, of a 429, a 5xx or no answer")
+    max_tokens: int = Field(512, ge=1, description="of one reply")
+    temperature: float = Field(0.0, ge=0, le=2)
+    seed: int | None = Field(None, description="sent where set (servers that take it sample reproducibly)")
+    structured: bool = Field(True, description="ask for a JSON-schema response_format; refused: plain text")
+    logprobs: bool = Field(True, description="binary: ask for the verdict token's log-probabilities (the score)")
+    image_format: Literal["jpeg", "png"] = "jpeg"
+    jpeg_quality: int = Field(90, ge=1, le=100)
+
+    @model_validator(mode="after")
+    def _one_key_source(self) -> ChatSpec:
+        if self.api_key_file and self.api_key_env:
+            raise ValueError("chat: name api_key_file or api_key_env, not both")
+        return self
+
+
+# what a chat card need not say: it sends frames, not tensors (RA-Bench's protocol: 16 ordered frames, short side 256)
+CHAT_DEFAULTS = {
+    "family": "multimodal-llm",
+    "input": {"name": "frames"},
+    "output": {"name": "reply", "direction": "higher_is_generated", "native_score": "the parsed reply"},
+    "sampling": {"mode": "uniform", "frames": 16, "height": 256, "width": 256, "resize": "short_side"},
+    "threshold": {
+        "value": 50.0,
+        "calibration": "rating prompts: a rating of 50 or more is generated; binary and diagnostic prompts decide "
+        "by their verdict",
+    },
+    "training_data": "not stated: a served multimodal model",
+    "license": "the served model's",
+}
+
+
 class SourceContract(BaseModel):
     """The user's graph as added: its own contract and sha256, and the sha256 of the composed graph served."""
 
@@ -162,10 +211,21 @@ class ModelCard(BaseModel):
     notes: str = ""
     source: SourceContract | None = Field(None, description="set when the served graph was composed")
     remote: RemoteSpec | None = Field(None, description="scored by a remote inference server, not a local graph")
+    chat: ChatSpec | None = Field(None, description="a multimodal LLM asked through the Chat Completions API")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _chat_defaults(cls, raw: object) -> object:
+        """A chat card states only what differs from :data:`CHAT_DEFAULTS`."""
+        if isinstance(raw, dict) and raw.get("chat") is not None:
+            return {**CHAT_DEFAULTS, **raw}
+        return raw
 
     @model_validator(mode="after")
     def _contract(self) -> ModelCard:
         problems = self.input.problems(self.sampling.frames) + self.output.problems()
+        if self.chat is not None and self.remote is not None:
+            problems.append("chat and remote: a detector is asked one way, not both")
         if self.remote is not None and self.source is None and self.needs_composition:
             problems.append(
                 "remote: a served model must take uint8 [N, T, H, W, 3] RGB frames and give one score per video; "
@@ -174,6 +234,11 @@ class ModelCard(BaseModel):
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+    @property
+    def served_elsewhere(self) -> bool:
+        """Whether a server holds the model (remote, chat): the card is all there is locally."""
+        return self.remote is not None or self.chat is not None
 
     @property
     def needs_composition(self) -> bool:

@@ -7,6 +7,8 @@ DetectorError
 │   └── UnknownDetector  a detector name no repository holds (also a transforms ConfigError)
 ├── BadRequest           this input cannot be scored by this model (shape, dtype): an error for that video alone
 │   └── NonFiniteScore   the model answered NaN or an infinity for it: no score, an error for that video
+├── UnparsedReply        a chat detector's reply that says no verdict (a refusal, prose, a rating out of range):
+│                        an outcome of its own, counted, never a verdict and never an infrastructure error
 ├── RuntimeUnavailable   the scorer could not answer (server down, timeout, overloaded): retry, never a verdict
 └── TritonNotInstalled   tritonclient, the bundled tritonserver or TensorRT is not installed here (a RuntimeError)
 ```
@@ -45,6 +47,16 @@ class BadRequest(DetectorError):
 class NonFiniteScore(BadRequest):
     """The model scored the input NaN or an infinity: no score (a verdict or an AUC cannot be made of it), an
     error for that video alone."""
+
+
+class UnparsedReply(DetectorError):
+    """A chat detector answered, and its reply cannot be read as the prompt's format asks (the reason says why):
+    its rows are ``error_kind="reply"``, counted per detector and condition, in no metric's numerator. It carries
+    the tokens the reply used (they were paid for)."""
+
+    def __init__(self, reason: str, tokens_in: int | None = None, tokens_out: int | None = None, cached: bool = False):
+        super().__init__(reason)
+        self.tokens_in, self.tokens_out, self.cached = tokens_in, tokens_out, cached
 
 
 class TritonNotInstalled(DetectorError, RuntimeError):

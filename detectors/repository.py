@@ -57,7 +57,13 @@ class Installed:
 
     @property
     def model_sha256(self) -> str | None:
-        """The served graph's sha256 (None for a remote detector: the server holds the graph)."""
+        """The served graph's sha256; for a chat detector, its request's (the model, the prompt template and the
+        sampling settings: :func:`detectors.chat.prompts.request_sha256`); None for a remote detector (the server
+        holds the graph)."""
+        if self.card.chat is not None:
+            from detectors.chat.prompts import request_sha256
+
+            return request_sha256(self.card, self.folder)
         if self.card.remote is not None and not self.model_path.exists():
             return None
         return hashlib.sha256(self.model_path.read_bytes()).hexdigest()
@@ -75,7 +81,7 @@ def _scan(root: Path, origin: str) -> dict[str, Installed]:
         if model.exists():
             card = load_card(card_path)
             found[card.name] = Installed(card, model, origin)
-        elif (card := load_card(card_path)).remote is not None:  # served elsewhere: the card is all there is
+        elif (card := load_card(card_path)).served_elsewhere:  # the card is all there is
             found[card.name] = Installed(card, model, origin)
     return found
 
@@ -135,14 +141,28 @@ def install(
     return Installed(card, target, "user")
 
 
-def install_remote(card: ModelCard, repo: str | Path | None = None, overwrite: bool = False) -> Installed:
-    """Record a remote detector (a card with ``remote``): nothing to check locally until a runtime starts."""
-    if card.remote is None:
-        raise CardError(f"{card.name}: without a model file the card must name a remote server (remote:)")
+def install_remote(
+    card: ModelCard, repo: str | Path | None = None, overwrite: bool = False, card_dir: str | Path | None = None
+) -> Installed:
+    """Record a detector served elsewhere (a card with ``remote`` or ``chat``): nothing to check locally until a
+    runtime starts. A chat card's own prompt template (a file beside the card, in ``card_dir``) is copied in beside
+    the stored card, so the record does not depend on where it was added from."""
+    if not card.served_elsewhere:
+        raise CardError(f"{card.name}: without a model file the card must name a server (remote: or chat:)")
     folder = user_repo(repo) / card.name
     if folder.exists() and not overwrite:
         raise CardError(f"{folder} exists; pass overwrite=True (--force) to replace it")
+    template = None
+    if card.chat is not None:
+        from detectors.chat.prompts import load_template
+
+        template = load_template(card.chat.prompt, Path(card_dir) if card_dir else None)
     folder.mkdir(parents=True, exist_ok=True)
+    if template is not None and template.path is not None:
+        name = template.path.name
+        if template.path.resolve() != (folder / name).resolve():
+            (folder / name).write_text(template.path.read_text())
+        card = card.model_copy(update={"chat": card.chat.model_copy(update={"prompt": name})})
     dump_card(card, folder / CARD_FILE)
     return Installed(card, folder / "1" / MODEL_FILE, "user")
 
@@ -163,6 +183,6 @@ def set_threshold(inst: Installed, threshold: Threshold, repo: str | Path | None
     if inst.origin == "user" and inst.folder.resolve() == folder.resolve():
         dump_card(card, folder / CARD_FILE)
         return Installed(card, inst.model_path, "user")
-    if card.remote is not None:
-        return install_remote(card, repo, overwrite=True)
+    if card.served_elsewhere:
+        return install_remote(card, repo, overwrite=True, card_dir=inst.folder)
     return install(inst.model_path, card, repo, overwrite=True)

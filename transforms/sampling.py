@@ -27,7 +27,11 @@ class SamplingPolicy(BaseModel):
     fps: float | None = Field(None, gt=0, le=240, description="rate of an fps_window (D3: 8)")
     height: int = Field(224, ge=8, le=4096)
     width: int = Field(224, ge=8, le=4096)
-    resize: Literal["stretch", "short_side_center_crop", "center_crop"] = "short_side_center_crop"
+    resize: Literal["stretch", "short_side_center_crop", "center_crop", "short_side"] = Field(
+        "short_side_center_crop",
+        description="short_side: the shorter side scaled to `height`, the aspect kept, nothing cropped (`width` is "
+        "unused; RA-Bench's protocol for multimodal models: short side 256)",
+    )
     interpolation: Literal["bilinear", "bicubic", "area", "nearest"] = "bilinear"
 
     @model_validator(mode="after")
@@ -41,7 +45,8 @@ def sample_frames(data: bytes, policy: SamplingPolicy, limits: Limits | None = N
     """Decode ``data`` and return the frames ``policy`` selects, as ``[T, H, W, 3]`` uint8 RGB.
 
     A video shorter than the policy needs repeats its last selected frame (as a detector would see a
-    frozen end), so the shape is always ``[policy.frames, policy.height, policy.width, 3]``.
+    frozen end), so the shape is always ``[policy.frames, policy.height, policy.width, 3]`` (with ``short_side``:
+    ``policy.height`` on the shorter side, the longer one as the video's aspect gives it).
     """
     limits = limits or Limits()
     selected: list[np.ndarray] = []
@@ -120,6 +125,9 @@ def _resize(frame: av.VideoFrame, policy: SamplingPolicy) -> np.ndarray:
         w, h = h, w
     if policy.resize == "stretch":
         size = (policy.width, policy.height)
+    elif policy.resize == "short_side":
+        scale = policy.height / min(w, h)
+        size = (max(1, round(w * scale)), max(1, round(h * scale)))
     else:
         scale = max(policy.width / w, policy.height / h)
         if policy.resize == "center_crop":
@@ -130,5 +138,7 @@ def _resize(frame: av.VideoFrame, policy: SamplingPolicy) -> np.ndarray:
     rgb = frame.to_ndarray(width=rw, height=rh, format="rgb24", interpolation=policy.interpolation.upper())
     if rot:
         rgb = np.rot90(rgb, k=rot // 90)
+    if policy.resize == "short_side":
+        return np.ascontiguousarray(rgb)
     top, left = (rgb.shape[0] - policy.height) // 2, (rgb.shape[1] - policy.width) // 2
     return np.ascontiguousarray(rgb[top : top + policy.height, left : left + policy.width])

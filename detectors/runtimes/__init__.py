@@ -1,6 +1,7 @@
 """Runtimes that score sampled frames, one interface (:class:`~detectors.runtimes.base.Runtime`): embedded
-onnxruntime in the calling process, a Triton server over gRPC, or (for a card with ``remote:``) any Open
-Inference Protocol server. :func:`make_runtime` picks one."""
+onnxruntime in the calling process, a Triton server over gRPC, (for a card with ``remote:``) any Open
+Inference Protocol server, or (for a card with ``chat:``) a multimodal LLM behind the Chat Completions API, whose
+runtime also judges (:class:`~detectors.runtimes.chat.ChatRuntime`). :func:`make_runtime` picks one."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ if TYPE_CHECKING:
     from detectors.runtimes.base import Runtime
     from detectors.runtimes.providers import ProviderSettings
 
-RuntimeName = Literal["embedded", "triton", "remote"]
+RuntimeName = Literal["embedded", "triton", "remote", "chat"]
 
 
 def make_runtime(
@@ -20,10 +21,17 @@ def make_runtime(
     triton_url: str = "127.0.0.1:8001",
     startup_timeout_s: float = 30.0,
     providers: ProviderSettings | None = None,
+    chat_cache: bool = True,
 ) -> Runtime:
     """The runtime ``runtime`` for one installed detector (the embedded one runs single-threaded, on the execution
     provider ``providers`` names: the CPU by default); a remote detector (its card names a server) always uses
-    the remote runtime."""
+    the remote runtime, a chat detector the chat runtime (its replies cached unless ``chat_cache`` is false)."""
+    if inst.card.chat is not None:
+        from detectors.chat.cache import ReplyCache
+        from detectors.runtimes.chat import ChatRuntime
+
+        cache = ReplyCache() if chat_cache else None
+        return ChatRuntime(inst.card, inst.folder, cache=cache, startup_timeout_s=startup_timeout_s)
     if inst.card.remote is not None:
         from detectors.runtimes.remote import RemoteRuntime
 

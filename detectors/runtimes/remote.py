@@ -20,25 +20,11 @@ import numpy as np
 
 from detectors.card import ModelCard
 from detectors.errors import BadRequest, CardError, RuntimeUnavailable
+from detectors.http import REPLY_BYTES, ReplyTooLarge, read_bounded
 from detectors.runtimes.base import RuntimeStats, answers, infer_with_retries, score_in_batches
 
 DATATYPES = {"uint8": "UINT8", "float32": "FP32"}
-REPLY_BYTES = 16 * 1024 * 1024  # the most of one HTTP reply read (scores and metadata are a few KB)
-
-
-class ReplyTooLarge(OSError):
-    """An HTTP reply over :data:`REPLY_BYTES`: never read whole (a server misbehaving, or not the model's)."""
-
-
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    """A redirect is an error, never followed: the endpoint is the card's, and no other host is asked."""
-
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
-        return None
-
-
-# no proxy from the environment (HTTP_PROXY would take scores, and frames, through another host), no redirects
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
+__all__ = ["REPLY_BYTES", "GrpcOIP", "HttpOIP", "RemoteRuntime", "ReplyTooLarge", "metadata_problems"]
 
 
 class HttpOIP:
@@ -51,11 +37,7 @@ class HttpOIP:
     def _call(self, suffix: str, body: dict | None = None) -> dict:
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(self.base + suffix, data=data, headers={"Content-Type": "application/json"})
-        with _OPENER.open(req, timeout=self.timeout_s) as r:
-            reply = r.read(REPLY_BYTES + 1)
-        if len(reply) > REPLY_BYTES:
-            raise ReplyTooLarge(f"a reply of more than {REPLY_BYTES} bytes from {self.base + suffix}")
-        return json.loads(reply or b"{}")
+        return json.loads(read_bounded(req, self.timeout_s) or b"{}")
 
     def ready(self) -> bool:
         self._call("/ready")

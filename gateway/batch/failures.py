@@ -101,7 +101,7 @@ def summarize(
     cells: dict[tuple[str, str], None] = dict.fromkeys(expected)
     for r in rows:
         cells.setdefault((r.detector, r.condition))
-        if r.error is None and r.score is not None:
+        if r.error is None and (r.score is not None or r.decision is not None):  # (a verdict may come alone)
             scored.add((r.detector, r.condition))
             continue
         key = (r.error_kind or "infra", r.error_class or "Error")

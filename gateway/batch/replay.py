@@ -54,6 +54,7 @@ class ReplayConfig(PipelineSettings):
             "file_roots": True,
             "http_allow_hosts": True,
             "triton_startup_timeout_s": True,
+            "chat_cache": True,  # (a cached reply is the reply the request got)
             "limits": set(OPERATIONAL_LIMITS),
             "onnxruntime": {"device_id", "gpu_mem_limit", "trt_engine_cache_path"},  # where, not what, it computes
         }

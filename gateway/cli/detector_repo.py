@@ -73,7 +73,8 @@ def detectors_build(out, seed, anchors, epochs) -> None:
 def detectors_add(model, card_path, repo, force, dry_run) -> None:
     """Check a user's ONNX detector against its model card, compose it to the gateway's contract where its
     card says it takes another (layout, dtype, normalisation, channel order, per-frame, two classes), install.
-    Without MODEL, the card must name a remote Open Inference Protocol server (remote:)."""
+    Without MODEL, the card must name a remote Open Inference Protocol server (remote:) or a Chat Completions
+    server (chat:)."""
     from detectors.card import load_card
     from detectors.repository import install, install_remote, prepare, user_repo
     from detectors.serving.config import write_configs
@@ -81,11 +82,12 @@ def detectors_add(model, card_path, repo, force, dry_run) -> None:
     try:
         card = load_card(card_path)
         if model is None:  # a detector served elsewhere: its card names the server
+            kind, where = _served_at(card)
             if dry_run:
-                click.echo(f"{card.name}: remote, {card.remote and card.remote.endpoint}; metadata checked at start")
+                click.echo(f"{card.name}: {kind}, {where}; checked against its server at start")
                 return
-            inst = install_remote(card, repo, overwrite=force)
-            click.echo(f"installed remote {inst.card.name} {inst.card.version} ({card.remote.endpoint})")
+            inst = install_remote(card, repo, overwrite=force, card_dir=Path(card_path).resolve().parent)
+            click.echo(f"installed {kind} {inst.card.name} {inst.card.version} ({where})")
             return
         if dry_run:
             _, served = prepare(model, card)
@@ -98,6 +100,23 @@ def detectors_add(model, card_path, repo, force, dry_run) -> None:
         raise click.ClickException(str(exc)) from exc
     write_configs(inst)  # Triton's configs for this model; the others stay as they are
     click.echo(f"installed {inst.card.name} {inst.card.version} at {inst.model_path}")
+
+
+def _served_at(card) -> tuple[str, str]:
+    """What kind of server a card without a model names, and where (a chat card: its model and prompt too)."""
+    if card.chat is not None:
+        return "chat", f"{card.chat.model} at {card.chat.endpoint}, prompt {card.chat.prompt}"
+    return "remote", card.remote.endpoint if card.remote else "no server named"
+
+
+@detectors_group.command("prompt")
+@click.argument("preset", type=click.Choice(["binary", "rating", "diagnostic"]))
+def detectors_prompt(preset) -> None:
+    """Print a chat detector's preset prompt template (RA-Bench's Binary, Rating or Diagnostic format), to copy
+    beside a card, change, and name in its chat.prompt."""
+    from detectors.chat.prompts import preset_text
+
+    click.echo(preset_text(preset), nl=False)
 
 
 def _dry_run_report(card, served, repo: Path) -> str:

@@ -93,6 +93,12 @@ def _fail_loudly(failures: RunFailures, what: str, kept: str) -> None:
     help="run even if manifest rows name files that are not there (each such video gets error rows); without it, "
     "the replay stops before scoring and names them",
 )
+@click.option(
+    "--no-cache",
+    "no_cache",
+    is_flag=True,
+    help="chat detectors: ask every request again, reading no reply from the cache (detectors/chat/cache.py)",
+)
 @MAX_INFRA_ERRORS
 @click.option(
     "--out",
@@ -118,6 +124,7 @@ def replay(
     file_roots,
     http_allow_hosts,
     allow_missing,
+    no_cache,
     max_infra_errors,
     out,
 ) -> None:
@@ -142,6 +149,7 @@ def replay(
         deterministic=deterministic,
         file_roots=list(file_roots),
         http_allow_hosts=list(http_allow_hosts),
+        chat_cache=not no_cache,
     )
     if via == "kafka" and resume:
         raise click.UsageError("--resume applies to the in-process replay")

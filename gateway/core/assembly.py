@@ -29,14 +29,16 @@ def build_pipeline(cfg: PipelineSettings, runtimes: bool = True) -> Pipeline:
     conditions, profile = cfg.resolve_conditions()
     engine = Engine(profile.with_determinism(cfg.deterministic), cfg.limits)
     installed = get_detectors(cfg.detectors, cfg.repo)
-    embedded = {i.card.name: i.model_path for i in installed if i.card.remote is None and cfg.runtime == "embedded"}
+    embedded = {
+        i.card.name: i.model_path for i in installed if not i.card.served_elsewhere and cfg.runtime == "embedded"
+    }
     placed = check_placement(embedded, cfg.onnxruntime) if not runtimes else {}
     if not runtimes and any(_needs_grpc(i, cfg.runtime) for i in installed):
         require_client()
     detectors = []
     for inst in installed:
         runtime = _runtime(inst, cfg) if runtimes else None
-        name = "remote" if inst.card.remote else cfg.runtime
+        name = "chat" if inst.card.chat else "remote" if inst.card.remote else cfg.runtime
         where = placed[inst.card.name].label if inst.card.name in placed else None  # else: the runtime's own
         detectors.append(Detector(inst, runtime, name, where))
     return Pipeline(engine, conditions, detectors)
@@ -52,4 +54,6 @@ def _needs_grpc(inst, runtime: str) -> bool:
 def _runtime(inst, cfg: PipelineSettings):
     from detectors.runtimes import make_runtime
 
-    return make_runtime(inst, cfg.runtime, cfg.triton_url, cfg.triton_startup_timeout_s, cfg.onnxruntime)
+    return make_runtime(
+        inst, cfg.runtime, cfg.triton_url, cfg.triton_startup_timeout_s, cfg.onnxruntime, chat_cache=cfg.chat_cache
+    )

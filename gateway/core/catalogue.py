@@ -129,6 +129,19 @@ STALLED = _gauge(
     "Input partitions with lag whose position has not moved for kafka.stall_after_s (the gateway is not ready)",
     unit="partitions",
 )
+CHAT_REPLIES = _counter(
+    "lastmile_chat_replies",
+    "Chat detectors' replies, by outcome: parsed, or unparsed (no verdict: never a verdict, never an infra error)",
+    (*SERIES, "outcome"),
+)
+CHAT_PROMPT_TOKENS = _counter(
+    "lastmile_chat_prompt_tokens", "Prompt tokens chat detectors' replies used (not those read from the cache)",
+    ("detector", "version"), unit="tokens",
+)  # fmt: skip
+CHAT_COMPLETION_TOKENS = _counter(
+    "lastmile_chat_completion_tokens", "Completion tokens of chat detectors' replies (not those read from the cache)",
+    ("detector", "version"), unit="tokens",
+)  # fmt: skip
 DETECTOR_INFO = Family(
     "lastmile_detector_info",
     "1 per detector served: its version, runtime and where it scores (execution provider or server)",

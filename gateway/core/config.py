@@ -113,6 +113,7 @@ class PipelineSettings(BaseModel):
     profile: str = "fidelity"
     deterministic: bool = True  # same input, same bytes, same scores: a redelivered video never scores differently
     limits: RunLimits = Field(default_factory=RunLimits)
+    chat_cache: bool = Field(True, description="keep chat detectors' replies, so a repeated request is not paid twice")
 
     def resolve_conditions(self) -> tuple[tuple[Condition, ...], Profile]:
         """The conditions and the encoder profile (a conditions file's own profile wins over ``profile``)."""

@@ -74,9 +74,13 @@ class ScoreRow(BaseModel):
     anchor_id: str | None = None
     score: float | None = Field(default=None, allow_inf_nan=False)  # NaN or an infinity is no score
     decision: bool | None = None
-    threshold: float | None = Field(default=None, allow_inf_nan=False)
+    threshold: float | None = Field(default=None, allow_inf_nan=False)  # None with a decision: a verdict decided
+    aspects: str | None = None  # a diagnostic chat reply's aspects: a JSON object, aspect -> 0-100
+    tokens_in: int | None = None  # a chat reply's usage: the prompt's tokens
+    tokens_out: int | None = None  # and the reply's
+    cached: bool | None = None  # a chat reply read from the cache (its tokens not paid again)
     error: str | None = None
-    error_kind: Literal["video", "infra"] | None = None
+    error_kind: Literal["video", "infra", "reply"] | None = None  # reply: a chat reply that says no verdict
     error_class: str | None = None
     input_sha256: str | None = None
     spec_hash: str | None = None

@@ -17,9 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from detectors.errors import BadRequest, DetectorError, RuntimeUnavailable
+from detectors.errors import BadRequest, DetectorError, RuntimeUnavailable, UnparsedReply
 from detectors.repository import Installed
 from detectors.runtimes.base import Runtime
+from detectors.runtimes.chat import Judgement, aspects_text
 from gateway.core.messages import MAX_ERROR_CHARS, ScoreRow, VideoItem
 from transforms.engine import Engine, EngineResult, Variant
 from transforms.errors import VideoError
@@ -46,7 +47,7 @@ class Scoring:
     unavailable: str | None = None
 
 
-Outcome = tuple[float | DetectorError, float]  # (score or this variant's error, its share of inference seconds)
+Outcome = tuple[float | Judgement | DetectorError, float]  # (score, judgement or error; its share of inference s)
 
 
 def score_batched(runtime: Runtime, frames: Sequence[np.ndarray]) -> list[Outcome]:
@@ -73,6 +74,15 @@ def score_batched(runtime: Runtime, frames: Sequence[np.ndarray]) -> list[Outcom
         share = (time.perf_counter() - t0) / len(chunk)
         out += [(float(s), share) for s in scores]
     return out
+
+
+def judge_all(runtime, frames: Sequence[np.ndarray]) -> list[Outcome]:
+    """A chat runtime's judgement of each variant (frames of one video may differ in size by a pixel: they are
+    not stacked), each variant's time its equal share of the call's."""
+    t0 = time.perf_counter()
+    judged = runtime.judge(list(frames))
+    share = (time.perf_counter() - t0) / max(len(frames), 1)
+    return [(j, share) for j in judged]
 
 
 def _score_one(runtime: Runtime, frames: np.ndarray) -> Outcome:
@@ -102,6 +112,8 @@ class Detector:
     def where(self) -> str | None:
         """Where it scores, for provenance (``runtime_endpoint``) and the info metric: a remote detector's server,
         else the embedded runtime's execution provider."""
+        if self.card.chat:
+            return self.card.chat.endpoint
         return self.card.remote.endpoint if self.card.remote else self.provider
 
     @property
@@ -211,11 +223,15 @@ class Pipeline:
             else:
                 ready.append(c)
         frames = [sampled[c.name].frames[det.card.sampling] for c in ready]
-        for c, (outcome, infer_s) in zip(ready, score_batched(det.runtime, frames), strict=True):
+        judged = hasattr(det.runtime, "judge")
+        outcomes = judge_all(det.runtime, frames) if judged else score_batched(det.runtime, frames)
+        for c, (outcome, infer_s) in zip(ready, outcomes, strict=True):
             key = (c.name, det.card.name)
             if isinstance(outcome, RuntimeUnavailable):
                 unavailable.append(str(outcome) or type(outcome).__name__)
                 rows[key] = self._error_row(item, c, det, result.input_sha256, outcome, "infra")
+            elif isinstance(outcome, UnparsedReply):
+                rows[key] = self._error_row(item, c, det, result.input_sha256, outcome, "reply")
             elif isinstance(outcome, Exception):
                 rows[key] = self._error_row(item, c, det, result.input_sha256, outcome, "video")
             else:
@@ -230,18 +246,22 @@ class Pipeline:
         det: Detector,
         result: EngineResult,
         variant: Variant,
-        score: float,
+        outcome: float | Judgement,
         transform_s: float,
         sampled: Sampled,
         infer_s: float,
     ) -> ScoreRow:
-        thr = det.card.threshold.value
         m = variant.meta
+        if isinstance(outcome, Judgement):
+            j = outcome
+            said = dict(score=j.score, decision=j.decision, threshold=j.threshold, aspects=aspects_text(j.aspects))
+            said |= dict(tokens_in=j.tokens_in, tokens_out=j.tokens_out, cached=j.cached)
+        else:
+            thr = det.card.threshold.value
+            said = dict(score=outcome, decision=outcome >= thr, threshold=thr)
         return ScoreRow(
             **self._ids(item, condition, det),
-            score=score,
-            decision=score >= thr,
-            threshold=thr,
+            **said,
             input_sha256=result.input_sha256,
             spec_hash=m.spec_hash,
             profile=m.profile,
@@ -275,8 +295,10 @@ class Pipeline:
     def _error_row(
         self, item: VideoItem, condition: Condition, det: Detector, digest: str | None, exc: Exception, kind: str
     ) -> ScoreRow:
+        paid = {k: getattr(exc, k) for k in ("tokens_in", "tokens_out", "cached")} if kind == "reply" else {}
         return ScoreRow(
             **self._ids(item, condition, det),
+            **paid,
             error=str(exc)[:MAX_ERROR_CHARS],
             error_kind=kind,
             error_class=type(exc).__name__,

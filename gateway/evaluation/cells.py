@@ -18,9 +18,9 @@ import numpy as np
 from detectors.stats import metrics
 from detectors.stats.bootstrap import percentile_interval
 from gateway.core.messages import ScoreRow
-from gateway.evaluation.thresholds import has_threshold
+from gateway.evaluation.thresholds import decided, has_threshold
 
-DECIDED = ("fake_recall", "real_recall", "bacc")  # the bootstrapped metrics that need a decision threshold
+DECIDED = ("fake_recall", "real_recall", "bacc", "macro_f1")  # the bootstrapped metrics that need a decision
 
 
 @dataclass
@@ -66,6 +66,7 @@ class CellMetrics:
     bacc: float
     bacc_ci: tuple[float, float]
     macro_f1: float
+    macro_f1_ci: tuple[float, float]
     tpr_at_1: float
     tpr_at_5: float
     fpr_at_95: float
@@ -83,6 +84,8 @@ class CellMetrics:
     real_recall_drift_ci: tuple[float, float] | None = None
     undefined_replicates: dict[str, int] = field(default_factory=dict)  # bootstrap replicates where undefined
     min_real_per_source: int = 0  # T@x% resolves FPR = x only with at least 1/x real videos per source
+    no_score: bool = False  # decided, but no row carried a score (a chat detector's verdicts): no AUC, said so
+    unparsed: int = 0  # chat replies that said no verdict (UnparsedReply rows; among the failures)
 
 
 def source_cell(sel: list[ScoreRow], source: str, anchors: list[str], threshold: float) -> SourceCell:
@@ -101,18 +104,17 @@ def source_cell(sel: list[ScoreRow], source: str, anchors: list[str], threshold:
         is_neg = r.label == "real"
         if not (is_pos or is_neg):
             continue
-        failed = r.score is None
-        failures += failed
+        flagged = decided(r, threshold)
+        failures += flagged is None
+        scores = pos if is_pos else neg
+        if r.score is not None and flagged is not None:
+            scores[i].append(r.score)
         if is_pos:
             pos_n[i] += 1
-            if not failed:
-                pos[i].append(r.score)
-                pos_hit[i] += r.score >= threshold
+            pos_hit[i] += flagged is True
         else:
             neg_n[i] += 1
-            if not failed:
-                neg[i].append(r.score)
-                neg_ok[i] += r.score < threshold
+            neg_ok[i] += flagged is False
     return SourceCell(
         anchors, [np.array(p) for p in pos], [np.array(n) for n in neg], pos_hit, pos_n, neg_ok, neg_n, failures
     )
@@ -154,6 +156,7 @@ def cell_metrics(
         samples["fake_recall"].append(replicated.fake_recall)
         samples["real_recall"].append(replicated.real_recall)
         samples["bacc"].append(replicated.balanced_accuracy)
+        samples["macro_f1"].append(replicated.macro_f1)
     with warnings.catch_warnings():  # a replicate where every source is undefined stays nan, and is counted
         warnings.simplefilter("ignore", RuntimeWarning)
         boot = {k: np.nanmean(np.stack(v), axis=0) for k, v in samples.items()}
@@ -177,6 +180,7 @@ def cell_metrics(
         bacc=bacc,
         bacc_ci=percentile_interval(boot["bacc"]),
         macro_f1=f1,
+        macro_f1_ci=percentile_interval(boot["macro_f1"]),
         tpr_at_1=_mean(per_t1),
         tpr_at_5=_mean(per_t5),
         fpr_at_95=_mean(per_f95),
@@ -188,6 +192,8 @@ def cell_metrics(
         per_source_auc=per_auc,
         undefined_replicates=undefined,
         min_real_per_source=min(reals_per_source, default=0),
+        no_score=decided and not any(r.score is not None for r in sel),
+        unparsed=sum(r.error_kind == "reply" for r in sel),
     )
     return cell, boot
 

@@ -13,7 +13,7 @@ scorer was unavailable) are counted apart and never enter a metric.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from detectors.stats import estimates, metrics
 from detectors.stats.bootstrap import percentile_interval
@@ -21,6 +21,7 @@ from gateway.core.messages import ScoreRow
 from gateway.evaluation import proportions
 from gateway.evaluation.bootstrap import anchor_resamples
 from gateway.evaluation.cells import CellMetrics, Layout
+from gateway.evaluation.chat import ChatCell, chat_cells
 from gateway.evaluation.errors import EvaluationError
 from gateway.evaluation.thresholds import decision_thresholds, has_threshold
 from transforms.spec import LASTMILE
@@ -41,6 +42,7 @@ class Evaluation:
     anchors: int
     videos: int
     calibrated: float | None = None  # the RealR the thresholds were recalibrated to on original; None: the cards'
+    chat: list[ChatCell] = field(default_factory=list)  # what chat detectors add (gateway/evaluation/chat.py)
 
     def cell(self, detector: str, condition: str) -> CellMetrics:
         return next(c for c in self.cells if c.detector == detector and c.condition == condition)
@@ -94,6 +96,7 @@ def evaluate(
         len(anchors),
         len({r.video_id for r in rows}),
         calibrate_on_original,
+        chat_cells(layout, selections, thr),
     )
 
 

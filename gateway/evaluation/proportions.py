@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from detectors.stats.estimates import Estimate, paired_difference
 from gateway.core.messages import ScoreRow
+from gateway.evaluation.thresholds import decided
 
 
 @dataclass(frozen=True)
@@ -54,9 +55,7 @@ def decisions(rows: Iterable[ScoreRow], thresholds: dict[str, float], paired: bo
     for key, sel in by_cell.items():
         linked = {r.anchor_id for r in sel if r.label == "generated" and r.source}
         out[key] = {
-            r.video_id: Decision(
-                r.label, r.anchor_id, None if r.score is None else bool(r.score >= thresholds[r.detector])
-            )
+            r.video_id: Decision(r.label, r.anchor_id, decided(r, thresholds[r.detector]))
             for r in sel
             if not paired or (r.label == "generated" and r.source) or (r.label == "real" and r.anchor_id in linked)
         }

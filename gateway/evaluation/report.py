@@ -6,6 +6,7 @@ The Markdown and HTML are rendered by jinja2 templates (``templates/``) from the
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -162,4 +163,5 @@ def _as_json(ev: Evaluation, ctx: dict, contests: list[Comparison]) -> dict:
         "sweeps": sweep_json(ev),
         "glossary": {t.term: t.definition for t in glossary(ev)},
         "comparisons": comparisons_json(contests, corpus_notice(ctx)),
+        "chat": [dataclasses.asdict(c) for c in ev.chat],
     }

@@ -94,15 +94,22 @@ def interval(ci: tuple[float, float] | None) -> str:
     return f" [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]" + (ZERO_WIDTH if zero_width(ci) else "")
 
 
+def auc_text(c: CellMetrics) -> str:
+    """A cell's AUC with its interval and drift; ``no score`` for a detector that decided without scores (a chat
+    detector's verdicts: an AUC is never made of decisions)."""
+    if c.no_score:
+        return "no score"
+    drift = "" if c.condition == "original" or not defined(c.auc_drift) else f" ({points(c.auc_drift)})"
+    return f"{pct(c.auc)}{interval(c.auc_ci)}{drift}"
+
+
 def main_table(ev: Evaluation) -> Table:
     """The headline table: AUC (95 % CI) per detector and condition, with the drift from original."""
     rows = []
     for det in ev.detectors:
         cells = []
         for cond in ev.conditions:
-            c = ev.cell(det, cond)
-            drift = "" if cond == "original" or not defined(c.auc_drift) else f" ({points(c.auc_drift)})"
-            cells.append(f"{pct(c.auc)}{interval(c.auc_ci)}{drift}")
+            cells.append(auc_text(ev.cell(det, cond)))
         rows.append(Row((det, *cells)))
     m = means(ev)
     rows.append(Row(("mean", *(pct(m[c]["auc"]) for c in ev.conditions)), emphasis=True))
@@ -169,6 +176,61 @@ def source_table(ev: Evaluation) -> Table:
     return Table("Per-source AUC (%)", ("detector", "condition", *ev.sources), rows)
 
 
+def chat_table(ev: Evaluation) -> Table:
+    """Chat detectors as RA-Bench reports multimodal models: class-conditional recall, verdict macro-F1 and the
+    rating AUC (``no score`` where the replies give none), with intervals and drift; the replies that said no
+    verdict, and the tokens paid for."""
+    header = ("detector", "condition", "FakeR", "RealR", "macro-F1", "rating AUC", "unparsed", "tokens in / out")
+    rows = []
+    for chat in ev.chat:
+        c = ev.cell(chat.detector, chat.condition)
+        cached = f" ({chat.cached} cached)" if chat.cached else ""
+        rows.append(
+            Row(
+                (
+                    c.detector,
+                    c.condition,
+                    f"{pct(c.fake_recall)}{interval(c.fake_recall_ci)}",
+                    f"{pct(c.real_recall)}{interval(c.real_recall_ci)}",
+                    f"{pct(c.macro_f1)}{interval(c.macro_f1_ci)}",
+                    auc_text(c),
+                    f"{chat.unparsed} of {chat.replies}",
+                    f"{chat.tokens_in:,} / {chat.tokens_out:,}{cached}",
+                )
+            )
+        )
+    notes = (
+        "Unparsed: replies that said no verdict (a refusal, prose without one, a rating out of range); each is a "
+        "miss of its class in FakeR, RealR and macro-F1, and outside every AUC. Tokens: the replies' usage, those "
+        "read from the cache not counted again.",
+    )
+    return Table("Chat detectors (multimodal LLMs), 95% CI", header, tuple(rows), notes + _zero_width_note(rows))
+
+
+def aspect_table(ev: Evaluation) -> Table:
+    """Each diagnostic aspect's AUC with its interval and drift, and the collapse rate (every aspect one value)."""
+    names = list(dict.fromkeys(name for chat in ev.chat for name in chat.aspects))
+    rows = []
+    for chat in ev.chat:
+        if not chat.aspects:
+            continue
+        cells = []
+        for name in names:
+            a = chat.aspects.get(name)
+            drift = "" if a is None or not defined(a.drift) else f" ({points(a.drift)})"
+            cells.append("-" if a is None else f"{pct(a.auc)}{interval(a.auc_ci)}{drift}")
+        collapse = f"{pct(chat.collapse)}{interval(chat.collapse_ci)} ({chat.collapsed} of {chat.diagnosed})"
+        rows.append(Row((chat.detector, chat.condition, *cells, collapse)))
+    notes = (
+        "Collapse: the share of parsed diagnostic replies that give every aspect the same value (RA-Bench's "
+        "exact-five collapse), Wilson 95% interval; a collapsed reply carries one number, not five.",
+    )
+    title = "Diagnostic aspects: AUC (%) per aspect, 95% CI (drift from original), and collapse"
+    return Table(title, ("detector", "condition", *names, "collapse"), tuple(rows), notes + _zero_width_note(rows))
+
+
 def report_tables(ev: Evaluation) -> list[Table]:
-    """The report's tables, in the order they appear."""
-    return [main_table(ev), operating_table(ev), source_table(ev)]
+    """The report's tables, in the order they appear (the chat detectors' where the run has any)."""
+    chat = [chat_table(ev)] if ev.chat else []
+    aspects = [aspect_table(ev)] if any(c.aspects for c in ev.chat) else []
+    return [main_table(ev), operating_table(ev), source_table(ev), *chat, *aspects]

@@ -9,6 +9,7 @@ from gateway.core.messages import ScoreRow
 from gateway.evaluation.errors import EvaluationError
 
 NO_THRESHOLD = float("nan")  # a detector that scored nothing: no decision, no operating point
+VERDICT = float("-inf")  # a detector whose rows carry a verdict (a chat detector's binary or diagnostic reply)
 UNDECIDED = (  # what a report's glossary says of such a detector's decided metrics
     "A detector that scored nothing has no threshold and decides nothing: its {metrics} are shown - (null in "
     "report.json), not 0."
@@ -26,7 +27,9 @@ def decision_thresholds(
     has no scored real video on ``original``."""
     out = {}
     for det in detectors:
-        if not any(r.detector == det and r.score is not None for r in rows):
+        if by_verdict(rows, det):
+            out[det] = VERDICT  # (its reply's verdict decides: no threshold to override or recalibrate)
+        elif not any(r.detector == det and r.score is not None for r in rows):
             out[det] = NO_THRESHOLD  # (no score to decide on, whatever its failed rows state: no threshold is used)
         elif override and det in override:
             out[det] = override[det]
@@ -52,13 +55,28 @@ def decision_thresholds(
     return out
 
 
+def by_verdict(rows: list[ScoreRow], detector: str) -> bool:
+    """Whether ``detector``'s rows are decided by a verdict: a decision that states no threshold."""
+    return any(r.detector == detector and r.decision is not None and r.threshold is None for r in rows)
+
+
+def decided(row: ScoreRow, threshold: float) -> bool | None:
+    """A row's decision in an evaluation, the one rule every table follows: the reply's verdict for a detector
+    decided by verdict (:data:`VERDICT`), else ``score >= threshold``; None for a row with neither (an error)."""
+    if threshold == VERDICT:
+        return row.decision if row.error is None else None
+    return None if row.score is None else bool(row.score >= threshold)
+
+
 def has_threshold(threshold: float) -> bool:
-    """Whether a detector had a threshold to decide at (it scored something): not :data:`NO_THRESHOLD`."""
-    return bool(np.isfinite(threshold))
+    """Whether a detector decided anything: a threshold it scored at, or its verdicts; not :data:`NO_THRESHOLD`."""
+    return not bool(np.isnan(threshold))
 
 
 def threshold_text(threshold: float) -> str:
-    """A threshold as a report names it: four significant figures, or ``none (nothing scored)``."""
+    """A threshold as a report names it: four significant figures, ``its verdict`` or ``none (nothing scored)``."""
+    if threshold == VERDICT:
+        return "its verdict"
     return f"{threshold:.4g}" if has_threshold(threshold) else "none (nothing scored)"
 
 

@@ -35,6 +35,9 @@ class LiveMetrics:
         self.in_flight = mc.instrument(mc.IN_FLIGHT, r)
         self.stalled = mc.instrument(mc.STALLED, r)
         self.detector_info = mc.instrument(mc.DETECTOR_INFO, r)
+        self.chat_replies = mc.instrument(mc.CHAT_REPLIES, r)
+        self.chat_prompt_tokens = mc.instrument(mc.CHAT_PROMPT_TOKENS, r)
+        self.chat_completion_tokens = mc.instrument(mc.CHAT_COMPLETION_TOKENS, r)
 
     def observe_detectors(self, detectors: Iterable) -> None:
         """One ``DETECTOR_INFO`` series per detector of the pipeline (``pipeline.Detector``)."""
@@ -46,6 +49,7 @@ class LiveMetrics:
         self.stage.labels("publish").observe(publish_s)
         seen_transform = False
         for row in rows:
+            self._observe_reply(row)
             if row.error:
                 self.errors.labels(row.error_kind or "video").inc()
                 continue
@@ -57,12 +61,23 @@ class LiveMetrics:
             key = (row.detector, row.detector_version, row.condition)
             decision = "generated" if row.decision else "real"
             self.predictions.labels(*key, decision).inc()
-            self.scores.labels(*key).observe(row.score)
+            if row.score is not None:  # (a chat detector's verdict may come without one)
+                self.scores.labels(*key).observe(row.score)
         by_condition = {}
         for row in rows:
             by_condition.setdefault(row.condition, row.error is None)
         for cond, ok in by_condition.items():
             self.variants.labels(cond, "scored" if ok else "failed").inc()
+
+    def _observe_reply(self, row: ScoreRow) -> None:
+        """A chat reply's outcome, and its tokens where they were paid for (not read from the cache)."""
+        if row.runtime != "chat" or (row.error is not None and row.error_kind != "reply"):
+            return
+        outcome = "unparsed" if row.error_kind == "reply" else "parsed"
+        self.chat_replies.labels(row.detector, row.detector_version, row.condition, outcome).inc()
+        if row.cached is not True:
+            self.chat_prompt_tokens.labels(row.detector, row.detector_version).inc(row.tokens_in or 0)
+            self.chat_completion_tokens.labels(row.detector, row.detector_version).inc(row.tokens_out or 0)
 
     def observe_condition_seconds(self, condition: str, seconds: float) -> None:
         self.condition_seconds.labels(condition).observe(seconds)
