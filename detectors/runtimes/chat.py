@@ -142,10 +142,9 @@ class ChatRuntime:
         with self.slots.hold(self.spec.timeout_s * (self.spec.retries + 1)):
             try:
                 return self.client.complete(body)
-            except StructuredRefused as exc:
-                if not self.structured:
-                    raise
-                log.warning("%s: the server takes no JSON schema, asking in plain text: %s", self.card.name, exc)
+            except StructuredRefused as exc:  # (requests already sent with a schema are refused alike)
+                if self.structured:
+                    log.warning("%s: the server takes no JSON schema, asking in plain text: %s", self.card.name, exc)
                 self.structured = False
                 body.pop("response_format", None)
                 return self.client.complete(body)

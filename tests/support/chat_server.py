@@ -3,8 +3,8 @@
 It answers ``GET /v1/models`` and ``POST /v1/chat/completions`` with the documented request and reply shapes
 (non-streaming; ``usage``; ``logprobs.content`` with ``top_logprobs``; ``response_format`` of type
 ``json_schema``), and its answers follow the pictures: it decodes the frames it is sent and takes their mean
-brightness ``b`` (0-255). A rating is ``round(b / 2.55)``; a verdict is generated when ``b >= 127.5``, with
-p(generated) = sigmoid((b - 127.5) / 20) as the verdict token's probability; the five aspects of a diagnostic are
+brightness ``b`` (0-255). A rating is ``round(b / 2.55)``; a verdict is generated when ``b >= cut`` (127.5), with
+p(generated) = sigmoid((b - cut) / 20) as the verdict token's probability; the five aspects of a diagnostic are
 the mean of the red, green and blue channels, of the first half of the frames and of the second half (a grey still
 video collapses). ``script`` queues what the next requests get instead: an HTTP status (with headers), a slow
 reply, a body that is not JSON, or a reply text of the test's own. Every request is recorded with its headers.
@@ -39,6 +39,7 @@ class Seen:
 class ChatDouble:
     model: str = "double-vl"
     port: int = 0
+    cut: float = 127.5  # the brightness at and above which its verdict is generated
     key: str | None = None  # when set, requests without "Authorization: Bearer KEY" get 401
     schema: bool = True  # takes response_format json_schema; else 400 naming it
     logprobs: bool = True  # answers logprobs when asked
@@ -132,8 +133,8 @@ class ChatDouble:
         """The completion this double gives ``body`` (``text``: the reply's content instead of its own)."""
         frames = frames_of(body)
         b = float(frames.mean())
-        p = 1 / (1 + math.exp(-(b - 127.5) / 20))
-        verdict = "generated" if b >= 127.5 else "real"
+        p = 1 / (1 + math.exp(-(b - self.cut) / 20))
+        verdict = "generated" if b >= self.cut else "real"
         schema = (body.get("response_format") or {}).get("json_schema", {}).get("schema", {})
         props = list(schema.get("properties", {})) or _asked(body)
         if text is None:
