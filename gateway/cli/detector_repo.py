@@ -25,10 +25,17 @@ def detectors_list(repo) -> None:
 
     for name, inst in list_detectors(repo).items():
         c = inst.card
-        click.echo(
-            f"{name:12s} {inst.origin:8s} {c.version:18s} {c.family:45s} threshold {c.threshold.value:+.4f}  "
-            f"{inst.model_path}"
-        )
+        decides = f"threshold {c.threshold.value:+.4f}"
+        where = str(inst.model_path)
+        if c.chat is not None:
+            from detectors.chat.prompts import load_template
+
+            if load_template(c.chat.prompt, inst.folder).format != "rating":
+                decides = "its verdict     "
+            where = f"chat: {c.chat.model} at {c.chat.endpoint}, prompt {c.chat.prompt}"
+        elif c.remote is not None:
+            where = f"remote: {c.remote.model} at {c.remote.endpoint}"
+        click.echo(f"{name:12s} {inst.origin:8s} {c.version:18s} {c.family:45s} {decides}  {where}")
 
 
 @detectors_group.command("build")

@@ -17,6 +17,7 @@ import numpy as np
 from detectors.stats import intervals, metrics
 from gateway.core.messages import ScoreRow
 from gateway.evaluation.errors import EvaluationError
+from gateway.evaluation.thresholds import by_verdict
 
 MIN_REALS = 1  # a threshold needs one real score; the interval says how little a few of them tell
 
@@ -48,6 +49,11 @@ def calibrate_run(rows: list[ScoreRow], target: float, detectors: list[str] | No
         if not mine:
             raise EvaluationError(
                 f"{det}: the run holds no row of this detector (it holds {sorted({r.detector for r in rows})})"
+            )
+        if by_verdict(mine, det):
+            raise EvaluationError(
+                f"{det}: its reply's verdict decides (a chat detector's binary or diagnostic prompt), not a threshold: "
+                "nothing to calibrate (a rating prompt has a threshold)"
             )
         versions = {(r.detector_version, r.model_sha256) for r in mine if r.score is not None}
         if len(versions) > 1:

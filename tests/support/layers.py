@@ -33,8 +33,8 @@ BROKER = frozenset({
     "test_replay", "test_shadow", "test_source_urls",
 })  # fmt: skip
 PROCESS = frozenset({
-    "test_bench_gateway", "test_bench_gpu", "test_calibrate_replay", "test_cards", "test_chart", "test_cli_errors",
-    "test_cli_transform", "test_compose", "test_conditions", "test_corpus", "test_demo", "test_deploy", "test_engine",
+    "test_bench_gateway", "test_bench_gpu", "test_calibrate_replay", "test_cards", "test_chart", "test_chat_replay",
+    "test_cli_errors", "test_cli_transform", "test_compose", "test_conditions", "test_corpus", "test_demo", "test_deploy", "test_engine",
     "test_gpu_placement", "test_layout", "test_logs", "test_measure", "test_memory", "test_metric_catalogue",
     "test_metrics", "test_monitor_allocator", "test_pool", "test_reference_quality", "test_sampling",
     "test_step_registry", "test_sweeps",
