@@ -308,3 +308,16 @@ def test_the_pipeline_sends_16_ordered_frames_at_short_side_256_and_no_metadata(
     bodies = [json.dumps(s.body, sort_keys=True) for s in double.requests]  # (asked at once: in any order)
     assert sorted(bodies[6:]) == sorted(bodies[:6])
     assert {r.tokens_in for r in rows} == {12 + 85 * 16} and {r.threshold for r in rows} == {50.0}
+
+
+def test_the_monitor_reads_a_chat_score_event_on_its_fast_path():
+    """A chat detector's events (aspects as text, tokens as integers) keep the monitor's decoder on its fast path,
+    which takes only fields of plain types: one field of another type would send every event through the model."""
+    from gateway.core.messages import ScoreEvent
+    from gateway.monitor import decode
+
+    row = dict(video_id="v", condition="original", detector="chat-d", detector_version="1", runtime="chat",
+               decision=True, aspects='{"motion":40.0}', tokens_in=1372, tokens_out=25, cached=False)  # fmt: skip
+    value = ScoreEvent(**row, idempotency_key="v|original|chat-d|1").model_dump_json().encode()
+    assert decode.FIELDS and decode.fast_fields(value) == decode.by_model(value)
+    assert decode.fast_fields(value)["aspects"] == '{"motion":40.0}'

@@ -68,6 +68,9 @@ def gateway_registry() -> CollectorRegistry:
         for c in ("original", "full")
     ]
     rows.append(ScoreRow(video_id="bad", condition="full", error="x", error_kind="video", **base))
+    chat = dict(detector="chat-d", detector_version="1", runtime="chat", condition="full", tokens_in=9, tokens_out=2)
+    rows.append(ScoreRow(video_id="v0", decision=True, **chat))  # a chat verdict, and a reply that said none
+    rows.append(ScoreRow(video_id="v1", error="no verdict", error_kind="reply", error_class="UnparsedReply", **chat))
     m.observe_rows(rows, 0.01)
     m.observe_condition_seconds("full", 0.2)
     m.detector_info.labels("npr", "1", "embedded", "CPUExecutionProvider").set(1)

@@ -3,7 +3,7 @@
 A 429 or a 5xx is retried after the wait its ``Retry-After`` asks (seconds or an HTTP date, at most
 :data:`RETRY_AFTER_MAX_S`), else after the project's capped exponential backoff; so is a server that does not
 answer within ``timeout_s``, refuses the connection or answers with a body that is not a completion. When the tries
-run out the server is :class:`RuntimeUnavailable` (retry later, never a verdict). A 400 is this request's fault
+run out the server is :class:`RuntimeUnavailable` (retry later, never a verdict). A 400 or 422 is this request's fault
 (:class:`BadRequest`), except one that refuses the ``response_format`` (:class:`StructuredRefused`: the caller asks
 again in plain text); a 401, 403 or 404 is the configuration's (unavailable, saying which). The API key goes in
 the ``Authorization`` header and nowhere else: no error message, row or log line holds it.
@@ -119,10 +119,10 @@ class ChatClient:
                 return reply
             except urllib.error.HTTPError as exc:
                 detail = _detail(exc)
-                if exc.code == 400:
+                if exc.code in (400, 422):
                     refused = body.get("response_format") and any(w in detail.lower() for w in _STRUCTURED_WORDS)
                     error = StructuredRefused if refused else BadRequest
-                    raise error(f"{self.who}: the server rejected the request (400): {detail}") from None
+                    raise error(f"{self.who}: the server rejected the request ({exc.code}): {detail}") from None
                 if exc.code in (401, 403, 404):
                     what = "model not found" if exc.code == 404 else "the API key was refused"
                     raise RuntimeUnavailable(f"{self.who}: {what} ({exc.code}): {detail}") from None

@@ -34,10 +34,10 @@ BROKER = frozenset({
 })  # fmt: skip
 PROCESS = frozenset({
     "test_bench_gateway", "test_bench_gpu", "test_calibrate_replay", "test_cards", "test_chart", "test_chat_replay",
-    "test_cli_errors", "test_cli_transform", "test_compose", "test_conditions", "test_corpus", "test_demo", "test_deploy", "test_engine",
-    "test_gpu_placement", "test_layout", "test_logs", "test_measure", "test_memory", "test_metric_catalogue",
-    "test_metrics", "test_monitor_allocator", "test_pool", "test_reference_quality", "test_sampling",
-    "test_step_registry", "test_sweeps",
+    "test_cli_errors", "test_cli_transform", "test_compose", "test_conditions", "test_corpus", "test_demo",
+    "test_deploy", "test_engine", "test_gpu_placement", "test_layout", "test_logs", "test_measure", "test_memory",
+    "test_metric_catalogue", "test_metrics", "test_monitor_allocator", "test_pool", "test_reference_quality",
+    "test_sampling", "test_step_registry", "test_sweeps",
 })  # fmt: skip
 # modules that start the bundled tritonserver run on one worker, one after another: two servers starting at once
 # on two workers aborted (exit -6) in one clean-clone run
