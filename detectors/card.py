@@ -218,7 +218,11 @@ class ModelCard(BaseModel):
     def _chat_defaults(cls, raw: object) -> object:
         """A chat card states only what differs from :data:`CHAT_DEFAULTS`."""
         if isinstance(raw, dict) and raw.get("chat") is not None:
-            return {**CHAT_DEFAULTS, **raw}
+            merged = {**CHAT_DEFAULTS, **raw}
+            for section in ("sampling", "threshold"):  # (a section given in part keeps the protocol's other keys)
+                if isinstance(raw.get(section), dict):
+                    merged[section] = {**CHAT_DEFAULTS[section], **raw[section]}
+            return merged
         return raw
 
     @model_validator(mode="after")
@@ -226,6 +230,9 @@ class ModelCard(BaseModel):
         problems = self.input.problems(self.sampling.frames) + self.output.problems()
         if self.chat is not None and self.remote is not None:
             problems.append("chat and remote: a detector is asked one way, not both")
+        if self.sampling.resize == "short_side" and self.chat is None:
+            problems.append("sampling.resize: short_side keeps each video's aspect: only a chat card takes frames of "
+                            "varying size")  # fmt: skip
         if self.remote is not None and self.source is None and self.needs_composition:
             problems.append(
                 "remote: a served model must take uint8 [N, T, H, W, 3] RGB frames and give one score per video; "

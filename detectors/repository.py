@@ -157,6 +157,10 @@ def install_remote(
         from detectors.chat.prompts import load_template
 
         template = load_template(card.chat.prompt, Path(card_dir) if card_dir else None)
+        key_file = card.chat.api_key_file
+        if key_file and card_dir and not Path(key_file).expanduser().is_absolute():  # (the key stays where it is)
+            absolute = str((Path(card_dir) / key_file).resolve())
+            card = card.model_copy(update={"chat": card.chat.model_copy(update={"api_key_file": absolute})})
     folder.mkdir(parents=True, exist_ok=True)
     if template is not None and template.path is not None:
         name = template.path.name

@@ -7,13 +7,14 @@ from __future__ import annotations
 import io
 import json
 import math
+from pathlib import Path
 
 import av
 import numpy as np
 import pytest
 
 from detectors.card import ModelCard
-from detectors.chat.cache import ReplyCache
+from detectors.chat.cache import ReplyCache, cache_key
 from detectors.chat.client import retry_after
 from detectors.chat.prompts import load_template
 from detectors.chat.replies import parse_reply, verdict_log_odds
@@ -73,6 +74,12 @@ UNPARSED = [
         '{"appearance": 10, "lighting": 20, "temporal": 30, "physics": 40, "verdict": "real"}',
         "aspect motion",
     ),
+    (BINARY, "As an AI model, I cannot judge this video.", "no verdict"),  # ("AI" in prose is no verdict)
+    (RATING, "Rating: 8/10", "another scale"),
+    (RATING, '{"rating": 0.92}', "looks like a probability"),
+    (RATING, '{"probability": 0.92}', "no rating"),
+    (RATING, '{"rating": ' + "9" * 400 + "}", "out of range"),
+    (RATING, '{"rating": ' + "9" * 5000 + "}", "no rating"),  # (past the JSON parser's longest integer)
 ]
 
 
@@ -105,19 +112,28 @@ def test_a_diagnostic_reply_gives_five_aspects_in_json_nested_or_in_lines():
 
 
 def test_the_log_odds_are_read_at_the_verdict_token_whatever_the_tokenizer_splits():
-    content = [
-        {"token": '{"', "logprob": 0.0, "top_logprobs": []},
-        {"token": "verdict", "logprob": 0.0, "top_logprobs": []},
-        {"token": '": "', "logprob": 0.0, "top_logprobs": []},
-        {"token": "gener", "logprob": math.log(0.8),
-         "top_logprobs": [{"token": "gener", "logprob": math.log(0.8)}, {"token": "real", "logprob": math.log(0.15)}]},
-        {"token": 'ated"}', "logprob": 0.0, "top_logprobs": []},
-    ]  # fmt: skip
-    assert verdict_log_odds({"content": content}, True) == pytest.approx(math.log(0.8 / 0.15))
+    text = 'It was recorded, I think. {"verdict": "generated"}'
+    tokens = ["It", " was", " re", "corded", ",", " I", " think", ".", ' {"', "verdict", '":', ' "', "gener", 'ated"}']
+    assert "".join(tokens) == text
+    gen = tokens.index("gener")
+
+    def content(top):
+        out = [{"token": t, "logprob": 0.0, "top_logprobs": []} for t in tokens]
+        out[gen] = {"token": "gener", "logprob": math.log(0.8), "top_logprobs": top}
+        # a prose token before the verdict that begins a real word ("re"corded) is not the verdict's
+        out[tokens.index(" re")]["top_logprobs"] = [{"token": " re", "logprob": math.log(0.9)}]
+        return {"content": out}
+
+    reply = parse_reply(text, BINARY)
+    assert reply.verdict is True and text[reply.verdict_at :].startswith("generated")
+    both = [{"token": "gener", "logprob": math.log(0.8)}, {"token": "real", "logprob": math.log(0.15)}]
+    assert verdict_log_odds(content(both), True, reply.verdict_at, text) == pytest.approx(math.log(0.8 / 0.15))
     # the other class absent from the alternatives: the mass they leave (here 1 - 0.8)
-    content[3]["top_logprobs"] = content[3]["top_logprobs"][:1]
-    assert verdict_log_odds({"content": content}, True) == pytest.approx(math.log(0.8 / 0.2))
-    assert verdict_log_odds(None, True) is None and verdict_log_odds({"content": content}, False) is None
+    one = both[:1]
+    assert verdict_log_odds(content(one), True, reply.verdict_at, text) == pytest.approx(math.log(0.8 / 0.2))
+    assert verdict_log_odds(None, True, reply.verdict_at, text) is None
+    assert verdict_log_odds(content(both), False, reply.verdict_at, text) is None  # not a real word there
+    assert verdict_log_odds(content(both), True, reply.verdict_at, text + " ") is None  # tokens that do not spell it
 
 
 def test_retry_after_reads_seconds_and_dates_and_is_capped():
@@ -128,7 +144,8 @@ def test_retry_after_reads_seconds_and_dates_and_is_capped():
 
 # -- the runtime against the double ----------------------------------------------------------------------------
 @pytest.fixture
-def double():
+def double(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))  # (the request slots' folder: this test's own)
     with ChatDouble() as d:
         yield d
 
@@ -242,13 +259,45 @@ def test_the_api_key_is_sent_as_a_bearer_token_and_never_printed(double, tmp_pat
     (judged,) = runtime.judge([_frames(200)])
     assert isinstance(judged, Judgement) and double.requests[-1].headers["Authorization"] == f"Bearer {key}"
     assert key not in repr(vars(runtime)) and key not in repr(vars(runtime.client))
+    # a wrong key, which the server's 401 echoes: refused at start, at once, and the message holds no key
     monkeypatch.setenv("PLANTED_KEY", "sk-wrong-key-0000")
-    (refused,) = ChatRuntime(_card(double, "rating", api_key_env="PLANTED_KEY")).judge([_frames(200)])
-    assert isinstance(refused, RuntimeUnavailable) and "API key was refused (401)" in str(refused)
-    assert "sk-wrong-key-0000" not in str(refused)
+    with pytest.raises(RuntimeUnavailable, match=r"API key was refused \(401\)") as refused:
+        ChatRuntime(_card(double, "rating", api_key_env="PLANTED_KEY"), startup_timeout_s=600)
+    assert "sk-wrong-key-0000" not in str(refused.value) and "***" in str(refused.value)
+    # the key refused later (rotated while running): a row's error holds no key either
+    runtime.client.key = type(runtime.client.key)("sk-rotated-1111")
+    (later,) = runtime.judge([_frames(100)])
+    assert isinstance(later, RuntimeUnavailable) and "sk-rotated-1111" not in str(later) and "***" in str(later)
     monkeypatch.delenv("PLANTED_KEY")
     with pytest.raises(CardError, match="PLANTED_KEY is not set"):
         ChatRuntime(_card(double, "rating", api_key_env="PLANTED_KEY"))
+    (tmp_path / "two.txt").write_text(key + "\nsecond-line")  # a header would quote it in its error: refused
+    with pytest.raises(CardError, match="not one key") as bad:
+        ChatRuntime(_card(double, "rating", api_key_file="two.txt"), tmp_path)
+    assert key not in str(bad.value)
+
+
+def test_a_reply_of_an_unexpected_shape_is_unparsed_and_a_bad_cache_entry_is_asked_again(double, cache):
+    double.script = [("raw", {"choices": [{"message": {"content": 5}}], "usage": {"prompt_tokens": "x"}})]
+    (judged,) = ChatRuntime(_card(double, "rating"), cache=cache).judge([_frames(90)])
+    assert isinstance(judged, UnparsedReply) and "empty reply" in str(judged) and judged.tokens_in is None
+    runtime = ChatRuntime(_card(double, "rating"), cache=cache)
+    key = cache_key(runtime.request_sha256, _frames(80).tobytes())
+    cache.put(key, {"choices": []})  # a kept file that is no completion
+    (again,) = runtime.judge([_frames(80)])
+    assert isinstance(again, Judgement) and not again.cached and len(double.requests) == 2
+
+
+def test_a_chat_card_keeps_the_protocol_defaults_it_does_not_override(double, tmp_path):
+    chat = {"endpoint": double.url, "model": "m", "api_key_file": "key.txt"}
+    card = ModelCard.model_validate({"name": "c", "version": "1", "sampling": {"frames": 8}, "chat": chat})
+    assert (card.sampling.frames, card.sampling.height, card.sampling.resize) == (8, 256, "short_side")
+    with pytest.raises(ValueError, match="only a chat card"):
+        ModelCard.model_validate({**json.loads(_card(double).model_dump_json()), "chat": None})
+    from detectors.repository import install_remote
+
+    stored = install_remote(card, tmp_path / "models", card_dir=tmp_path).card
+    assert stored.chat.api_key_file == str(tmp_path.resolve() / "key.txt")  # (the key is not copied)
 
 
 def test_a_template_is_read_beside_its_card_and_never_outside_it(tmp_path):
@@ -321,3 +370,20 @@ def test_the_monitor_reads_a_chat_score_event_on_its_fast_path():
     value = ScoreEvent(**row, idempotency_key="v|original|chat-d|1").model_dump_json().encode()
     assert decode.FIELDS and decode.fast_fields(value) == decode.by_model(value)
     assert decode.fast_fields(value)["aspects"] == '{"motion":40.0}'
+
+
+def test_the_cache_lives_where_the_environment_says_and_one_that_cannot_be_written_costs_nothing(tmp_path, monkeypatch):
+    from detectors.chat.cache import cache_root
+
+    for var in ("LASTMILE_CHAT_CACHE", "LASTMILE_CACHE", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cache_root() == tmp_path / "home" / ".cache" / "lastmile" / "chat"
+    monkeypatch.setenv("LASTMILE_CACHE", "/tmp/lastmile")  # as the chart sets it (a read-only root, /tmp writable)
+    assert cache_root() == Path("/tmp/lastmile/chat")
+    monkeypatch.setenv("LASTMILE_CHAT_CACHE", str(tmp_path / "chat"))
+    assert cache_root() == tmp_path / "chat"
+    (tmp_path / "file").write_text("not a folder")
+    blocked = ReplyCache(tmp_path / "file" / "cache")  # a folder that cannot be made
+    blocked.put("ab" * 32, {"choices": []})
+    assert blocked.get("ab" * 32) is None

@@ -44,7 +44,7 @@ def run(tmp_path_factory):
                "XDG_RUNTIME_DIR": str(tmp), "PLANTED_KEY": KEY}  # fmt: skip
         port = double.url.split(":")[2].split("/")[0]
         added = []
-        for name in ("card.yaml", "card-diagnostic.yaml"):
+        for name in ("card.yaml", "card-diagnostic.yaml", "card-binary.yaml"):
             text = (EXAMPLES / "chat" / name).read_text()
             assert "http://127.0.0.1:8000/v1" in text and model in text
             text = text.replace("127.0.0.1:8000", f"127.0.0.1:{port}")
@@ -54,10 +54,13 @@ def run(tmp_path_factory):
         listed = _lastmile("detectors", "list", env=env, cwd=tmp)
         double.script = [("text", "I am not able to judge this video.")] * UNPARSED
         args = ["replay", str(EXAMPLES / "manifest.jsonl"), "--profile", "throughput", "--workers", "2"]
-        first = _lastmile(*args, "--detectors", "chat-rating,chat-diagnostic,npr", "--out", "run", env=env, cwd=tmp)
+        chats = "chat-rating,chat-diagnostic,chat-binary"
+        first = _lastmile(*args, "--detectors", f"{chats},npr", "--out", "run", env=env, cwd=tmp)
         asked = len(double.requests)
-        report = _lastmile("report", "run", "--replicates", "400", "--compare", "npr:chat-rating", env=env, cwd=tmp)
-        again = _lastmile(*args, "--detectors", "chat-rating,chat-diagnostic", "--out", "again", env=env, cwd=tmp)
+        compare = ("--compare", "npr:chat-rating", "--compare", "chat-binary:chat-rating")  # (two prompts of a model)
+        report = _lastmile("report", "run", "--replicates", "400", *compare, env=env, cwd=tmp)
+        again = _lastmile(*args, "--detectors", chats, "--conditions", "original,full", "--out", "again", env=env,
+                          cwd=tmp)  # fmt: skip
         asked_again = len(double.requests) - asked
         fresh = _lastmile(*args, "--detectors", "chat-rating", "--conditions", "original", "--no-cache", "--out",
                           "fresh", env=env, cwd=tmp)  # fmt: skip
@@ -74,9 +77,9 @@ def test_the_shipped_cards_are_recorded_and_replayed_under_every_condition_besid
     rows = read_results(run["tmp"] / "run" / "results.parquet")
     chat = [r for r in rows if r.runtime == "chat"]
     assert {(r.detector, r.condition) for r in rows} == {
-        (d, c) for d in ("chat-rating", "chat-diagnostic", "npr") for c in CONDITIONS
+        (d, c) for d in ("chat-rating", "chat-diagnostic", "chat-binary", "npr") for c in CONDITIONS
     }
-    assert len(chat) == 2 * 6 * 12 and run["asked"] == len(chat)  # one request per variant and chat detector
+    assert len(chat) == 3 * 6 * 12 and run["asked"] == len(chat)  # one request per variant and chat detector
     assert all(r.runtime_endpoint == run["double"].url and r.model_sha256 for r in chat)
     assert sum(r.error_kind == "reply" for r in chat) == UNPARSED
     assert all(r.error_class == "UnparsedReply" and r.decision is None for r in chat if r.error_kind == "reply")
@@ -84,6 +87,9 @@ def test_the_shipped_cards_are_recorded_and_replayed_under_every_condition_besid
     assert all(r.tokens_in == 12 + 85 * 16 and r.tokens_out and r.cached is False for r in scored)
     assert {r.score is None for r in scored if r.detector == "chat-diagnostic"} == {True}
     assert {r.threshold for r in scored if r.detector == "chat-rating"} == {50.0}
+    binary = [r for r in scored if r.detector == "chat-binary"]  # the verdict decides; its log-odds are the score
+    assert binary and all(r.threshold is None and r.score is not None for r in binary)
+    assert all((r.score >= 0) == r.decision for r in binary)  # (the double's p and its verdict share one cut)
 
 
 def test_the_report_shows_recall_macro_f1_rating_auc_aspects_and_collapse_with_intervals(run):
@@ -92,17 +98,25 @@ def test_the_report_shows_recall_macro_f1_rating_auc_aspects_and_collapse_with_i
     report = json.loads((run["tmp"] / "run" / "report.json").read_text())
     assert "## Chat detectors (multimodal LLMs), 95% CI" in md and "## Diagnostic aspects" in md
     assert "| chat-diagnostic | no score | no score |" in md  # no AUC is made of verdicts
+    assert "| chat-binary | no score" not in md  # (its log-odds rank)
     cells = {(c["detector"], c["condition"]): c for c in report["chat"]}
-    assert set(cells) == {(d, c) for d in ("chat-rating", "chat-diagnostic") for c in CONDITIONS}
+    assert set(cells) == {(d, c) for d in ("chat-rating", "chat-diagnostic", "chat-binary") for c in CONDITIONS}
     assert sum(c["unparsed"] for c in cells.values()) == UNPARSED
-    assert sum(c["tokens_in"] for c in cells.values()) == (2 * 6 * 12) * (12 + 85 * 16)
+    assert sum(c["tokens_in"] for c in cells.values()) == (3 * 6 * 12) * (12 + 85 * 16)
+    assert {c["by_verdict"] for c in report["cells"] if c["detector"] in ("chat-binary", "chat-diagnostic")} == {True}
     for c in report["cells"]:
         if c["detector"].startswith("chat-"):
             assert c["macro_f1_ci"][0] <= c["macro_f1"] <= c["macro_f1_ci"][1]
     for c in cells.values():
         for a in c["aspects"].values():
             assert a["auc_ci"][0] <= a["auc"] <= a["auc_ci"][1]
-    assert (run["tmp"] / "run" / "comparison.md").exists()  # an A/B of the chat detector against npr
+    contests = {
+        (c["champion"], c["challenger"]): c for c in json.loads((run["tmp"] / "run" / "comparison.json").read_text())
+    }
+    for pair in (("npr", "chat-rating"), ("chat-binary", "chat-rating")):  # against an ONNX one; two prompts
+        by_condition = {c["condition"]: c for c in contests[pair]["conditions"]}
+        assert set(by_condition) == set(CONDITIONS)
+        assert all(c["videos"] >= 11 and c["auc_difference"] is not None for c in by_condition.values())
 
 
 def _paired(rows, det, cond):
@@ -163,14 +177,41 @@ def test_a_repeated_replay_sends_no_request_and_no_cache_sends_them_all(run):
     assert all(r.cached is True and (r.score, r.decision) == (first[r.key].score, first[r.key].decision) for r in again)
     assert run["fresh"].returncode == 0, run["fresh"].stderr
     assert run["asked_fresh"] == 12  # every video asked again under original
+    assert len(again) == 3 * 2 * 12
     fresh = read_results(run["tmp"] / "fresh" / "results.parquet")
     assert {r.cached for r in fresh} == {False}
 
 
-def test_workers_share_the_bound_on_requests_in_flight(run):
-    """Two worker processes, each asking a video's six variants at once, against max_concurrency 4: the double
-    never had more than 4 requests open (and had several: the bound, not the traffic, held it there)."""
-    assert 2 <= run["double"].most_in_flight <= 4
+def test_workers_share_the_bound_on_requests_in_flight(tmp_path, monkeypatch):
+    """Two worker processes, each asking its video's six variants at once (slow replies keep them open), against
+    max_concurrency 3: without the bound shared across processes the double would see 6 requests open at once; it
+    sees 3."""
+    from detectors.card import ModelCard
+    from detectors.repository import install_remote
+    from gateway.batch.replay import ReplayConfig, replay
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))  # (the slots' folder, which the workers inherit)
+    manifest = _two_videos(tmp_path)
+    with ChatDouble(script=[("slow", 0.5)] * 12) as double:
+        chat = {"endpoint": double.url, "model": double.model, "prompt": "rating", "max_concurrency": 3}
+        install_remote(ModelCard.model_validate({"name": "chat-b", "version": "1", "chat": chat}), tmp_path / "models")
+        cfg = ReplayConfig(manifest=manifest, detectors="chat-b", profile="throughput", repo=tmp_path / "models",
+                           chat_cache=False)  # fmt: skip
+        rows = read_results(replay(cfg, tmp_path / "run", workers=2, progress=False))
+    assert len(rows) == 12 and all(r.error is None for r in rows)
+    assert double.most_in_flight == 3
+
+
+def _two_videos(tmp_path: Path) -> Path:
+    """A manifest of the examples' first two videos (a real anchor and a counterpart), their files beside it."""
+    manifest = tmp_path / "two.jsonl"
+    lines = (EXAMPLES / "manifest.jsonl").read_text().splitlines()[:2]
+    manifest.write_text("".join(line + "\n" for line in lines))
+    for line in lines:
+        uri = json.loads(line)["uri"]
+        (tmp_path / uri).parent.mkdir(exist_ok=True)
+        (tmp_path / uri).write_bytes((EXAMPLES / uri).read_bytes())
+    return manifest
 
 
 def test_the_planted_key_is_sent_and_appears_in_no_row_log_or_report(run):
@@ -196,12 +237,7 @@ def test_a_server_down_for_the_whole_run_gives_infra_rows_and_a_failed_run(tmp_p
         card = ModelCard.model_validate({"name": "chat-down", "version": "1", "chat": {"endpoint": endpoint,
                                          "model": double.model, "prompt": "binary"}})  # fmt: skip
     install_remote(card, tmp_path / "models")
-    manifest = tmp_path / "two.jsonl"
-    manifest.write_text("".join(line + "\n" for line in (EXAMPLES / "manifest.jsonl").read_text().splitlines()[:2]))
-    for line in manifest.read_text().splitlines():
-        uri = json.loads(line)["uri"]
-        (tmp_path / uri).parent.mkdir(exist_ok=True)
-        (tmp_path / uri).write_bytes((EXAMPLES / uri).read_bytes())
+    manifest = _two_videos(tmp_path)
     cfg = ReplayConfig(manifest=manifest, conditions="original", detectors="chat-down", profile="throughput",
                        repo=tmp_path / "models", triton_startup_timeout_s=1)  # fmt: skip
     path = replay(cfg, tmp_path / "run", workers=1, progress=False, start_grace_s=3)

@@ -3,12 +3,12 @@
 A reply is kept under the sha256 of the frames sent (which follow from the variant's sha256 and the sampling)
 and of the request's own hash (:func:`detectors.chat.prompts.request_sha256`: the model, the prompt template,
 the sampling and every setting that changes a reply), one JSON file a reply, written whole or not at all
-(several processes share a cache). Only completions are kept, never a failure. The folder is
-``$LASTMILE_CHAT_CACHE``, else ``$XDG_CACHE_HOME/lastmile/chat`` (``~/.cache/lastmile/chat``).
+(several processes share a cache). Only completions are kept, never a failure. The folder: :func:`cache_root`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -19,8 +19,12 @@ from detectors.http import REPLY_BYTES
 
 
 def cache_root() -> Path:
+    """``$LASTMILE_CHAT_CACHE``; else ``chat`` in the project's cache folder (``$LASTMILE_CACHE``, as the chart sets
+    it to its pod's /tmp), else in the user's (``$XDG_CACHE_HOME/lastmile``, ``~/.cache/lastmile``)."""
     if os.environ.get("LASTMILE_CHAT_CACHE"):
         return Path(os.environ["LASTMILE_CHAT_CACHE"])
+    if os.environ.get("LASTMILE_CACHE"):
+        return Path(os.environ["LASTMILE_CACHE"]) / "chat"
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base) / "lastmile" / "chat"
 
@@ -55,4 +59,5 @@ class ReplyCache:
             tmp.write_text(json.dumps(reply))
             os.replace(tmp, path)
         except OSError:
-            tmp.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)

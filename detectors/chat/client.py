@@ -61,15 +61,21 @@ def api_key(spec: ChatSpec, card_dir: Path | None = None) -> Secret | None:
                 value = f.read(4097).decode().strip()
         except (OSError, UnicodeDecodeError) as exc:
             raise CardError(f"chat.api_key_file {path}: cannot be read ({type(exc).__name__})") from None
-        if not value or len(value) > 4096:
-            raise CardError(f"chat.api_key_file {path}: holds no key of at most 4096 characters")
-        return Secret(value)
+        return _checked(value, f"chat.api_key_file {path}")
     if spec.api_key_env:
         value = os.environ.get(spec.api_key_env, "").strip()
         if not value:
             raise CardError(f"chat.api_key_env: the environment variable {spec.api_key_env} is not set")
-        return Secret(value)
+        return _checked(value, f"chat.api_key_env {spec.api_key_env}")
     return None
+
+
+def _checked(value: str, where: str) -> Secret:
+    """A key fit for a header: printable, no whitespace, at most 4096 characters (else the HTTP library's own
+    error would quote it)."""
+    if not value or len(value) > 4096 or not value.isprintable() or any(c.isspace() for c in value):
+        raise CardError(f"{where}: not one key of at most 4096 printable characters without spaces")
+    return Secret(value)
 
 
 def retry_after(value: str | None) -> float | None:
@@ -102,20 +108,40 @@ class ChatClient:
         data = json.dumps(body).encode() if body is not None else None
         return urllib.request.Request(self.base + path, data=data, headers=headers)
 
+    def scrub(self, text: str) -> str:
+        """``text`` without the key (a server may echo what it was sent)."""
+        return text.replace(self.key.reveal(), "***") if self.key is not None else text
+
     def models(self) -> list[str]:
-        """The model ids the server lists (one try: the caller waits for a server that is starting)."""
-        reply = json.loads(read_bounded(self._request("/models", None), self.spec.timeout_s))
+        """The model ids the server lists (one try: the caller waits for a server that is starting).
+        :class:`RuntimeUnavailable` at once, saying so, where the server refuses the key."""
+        try:
+            reply = json.loads(read_bounded(self._request("/models", None), self.spec.timeout_s))
+        except urllib.error.HTTPError as exc:
+            if exc.code in (401, 403):
+                detail = self.scrub(_detail(exc))
+                raise RuntimeUnavailable(f"{self.who}: the API key was refused ({exc.code}): {detail}") from None
+            raise
         return [m.get("id") for m in reply.get("data", []) if isinstance(m, dict)]
 
     def complete(self, body: dict) -> dict:
-        """The completion for ``body``, retried as the module says."""
+        """The completion for ``body``, retried as the module says; no error it raises holds the key."""
+        try:
+            return self._complete(body)
+        except (BadRequest, RuntimeUnavailable) as exc:
+            scrubbed = self.scrub(str(exc))
+            if scrubbed == str(exc):
+                raise
+            raise type(exc)(scrubbed) from None
+
+    def _complete(self, body: dict) -> dict:
         backoff, last = Backoff(*BACKOFF), "no try"
         for attempt in range(self.spec.retries + 1):
             wait = None
             try:
                 reply = json.loads(read_bounded(self._request("/chat/completions", body), self.spec.timeout_s))
-                if not isinstance(reply, dict) or not isinstance(reply.get("choices"), list) or not reply["choices"]:
-                    raise ValueError("a reply without choices")
+                if not is_completion(reply):
+                    raise ValueError("a reply without a choice holding a message")
                 return reply
             except urllib.error.HTTPError as exc:
                 detail = _detail(exc)
@@ -136,6 +162,14 @@ class ChatClient:
             if attempt < self.spec.retries:
                 self.sleep(wait if wait is not None else backoff.delay(attempt + 1))
         raise RuntimeUnavailable(f"{self.who} did not answer after {self.spec.retries + 1} attempts: {last}")
+
+
+def is_completion(reply: object) -> bool:
+    """Whether ``reply`` has the shape of a completion: a first choice holding a message."""
+    if not isinstance(reply, dict) or not isinstance(reply.get("choices"), list) or not reply["choices"]:
+        return False
+    choice = reply["choices"][0]
+    return isinstance(choice, dict) and isinstance(choice.get("message"), dict)
 
 
 def _detail(exc: urllib.error.HTTPError) -> str:

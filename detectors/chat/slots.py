@@ -13,6 +13,7 @@ import fcntl
 import hashlib
 import os
 import random
+import stat
 import tempfile
 import time
 from collections.abc import Iterator
@@ -34,8 +35,11 @@ class Slots:
 
     def __init__(self, key: str, n: int, root: Path | None = None) -> None:
         self.n = n
-        self.folder = (root or slots_root()) / hashlib.sha256(key.encode()).hexdigest()[:16]
-        self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        root = root or slots_root()
+        self.folder = root / hashlib.sha256(key.encode()).hexdigest()[:16]
+        for folder in (root, self.folder):
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            _private(folder)
 
     @contextmanager
     def hold(self, timeout_s: float) -> Iterator[int]:
@@ -55,8 +59,9 @@ class Slots:
             os.close(fd)  # closing the file frees its lock
 
     def _take(self) -> tuple[int | None, int]:
+        # (O_NOFOLLOW: a slot planted as a link to another file is refused, not locked)
         for slot in random.sample(range(self.n), self.n):
-            fd = os.open(self.folder / f"{slot}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+            fd = os.open(self.folder / f"{slot}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -64,3 +69,13 @@ class Slots:
                 continue
             return fd, slot
         return None, -1
+
+
+def _private(folder: Path) -> None:
+    """Refuse a slots folder another user could hold slots in: a link, or not this user's; one of this user's
+    that others may enter is closed to them."""
+    st = os.lstat(folder)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+        raise RuntimeUnavailable(f"{folder}: not a folder of this user's (slots of requests in flight)")
+    if st.st_mode & 0o077:
+        os.chmod(folder, 0o700)

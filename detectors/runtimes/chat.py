@@ -28,7 +28,7 @@ import numpy as np
 
 from detectors.card import ModelCard
 from detectors.chat.cache import ReplyCache, cache_key
-from detectors.chat.client import ChatClient, StructuredRefused, api_key
+from detectors.chat.client import ChatClient, StructuredRefused, api_key, is_completion
 from detectors.chat.prompts import PromptTemplate, load_template, request_sha256
 from detectors.chat.replies import Reply, parse_reply, verdict_log_odds
 from detectors.chat.slots import Slots
@@ -71,7 +71,7 @@ class ChatRuntime:
         self.request_sha256 = request_sha256(card, card_dir)
         self.endpoint = self.spec.endpoint
         self.client = ChatClient(self.spec, api_key(self.spec, card_dir), sleep, f"{card.name}: {self.endpoint}")
-        self.slots = Slots(f"{self.endpoint}|{self.spec.model}", self.spec.max_concurrency)
+        self.slots = Slots(f"{card.name}|{self.endpoint}|{self.spec.model}", self.spec.max_concurrency)
         self.cache, self.structured = cache, self.spec.structured
         self.max_batch = self.spec.max_concurrency
         self.stats = RuntimeStats()
@@ -84,9 +84,11 @@ class ChatRuntime:
             try:
                 models = self.client.models()
                 break
+            except RuntimeUnavailable:  # (the key refused: said at once)
+                raise
             except Exception as exc:  # urllib's, a reply that is no JSON: not answering yet
                 if time.monotonic() > deadline:
-                    why = f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
+                    why = self.client.scrub(f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}")
                     raise RuntimeUnavailable(
                         f"{self.card.name}: no Chat Completions server answers at {self.endpoint} ({why})"
                     ) from None
@@ -126,16 +128,26 @@ class ChatRuntime:
             return exc
 
     def _judge(self, frames: np.ndarray) -> Judgement:
+        """The cached reply to these frames, if one reads as a completion, else the server's: read, then kept
+        (a reply that says no verdict is kept too: the same request would get it again)."""
         if frames.ndim != 4 or frames.shape[-1] != 3 or frames.dtype != np.uint8:
             raise BadRequest(f"{self.card.name}: frames of shape {frames.shape} {frames.dtype}, not [T, H, W, 3] uint8")
         key = cache_key(self.request_sha256, np.ascontiguousarray(frames).tobytes())
         reply = self.cache.get(key) if self.cache is not None else None
-        cached = reply is not None
-        if reply is None:
-            reply = self._ask(frames)
-            if self.cache is not None:
-                self.cache.put(key, reply)
-        return self._read(reply, cached)
+        if reply is not None and is_completion(reply):
+            return self._read(reply, cached=True)
+        reply = self._ask(frames)
+        try:
+            judged = self._read(reply, cached=False)
+        except UnparsedReply:
+            self._keep(key, reply)
+            raise
+        self._keep(key, reply)
+        return judged
+
+    def _keep(self, key: str, reply: dict) -> None:
+        if self.cache is not None:
+            self.cache.put(key, reply)
 
     def _ask(self, frames: np.ndarray) -> dict:
         body = self.request(frames)
@@ -185,6 +197,16 @@ class ChatRuntime:
         return f"data:image/{self.spec.image_format};base64," + base64.b64encode(buf.getvalue()).decode()
 
     def _read(self, reply: dict, cached: bool) -> Judgement:
+        """A completion read: its judgement, or :class:`UnparsedReply` (also for a completion of a shape no rule
+        reads: never an exception out of the runtime)."""
+        try:
+            return self._reading(reply, cached)
+        except UnparsedReply:
+            raise
+        except Exception as exc:  # a shape the rules do not foresee: no verdict, said as such
+            raise UnparsedReply(f"a reply of an unexpected shape ({type(exc).__name__}: {str(exc)[:80]})") from None
+
+    def _reading(self, reply: dict, cached: bool) -> Judgement:
         usage = reply.get("usage") if isinstance(reply.get("usage"), dict) else {}
         tokens_in, tokens_out = _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
         choice = reply["choices"][0] if isinstance(reply["choices"][0], dict) else {}
@@ -203,7 +225,8 @@ class ChatRuntime:
         if parsed.rating is not None:
             score, decision = parsed.rating, parsed.rating >= self.card.threshold.value
         else:
-            score = verdict_log_odds(choice.get("logprobs"), bool(parsed.verdict)) if self.spec.logprobs else None
+            logprobs = choice.get("logprobs") if self.spec.logprobs else None
+            score = verdict_log_odds(logprobs, bool(parsed.verdict), parsed.verdict_at, text)
             decision = bool(parsed.verdict)
         return Judgement(decision, score, threshold, parsed.aspects, tokens_in, tokens_out, cached)
 

@@ -16,6 +16,7 @@ from gateway.core.wording import counted
 from gateway.evaluation import proportions
 from gateway.evaluation.paired import Evaluation
 from gateway.evaluation.tables import interval, pct, points, zero_width
+from gateway.evaluation.thresholds import VERDICT
 
 # Anchors per generation source under which the anchor-clustered bootstrap is too rough to lean on: its unit
 # is the anchor, and percentile intervals on few clusters run narrow (tests/test_metrics.py already allows
@@ -159,7 +160,7 @@ def fit_warnings(ev: Evaluation, rows: list[ScoreRow]) -> list[str]:
 def unfit_threshold_warnings(rows: list[ScoreRow], det: str, threshold: float, name: str | None = None) -> list[str]:
     """The warning that a card's ``threshold`` keeps under UNFIT_REAL_RECALL of ``det``'s scored real videos real on
     original (none if it keeps more, or none was scored); ``name``: how the warning calls ``det``."""
-    kept = scored_real_recall(rows, det, threshold)
+    kept = scored_real_recall(rows, det, threshold) if threshold != VERDICT else None  # (a verdict has no threshold)
     if kept is None or kept >= UNFIT_REAL_RECALL:
         return []
     return [

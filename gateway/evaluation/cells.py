@@ -18,7 +18,7 @@ import numpy as np
 from detectors.stats import metrics
 from detectors.stats.bootstrap import percentile_interval
 from gateway.core.messages import ScoreRow
-from gateway.evaluation.thresholds import decided, has_threshold
+from gateway.evaluation.thresholds import VERDICT, decided, has_threshold
 
 DECIDED = ("fake_recall", "real_recall", "bacc", "macro_f1")  # the bootstrapped metrics that need a decision
 
@@ -85,6 +85,7 @@ class CellMetrics:
     undefined_replicates: dict[str, int] = field(default_factory=dict)  # bootstrap replicates where undefined
     min_real_per_source: int = 0  # T@x% resolves FPR = x only with at least 1/x real videos per source
     no_score: bool = False  # decided, but no row carried a score (a chat detector's verdicts): no AUC, said so
+    by_verdict: bool = False  # decided by its rows' verdicts, not at a threshold (report.json: threshold null)
     unparsed: int = 0  # chat replies that said no verdict (UnparsedReply rows; among the failures)
 
 
@@ -193,6 +194,7 @@ def cell_metrics(
         undefined_replicates=undefined,
         min_real_per_source=min(reals_per_source, default=0),
         no_score=decided and not any(r.score is not None for r in sel),
+        by_verdict=threshold == VERDICT,
         unparsed=sum(r.error_kind == "reply" for r in sel),
     )
     return cell, boot

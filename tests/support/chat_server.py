@@ -58,6 +58,8 @@ class ChatDouble:
             protocol_version = "HTTP/1.1"
 
             def do_GET(self):
+                if double.key is not None and self.headers.get("Authorization") != f"Bearer {double.key}":
+                    return self._refuse()
                 if self.path.rstrip("/") == "/v1/models":
                     self._send(200, {"object": "list", "data": [{"id": double.model, "object": "model"}]})
                 else:
@@ -80,7 +82,7 @@ class ChatDouble:
 
             def _answer(self, body, action):
                 if double.key is not None and self.headers.get("Authorization") != f"Bearer {double.key}":
-                    return self._send(401, {"error": {"message": "invalid api key"}})
+                    return self._refuse()
                 if self.path != "/v1/chat/completions":
                     return self._send(404, {"error": {"message": f"no route {self.path}"}})
                 if action and action[0] == "status":
@@ -89,12 +91,19 @@ class ChatDouble:
                     )
                 if action and action[0] == "malformed":
                     return self._raw(200, b'{"choices": [{"message": ')
+                if action and action[0] == "raw":
+                    return self._send(200, action[1])
                 if action and action[0] == "slow":
                     time.sleep(action[1])
                 if body.get("response_format") and not double.schema:
                     return self._send(400, {"error": {"message": "response_format json_schema is not supported"}})
                 text = action[1] if action and action[0] == "text" else None
                 self._send(200, double.complete(body, text))
+
+            def _refuse(self):
+                """A 401 that echoes what it was sent, as some gateways do (the client must not repeat it)."""
+                said = self.headers.get("Authorization")
+                self._send(401, {"error": {"message": f"invalid api key: {said}"}})
 
             def _send(self, code, obj, headers=None):
                 self._raw(code, json.dumps(obj).encode(), headers)
