@@ -94,14 +94,34 @@ def test_a_replay_of_a_manifest_naming_missing_files_exits_2_before_scoring_nami
     result = CliRunner().invoke(cli, ["replay", "m.jsonl", "--out", "run"])
     assert result.exit_code == 2, result.output
     lines = result.stderr.splitlines()
-    assert lines[0] == "Error: m.jsonl: 3 of 5 videos name a file that cannot be read; nothing was scored " \
-                       "(--allow-missing runs the others):"  # fmt: skip
+    assert lines[0] == "Error: m.jsonl: 4 of 5 videos name a file that cannot be read or a URL off the allow-list; " \
+                       "nothing was scored (--allow-missing runs the others):"  # fmt: skip
     assert lines[1:] == [
         f"  video typo: a.mpp4: no such file ({folder / 'a.mpp4'})",
         f"  video dir: sub: not a regular file ({folder / 'sub'})",
         f"  video gone: {(folder / 'gone.mp4').as_uri()}: no such file ({folder / 'gone.mp4'})",
-    ]  # the URL is not fetched here: a download fails per video, as before
+        "  video web: https://cdn.example.com/v.mp4: host 'cdn.example.com' is not in the allow-list "
+        "(--http-allow-host)",
+    ]  # the URL is checked as written, not fetched (issue 64: it used to fail per video, after the run began)
     assert not (folder / "run").exists()
+
+
+def test_a_url_on_the_allow_list_passes_the_check_and_one_on_another_port_is_named(folder, monkeypatch):
+    from gateway.batch import replay
+
+    _manifest(folder, {"a": "a.mp4", "web": "https://cdn.example.com/v.mp4", "admin": "http://cdn.example.com:8080/x"})
+    started = []
+    monkeypatch.setattr(replay, "replay", lambda cfg, out, **kw: started.append(out) or out / "results.parquet")
+    args = ["replay", "m.jsonl", "--out", "run", "--http-allow-host", "cdn.example.com"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2 and started == [] and not (folder / "run").exists()
+    assert result.stderr.splitlines()[1:] == [
+        "  video admin: http://cdn.example.com:8080/x: port 8080 of host 'cdn.example.com' is not in the allow-list "
+        "(listed: 80, 443; an entry without a port allows 80 and 443; write 'cdn.example.com:8080' to allow this "
+        "one) (--http-allow-host)"
+    ]
+    result = CliRunner().invoke(cli, [*args, "--http-allow-host", "cdn.example.com:8080"])
+    assert started == [Path("run")], result.output  # every row past the check, to the run (stood in for)
 
 
 def test_allow_missing_runs_a_manifest_known_to_be_partial(folder, monkeypatch):

@@ -5,7 +5,9 @@ the report a banner, and the replay exited 0, so a typo in a path passed a CI jo
 names a local file (a path, relative to the manifest's folder, or a ``file://`` URI) must name a regular file
 this process can read, under the folders the replay reads (the manifest's and ``--file-root``'s), or the replay
 stops before scoring with one line per such row (``--allow-missing`` keeps
-the old way, for corpora known to be partial). URLs are not fetched here: a download still fails per video."""
+the old way, for corpora known to be partial). So must every ``http(s)://`` URL name a host and port of the
+replay's allow-list (``--http-allow-host``): checked as written, with no DNS lookup and no fetch (a download, and
+an address a name resolves to, still fail per video)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from detectors.manifest import ManifestError, ManifestRow
+from gateway.core.sources.allowlist import AllowList, allow_list, allowed_url
 from gateway.core.sources.errors import SourceError
 from gateway.core.sources.files import local_path, under_roots
 from gateway.core.sources.urls import is_web_url
@@ -22,24 +25,30 @@ SHOWN = 20  # missing files named one a line; past these, a count
 
 
 class MissingFiles(ManifestError):
-    """Rows of a manifest whose local file does not exist or cannot be read (``problems``: one line each)."""
+    """Rows of a manifest whose local file does not exist or cannot be read, or whose URL is off the allow-list
+    (``problems``: one line each)."""
 
     def __init__(self, manifest: Path, total: int, problems: list[str]) -> None:
         self.problems = problems
         more = f"\n  ... and {len(problems) - SHOWN} more" if len(problems) > SHOWN else ""
         lines = "".join(f"\n  {p}" for p in problems[:SHOWN])
         super().__init__(
-            f"{manifest}: {len(problems)} of {total} videos name a file that cannot be read; nothing was scored "
-            f"(--allow-missing runs the others):{lines}{more}"
+            f"{manifest}: {len(problems)} of {total} videos name a file that cannot be read or a URL off the "
+            f"allow-list; nothing was scored (--allow-missing runs the others):{lines}{more}"
         )
 
 
-def unreadable(manifest: Path, row: ManifestRow, roots: Sequence[Path]) -> str | None:
-    """Why the file ``row`` names cannot be read by the replay (None: it can, or ``row`` names a URL): outside
-    ``roots`` (symlinks followed, as the read follows them), missing, not a regular file, or not readable."""
-    if is_web_url(row.uri):
-        return None
+def unreadable(manifest: Path, row: ManifestRow, roots: Sequence[Path], allow: AllowList | None = None) -> str | None:
+    """Why the file ``row`` names cannot be read by the replay (None: it can): outside ``roots`` (symlinks
+    followed, as the read follows them), missing, not a regular file, or not readable; for a URL, a host or port
+    that ``allow`` does not list."""
     where = f"video {row.video_id}: {row.uri}"
+    if is_web_url(row.uri):
+        try:
+            allowed_url(row.uri, allow or AllowList({}))
+        except SourceError as exc:
+            return f"{where}: {exc} (--http-allow-host)"
+        return None
     try:
         path = local_path(row.uri, manifest.resolve().parent)
     except SourceError as exc:
@@ -55,8 +64,12 @@ def unreadable(manifest: Path, row: ManifestRow, roots: Sequence[Path]) -> str |
     return None
 
 
-def check_files(manifest: Path, rows: list[ManifestRow], roots: Sequence[Path]) -> None:
-    """Raises :class:`MissingFiles` naming every row whose local file the replay cannot read under ``roots``."""
-    problems = [p for p in (unreadable(manifest, r, roots) for r in rows) if p is not None]
+def check_files(
+    manifest: Path, rows: list[ManifestRow], roots: Sequence[Path], http_allow_hosts: Sequence[str] = ()
+) -> None:
+    """Raises :class:`MissingFiles` naming every row whose local file the replay cannot read under ``roots``, or
+    whose URL ``http_allow_hosts`` does not admit."""
+    allow = allow_list(http_allow_hosts)
+    problems = [p for p in (unreadable(manifest, r, roots, allow) for r in rows) if p is not None]
     if problems:
         raise MissingFiles(manifest, len(rows), problems)

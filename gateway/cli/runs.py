@@ -90,8 +90,8 @@ def _fail_loudly(failures: RunFailures, what: str, kept: str) -> None:
 @click.option(
     "--allow-missing",
     is_flag=True,
-    help="run even if manifest rows name files that are not there (each such video gets error rows); without it, "
-    "the replay stops before scoring and names them",
+    help="run even if manifest rows name files that are not there, or URLs off the allow-list (each such video "
+    "gets error rows); without it, the replay stops before scoring and names them",
 )
 @click.option(
     "--no-cache",
@@ -157,8 +157,10 @@ def replay(
     try:
         check_out(cfg, out, resume)  # (before the note: a run that cannot start says only why)
         if not allow_missing:
-            roots = cfg.fetch_rules().sources.file_roots  # (a file that is not there, or not under these: one
-            check_files(manifest, rows, [Path(r) for r in roots])  # line each, exit 2, before any work)
+            # a file that is not there or not under these roots, or a URL off the allow-list: one line each, exit 2,
+            # before any work
+            roots = cfg.fetch_rules().sources.file_roots
+            check_files(manifest, rows, [Path(r) for r in roots], cfg.http_allow_hosts)
         notify("replay", (reals_only_notice(manifest, rows), unread_keys_notice(manifest, rows)))
         if via == "kafka":
             path = replay_via_kafka(
