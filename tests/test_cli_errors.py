@@ -506,3 +506,58 @@ def test_a_planted_secret_given_by_file_appears_in_no_output(tmp_path, broker, c
     assert secret not in out and key_secret not in out, out[-2000:]
     (line,) = [x for x in run.stderr.splitlines() if x.startswith("Error: ")]
     assert "answered but refused this client" in line and "kafka.sasl_mechanism" in line, line
+
+
+def test_an_interrupted_replay_says_the_exact_command_that_resumes_it(tmp_path):
+    """Ctrl-C in a replay printed only 'Aborted!'. Now it says the command that continues it, with --resume, and
+    that command, run where it says, finishes the run."""
+    import shlex
+    import signal
+    import time
+
+    (tmp_path / "examples").mkdir()
+    examples = Path(__file__).resolve().parent.parent / "examples"
+    for line in (examples / "manifest.jsonl").read_text().splitlines():
+        uri = json.loads(line)["uri"]
+        (tmp_path / "examples" / uri).parent.mkdir(exist_ok=True)
+        (tmp_path / "examples" / uri).write_bytes((examples / uri).read_bytes())
+    (tmp_path / "examples" / "manifest.jsonl").write_text((examples / "manifest.jsonl").read_text())
+    args = ["replay", "examples/manifest.jsonl", "--detectors", "d3_px", "--conditions", "original,full",
+            "--profile", "throughput", "--workers", "1", "--out", "runs/r"]  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-m", "gateway.cli", *args], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not any((tmp_path / "runs" / "r" / "parts").glob("part-*.parquet")):  # (the run under way: a part kept)
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    said = err[err.index("replay interrupted") :].splitlines()
+    assert (
+        said[0] == f"replay interrupted: the videos finished so far are kept in runs/r. Continue with (in {tmp_path}):"
+    )
+    command = shlex.split(said[1])
+    assert command == ["lastmile", *args, "--resume"] and "Aborted!" not in err
+    resumed = _lastmile(*command[1:], cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    rows = read_results(tmp_path / "runs" / "r" / "results.parquet")
+    assert len(rows) == 12 * 2 and all(r.error is None for r in rows)
+
+
+def test_a_refused_resume_names_each_setting_that_differs(tmp_path):
+    from gateway.batch.replay import ReplayConfig, check_out, prepare_run
+
+    row = {"video_id": "c", "uri": "clip.mp4", "label": "real", "source": "real", "anchor_id": "c"}
+    (tmp_path / "m.jsonl").write_text(json.dumps(row) + "\n")
+    first = ReplayConfig(manifest=tmp_path / "m.jsonl", detectors="npr", profile="fidelity")
+    prepare_run(first, tmp_path / "run", False, read_manifest(tmp_path / "m.jsonl"))
+    other = ReplayConfig.model_validate({**first.model_dump(), "profile": "throughput", "conditions": "original,full",
+                                         "http_allow_hosts": ["cdn.example.com"], "chat_cache": False})  # fmt: skip
+    with pytest.raises(ValueError) as refused:
+        check_out(other, tmp_path / "run", resume=True)
+    assert str(refused.value).endswith(
+        'it cannot be resumed with this one: conditions: "all" then, "original,full" now; '
+        'profile: "fidelity" then, "throughput" now'
+    )  # (where videos may come from, and the chat cache, change no result: not named)
+    assert check_out(first.model_copy(update={"http_allow_hosts": ["cdn.example.com"]}), tmp_path / "run", True)

@@ -30,6 +30,16 @@ from gateway.core.supervisor import Supervisor
 from gateway.core.wording import counted
 from gateway.core.worker import ENTRY, Entry, FetchRules, VideoRequest
 
+# what does not change a run's results: how many workers, where files may be read, where a GPU computes
+IDENTITY_EXCLUDE = {
+    "file_roots": True,
+    "http_allow_hosts": True,
+    "triton_startup_timeout_s": True,
+    "chat_cache": True,  # (a cached reply is the reply the request got)
+    "limits": set(OPERATIONAL_LIMITS),
+    "onnxruntime": {"device_id", "gpu_mem_limit", "trt_engine_cache_path"},  # where, not what, it computes
+}
+
 
 class ReplayConfig(PipelineSettings):
     """Everything that determines a run's results (stored in ``run.json`` and checked on ``--resume``)."""
@@ -50,15 +60,19 @@ class ReplayConfig(PipelineSettings):
 
     def identity(self) -> str:
         """A hash of what changes results (not of how many workers run them, nor where files may be read)."""
-        exclude = {
-            "file_roots": True,
-            "http_allow_hosts": True,
-            "triton_startup_timeout_s": True,
-            "chat_cache": True,  # (a cached reply is the reply the request got)
-            "limits": set(OPERATIONAL_LIMITS),
-            "onnxruntime": {"device_id", "gpu_mem_limit", "trt_engine_cache_path"},  # where, not what, it computes
-        }
-        return hashlib.sha256(self.model_dump_json(exclude=exclude).encode()).hexdigest()
+        return hashlib.sha256(self.model_dump_json(exclude=IDENTITY_EXCLUDE).encode()).hexdigest()
+
+    def differences(self, stored: dict | None) -> list[str]:
+        """Each setting that changes results (those :meth:`identity` hashes) whose value differs from ``stored``, a
+        run's recorded configuration (its run.json's ``config``), as ``key: THEN then, NOW now``."""
+        now = _flat(json.loads(self.model_dump_json(exclude=IDENTITY_EXCLUDE)))
+        then = _flat(_without(stored or {}, IDENTITY_EXCLUDE))
+        unset = object()
+        return [
+            f"{key}: {_shown(then.get(key, unset))} then, {_shown(now.get(key, unset))} now"
+            for key in sorted(now.keys() | then.keys())
+            if then.get(key, unset) != now.get(key, unset)
+        ]
 
     def fetch_rules(self) -> FetchRules:
         """The replay reads the files its manifest names, under the manifest's folder and ``file_roots``, and its
@@ -159,9 +173,40 @@ def check_out(cfg: ReplayConfig, run_dir: Path, resume: bool) -> bool:
         return False
     if not resume:
         raise FileExistsError(f"{run_dir} holds a run already: pass --resume to continue it, or choose another --out")
-    if json.loads(meta.read_text()).get("identity") != cfg.identity():
-        raise ValueError(f"{run_dir} was started with another configuration; it cannot be resumed with this one")
+    recorded = json.loads(meta.read_text())
+    if recorded.get("identity") != cfg.identity():
+        differs = cfg.differences(recorded.get("config")) if isinstance(recorded.get("config"), dict) else []
+        why = "; ".join(differs) if differs else (
+            "its run.json records no such setting, or the same ones: it was started by another version of lastmile"
+        )  # fmt: skip
+        raise ValueError(f"{run_dir} was started with another configuration; it cannot be resumed with this one: {why}")
     return True
+
+
+def _flat(tree: dict, prefix: str = "") -> dict[str, object]:
+    """A nested configuration as ``a.b.c: value`` pairs."""
+    out: dict[str, object] = {}
+    for key, value in tree.items():
+        if isinstance(value, dict) and value:
+            out |= _flat(value, f"{prefix}{key}.")
+        else:
+            out[prefix + key] = value
+    return out
+
+
+def _without(tree: dict, exclude: dict) -> dict:
+    """``tree`` less the keys ``exclude`` names as pydantic's ``exclude`` does (True: the key; a set: its keys)."""
+    out = {}
+    for key, value in tree.items():
+        drop = exclude.get(key)
+        if drop is True:
+            continue
+        out[key] = {k: v for k, v in value.items() if k not in drop} if drop and isinstance(value, dict) else value
+    return out
+
+
+def _shown(value: object) -> str:
+    return "unset" if not isinstance(value, str | int | float | bool | list | type(None)) else json.dumps(value)
 
 
 IN_PROCESS = "in process (workers of this replay)"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shlex
+import sys
 from pathlib import Path
 
 import click
@@ -10,6 +12,7 @@ import click
 from gateway.batch.failures import RunFailures, check_results
 from gateway.cli.errors import notify
 from gateway.cli.options import MAX_INFRA_ERRORS, REPO, WORKERS, distinct_pairs_option, profile_option
+from gateway.cli.signals import interrupted_by_signal
 from gateway.evaluation.errors import EvaluationError
 from transforms.config_errors import ConfigError
 
@@ -167,7 +170,11 @@ def replay(
                 cfg, out, bootstrap=bootstrap, workers=workers or 2, timeout_s=kafka_timeout_s, tap=Gateway
             )
         else:
-            path = run_replay(cfg, out, resume=resume, workers=workers)
+            with interrupted_by_signal():
+                path = run_replay(cfg, out, resume=resume, workers=workers)
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: the parts written are kept; say how to go on
+        click.echo(_interrupted(out, via), err=True)
+        sys.exit(130)
     except ConfigError:
         raise
     except (FileExistsError, ValueError) as exc:
@@ -176,6 +183,17 @@ def replay(
         raise click.ClickException(f"replay via kafka: {exc}") from None
     click.echo(path)
     _fail_loudly(check_results(path, max_infra_errors), "replay", "the results are")
+
+
+def _interrupted(out: Path, via: str) -> str:
+    """What an interrupted replay says: the exact command that continues it (run where this one ran)."""
+    if via == "kafka":
+        return f"\nreplay interrupted: a replay via kafka cannot be resumed; run it again into another --out than {out}"
+    args = sys.argv[1:] + ([] if "--resume" in sys.argv[1:] else ["--resume"])
+    return (
+        f"\nreplay interrupted: the videos finished so far are kept in {out}. Continue with (in {Path.cwd()}):\n"
+        f"  {shlex.join(['lastmile', *args])}"
+    )
 
 
 def _enough_replicates(ctx: click.Context, param: click.Parameter, value: int) -> int:

@@ -56,6 +56,14 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt  # the only way to end a blocking wait(): Python retries it after a handler that returns
 
 
+@contextlib.contextmanager
+def interrupted_by_signal() -> Iterator[None]:
+    """The block ends by :class:`KeyboardInterrupt` on any of the signals (SIGTERM and SIGHUP too, not only
+    Ctrl-C), for a command that says what to do next (a replay: how to resume) and exits."""
+    with _handling(_interrupt):
+        yield
+
+
 def serve_until_signalled(process: subprocess.Popen, stop: Callable[[], None]) -> None:
     """Wait for a local server's process; a signal or the server's own exit ends the wait, and ``stop`` then
     stops it with everything it started and cleans up."""
