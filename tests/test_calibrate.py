@@ -77,7 +77,8 @@ def test_calibrating_a_shipped_detector_writes_a_copy_into_the_user_repository_n
     package_card = (SHIPPED_REPO / "d3_px" / "card.yaml").read_bytes()
     run = _run(tmp_path, _rows("d3_px", shipped.card.version, shipped.model_sha256))
     repo = tmp_path / "models"
-    result = CliRunner().invoke(cli, ["detectors", "calibrate", str(run), "--real-recall", "0.9", "--repo", str(repo)])
+    args = ["--repo", str(repo), "--force"]  # (20 reals: too few to be written without --force)
+    result = CliRunner().invoke(cli, ["detectors", "calibrate", str(run), "--real-recall", "0.9", *args])
     assert result.exit_code == 0, result.output
     card = yaml.safe_load((repo / "d3_px" / "card.yaml").read_text())
     (expected,) = calibrate_run(_rows("d3_px", shipped.card.version, shipped.model_sha256), 0.9)
@@ -93,7 +94,7 @@ def test_calibrating_a_shipped_detector_writes_a_copy_into_the_user_repository_n
     assert (SHIPPED_REPO / "d3_px" / "card.yaml").read_bytes() == package_card  # the package untouched
     assert f"written to {repo / 'd3_px' / 'card.yaml'}" in result.output
 
-    again = CliRunner().invoke(cli, ["detectors", "calibrate", str(run), "--real-recall", "0.5", "--repo", str(repo)])
+    again = CliRunner().invoke(cli, ["detectors", "calibrate", str(run), "--real-recall", "0.5", *args])
     assert again.exit_code == 0, again.output  # now the user's own: its card rewritten in place
     assert list_detectors(repo)["d3_px"].card.threshold.recalibrated.previous == expected.threshold
 
@@ -104,3 +105,25 @@ def test_a_run_of_another_version_than_the_installed_one_is_refused(tmp_path):
                                       "--repo", str(tmp_path / "models")])  # fmt: skip
     assert result.exit_code == 1 and "the run scored version 0.0.1-other" in result.output
     assert "calibrate on a run of the installed one" in result.output and not (tmp_path / "models").exists()
+
+
+def test_too_few_reals_to_estimate_the_target_are_refused_without_force_and_nothing_is_written(tmp_path):
+    """Two real videos moved spectral's threshold by 9 points without a word. A threshold is now written only where
+    the Wilson 95% interval of the RealR it reaches is at most 20 points wide, or with --force."""
+    shipped = list_detectors()["d3_px"]
+    rows = _rows("d3_px", shipped.card.version, shipped.model_sha256, n=4)  # 2 reals
+    run, repo = _run(tmp_path, rows), tmp_path / "models"
+    refused = CliRunner().invoke(
+        cli, ["detectors", "calibrate", str(run), "--real-recall", "0.95", "--repo", str(repo)]
+    )
+    (c,) = calibrate_run(rows, 0.95)
+    assert refused.exit_code == 1 and not repo.exists()
+    assert f"d3_px: 2 real videos give RealR {c.real_recall:.3f} with a Wilson 95% interval" in refused.output
+    assert "at most 20 points wide (about 16 real videos at this target)" in refused.output
+    assert "--force" in refused.output
+    forced = CliRunner().invoke(cli, ["detectors", "calibrate", str(run), "--real-recall", "0.95", "--repo", str(repo),
+                                      "--force"])  # fmt: skip
+    assert forced.exit_code == 0 and "on 2 real videos (target 0.95)" in forced.output
+    enough = _rows("d3_px", shipped.card.version, shipped.model_sha256, n=200)  # 100 reals at 0.9: 11.6 points wide
+    (wide,) = calibrate_run(enough, 0.9)
+    assert wide.too_few is None and wide.interval[1] - wide.interval[0] < 0.2

@@ -27,8 +27,10 @@ def test_a_recalibrated_threshold_gives_its_stated_realr_when_the_same_reals_are
     before = [r for r in read_results(tmp_path / "a" / "results.parquet") if r.score is not None]
     assert len(before) == 8
 
-    done = CliRunner().invoke(cli, ["detectors", "calibrate", str(tmp_path / "a"), "--real-recall", str(TARGET),
-                                    "--repo", str(repo)])  # fmt: skip
+    done = CliRunner().invoke(
+        cli,
+        ["detectors", "calibrate", str(tmp_path / "a"), "--real-recall", str(TARGET), "--repo", str(repo), "--force"],
+    )  # fmt: skip  (8 reals: --force)
     assert done.exit_code == 0, done.output
     card = yaml.safe_load((repo / "d3_px" / "card.yaml").read_text())["threshold"]
     record = card["recalibrated"]

@@ -159,12 +159,18 @@ def _dry_run_report(card, served, repo: Path) -> str:
     help="the share of the run's real videos on original to keep real, e.g. 0.95",
 )
 @click.option("--detectors", "names", default=None, help="comma-separated detectors of the run (default: all of them)")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="write thresholds whose RealR interval is wider than 20 points (too few real videos to estimate it)",
+)
 @REPO
-def detectors_calibrate(run, target, names, repo) -> None:
+def detectors_calibrate(run, target, names, force, repo) -> None:
     """Set each detector's threshold to the one giving RealR --real-recall on RUN's real videos under original,
     with where it comes from, in its card in the user repository: the gateway and the replay decide with it from
     their next start (the monitor reads the gateway's decisions). RUN should be a replay of your own real uploads
-    (a labelled sample)."""
+    (a labelled sample). A threshold whose RealR has a Wilson 95% interval wider than 20 points (too few reals) is
+    refused, and nothing written, unless --force."""
     import datetime
     import hashlib
 
@@ -192,6 +198,9 @@ def detectors_calibrate(run, target, names, repo) -> None:
                 f"{c.detector}: the run scored version {c.version} (model sha256 {c.model_sha256}), the installed one "
                 f"is {inst.card.version} (model sha256 {inst.model_sha256}): calibrate on a run of the installed one"
             )
+    too_few = [why for c in done if (why := c.too_few)]
+    if too_few and not force:  # (nothing written: every one checked first)
+        raise click.ClickException("; ".join(too_few))
     at = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     for c in done:
         inst = installed[c.detector]
@@ -213,7 +222,7 @@ def detectors_calibrate(run, target, names, repo) -> None:
             written = set_threshold(inst, threshold, repo)
         except CardError as exc:  # (a card that cannot be written, a graph that no longer loads)
             raise click.ClickException(f"{c.detector}: {exc}") from exc
-        if written.card.remote is None:
+        if not written.card.served_elsewhere:
             write_configs(written)
         click.echo(
             f"{c.detector} {c.version}: threshold {inst.card.threshold.value:+.4f} -> {c.threshold:+.4f}; RealR "

@@ -20,11 +20,26 @@ from gateway.evaluation.errors import EvaluationError
 from gateway.evaluation.thresholds import by_verdict
 
 MIN_REALS = 1  # a threshold needs one real score; the interval says how little a few of them tell
+# the widest Wilson 95% interval of the RealR reached that `lastmile detectors calibrate` writes a threshold on without
+# --force: +-10 points, so that a card's RealR says something about the next real videos like these
+MAX_INTERVAL_WIDTH = 0.20
+
+
+def reals_needed(target: float, width: float = MAX_INTERVAL_WIDTH) -> int:
+    """The fewest real videos whose RealR at ``target`` (ceil(target * n) kept) has a Wilson 95% interval at most
+    ``width`` wide."""
+    n = 1
+    while True:
+        _, lo, hi = intervals.wilson_interval(int(np.ceil(target * n)), n)
+        if hi - lo <= width:
+            return n
+        n += 1
 
 
 @dataclass(frozen=True)
 class Calibrated:
-    """One detector's recalibrated threshold, and what it rests on."""
+    """One detector's recalibrated threshold, and what it rests on (:attr:`too_few`: why it says too little to be
+    written without ``--force``; None where it says enough)."""
 
     detector: str
     version: str
@@ -34,6 +49,19 @@ class Calibrated:
     reals: int
     real_recall: float
     interval: tuple[float, float]
+    target: float = 0.95
+
+    @property
+    def too_few(self) -> str | None:
+        width = self.interval[1] - self.interval[0]
+        if width <= MAX_INTERVAL_WIDTH:
+            return None
+        return (
+            f"{self.detector}: {self.reals} real videos give RealR {self.real_recall:.3f} with a Wilson 95% interval "
+            f"[{self.interval[0]:.3f}, {self.interval[1]:.3f}], {100 * width:.0f} points wide; a threshold is written "
+            f"where it is at most {100 * MAX_INTERVAL_WIDTH:.0f} points wide (about {reals_needed(self.target)} real "
+            "videos at this target): replay more of your real videos, or pass --force"
+        )
 
 
 def calibrate_run(rows: list[ScoreRow], target: float, detectors: list[str] | None = None) -> list[Calibrated]:
@@ -71,5 +99,7 @@ def calibrate_run(rows: list[ScoreRow], target: float, detectors: list[str] | No
         ((version, sha),) = versions
         stated = {r.threshold for r in mine if r.threshold is not None}
         previous = stated.pop() if len(stated) == 1 else float("nan")
-        out.append(Calibrated(det, version, sha, threshold, previous, int(reals.size), kept / reals.size, (lo, hi)))
+        out.append(
+            Calibrated(det, version, sha, threshold, previous, int(reals.size), kept / reals.size, (lo, hi), target)
+        )
     return out
