@@ -108,7 +108,16 @@ def check_flips(run_dir):
     section = next(s for s in report["flips"] if (s["detector"], s["condition"]) == ("npr", "full"))
     from gateway.ops.demo import DEMO_FLIPS
 
-    assert all(len(v) <= DEMO_FLIPS for v in section["shown"].values())  # the demo's own, and its CLI's default
+    # the demo's own, and its CLI's default, per kind of flip (issue 64: harm first; it was per direction)
+    assert all(len(v) <= DEMO_FLIPS for v in section["shown_by_kind"].values())
+    assert list(section["shown_by_kind"]) == ["missed_fake", "false_alarm", "correction", "unlabelled"]
+    for kind, listed in section["shown_by_kind"].items():
+        for x in listed:  # a missed fake: a generated video now called real; a false alarm: a real one called generated
+            harm = {"missed_fake": ("generated", "generated_to_real"), "false_alarm": ("real", "real_to_generated")}
+            assert x["kind"] == kind and (kind not in harm or (x["label"], x["direction"]) == harm[kind])
+    assert section["kinds"]["missed_fake"] + section["kinds"]["false_alarm"] + section["kinds"]["correction"] == len(
+        flips
+    )
     shown = [x for d in ("real_to_generated", "generated_to_real") for x in section["shown"][d]]
     assert shown and sum(section["flipped"].values()) == len(flips)
     html = (run_dir / "report.html").read_text()

@@ -81,3 +81,34 @@ def test_at_a_report_threshold_the_decisions_are_the_scores_against_it_not_the_r
     assert {f.original_threshold for f in at_two["real_to_generated"]} == {2.0}
     undecided = [r.model_copy(update={"decision": None}) for r in ROWS]  # rows need no decision field: it is derived
     assert find_flips(undecided, "npr@1", "full") == find_flips(ROWS, "npr@1", "full")
+
+
+def test_the_reports_flips_lead_with_harm_three_of_each_kind_at_most(tmp_path):
+    """The report's section shows missed fakes (generated -> real on a generated video) and false alarms (real ->
+    generated on a real one) first, then corrections, at most three of each, largest change first."""
+    from gateway.evaluation.flips_report import KINDS, flip_sections
+
+    rows = []
+    for i in range(5):  # five of each kind, the change growing with i
+        rows += [row(f"m{i}", "original", 1.0, label="generated"), row(f"m{i}", "full", -1.0 - i, label="generated")]
+        rows += [row(f"f{i}", "original", -1.0), row(f"f{i}", "full", 1.0 + i)]
+        rows += [row(f"c{i}", "original", -1.0, label="generated"), row(f"c{i}", "full", 1.0 + i, label="generated")]
+    (section,), why = flip_sections(rows, ["original", "full"], tmp_path / "no-run")
+    assert list(section.shown) == list(KINDS) == ["missed_fake", "false_alarm", "correction", "unlabelled"]
+    assert section.kinds == {"missed_fake": 5, "false_alarm": 5, "correction": 5, "unlabelled": 0}
+    assert [s.flip.video_id for s in section.shown["missed_fake"]] == ["m4", "m3", "m2"]
+    assert [s.flip.video_id for s in section.shown["false_alarm"]] == ["f4", "f3", "f2"]
+    assert [s.flip.video_id for s in section.shown["correction"]] == ["c4", "c3", "c2"]
+    assert why and all(s.path is None for k in KINDS for s in section.shown[k])  # (no run to draw from: said why)
+
+
+def test_a_strips_caption_is_readable_at_full_size():
+    """The captions were about 8 px high; the font is now 14 px: its letters span at least 12 px of the strip."""
+    import numpy as np
+
+    from gateway.evaluation.strips import CAPTION, compose
+
+    frames = np.full((2, 40, 60, 3), 255, np.uint8)
+    image = np.asarray(compose([frames], ["Ag original, score +1.234 (threshold +0.500)"]))
+    band = (image[:CAPTION] < 128).any(axis=(1, 2))  # rows of the caption band with ink
+    assert band.any() and np.flatnonzero(band)[-1] - np.flatnonzero(band)[0] + 1 >= 12

@@ -232,11 +232,11 @@ def _enough_replicates(ctx: click.Context, param: click.Parameter, value: int) -
 @click.option(
     "--flips",
     "flips",
-    default=2,
+    default=3,
     show_default=True,
     type=click.IntRange(0),
-    help="flipped videos shown per detector, condition and direction, each with its frame strip (0: counts "
-    "only; `lastmile flips` lists them all)",
+    help="flipped videos shown per detector, condition and kind (missed fakes and false alarms first, then "
+    "corrections), each with its frame strip (0: counts only; `lastmile flips --limit 0` lists them all)",
 )
 def report(run_dir, replicates, seed, comparisons, calibrate, flips) -> None:
     """Write RUN_DIR/report.md, report.json and report.html with its plots embedded (a run of real videos
@@ -281,7 +281,8 @@ def report(run_dir, replicates, seed, comparisons, calibrate, flips) -> None:
     default=1,
     show_default=True,
     type=click.IntRange(0),  # (gateway.ops.demo.DEMO_FLIPS)
-    help="flipped videos shown with their frame strip per detector, condition and direction",
+    help="flipped videos shown with their frame strip per detector, condition and kind (missed fakes and false "
+    "alarms first)",
 )
 @MAX_INFRA_ERRORS
 def demo(out, anchors, profile, workers, sweeps, flips, max_infra_errors) -> None:

@@ -1,6 +1,11 @@
 """The report's "Flipped videos" section: per detector and condition, how many videos the condition flipped each
 way, and the largest flips with their frame strips (:mod:`gateway.evaluation.flips`,
-:mod:`gateway.evaluation.strips`)."""
+:mod:`gateway.evaluation.strips`), the harmful ones first.
+
+A flip is judged by its video's label: a generated video flipped generated -> real is a **missed fake**, a real
+video flipped real -> generated a **false alarm** (both harm: the condition made the detector wrong); a flip
+towards the label is a **correction** (the condition made it right), and a video without a label is
+**unlabelled**. Each kind is shown apart, up to :data:`SHOWN` each, in that order."""
 
 from __future__ import annotations
 
@@ -15,8 +20,23 @@ from gateway.evaluation.flips import DIRECTIONS, ORIGINAL, Flip, FlipsError, fin
 from gateway.evaluation.paired import by_version
 from gateway.evaluation.strips import FOLDER, RunRenderer, Strip, StripError
 
-SHOWN = 2  # flips shown per (detector, condition, direction) in a report, each with its strip
+SHOWN = 3  # flips shown per (detector, condition, kind) in a report, each with its strip
 ARROWS = {"real_to_generated": "real → generated", "generated_to_real": "generated → real"}
+KINDS = {  # what a flip is, by its direction and its video's label; harmful first
+    "missed_fake": "missed fakes (generated videos flipped generated → real)",
+    "false_alarm": "false alarms (real videos flipped real → generated)",
+    "correction": "corrections (flipped towards their label)",
+    "unlabelled": "unlabelled videos",
+}
+
+
+def kind_of(flip: Flip) -> str:
+    """:data:`KINDS`' key of ``flip``."""
+    if flip.label not in ("real", "generated"):
+        return "unlabelled"
+    if flip.direction == "generated_to_real":
+        return "missed_fake" if flip.label == "generated" else "correction"
+    return "false_alarm" if flip.label == "real" else "correction"
 
 
 @dataclass
@@ -26,8 +46,9 @@ class FlipSection:
     detector: str
     condition: str
     paired: int  # videos scored on original and under the condition
-    counts: dict[str, int]
-    shown: dict[str, list[Strip]] = field(default_factory=dict)
+    counts: dict[str, int]  # per direction
+    shown: dict[str, list[Strip]] = field(default_factory=dict)  # per kind (KINDS), harmful first
+    kinds: dict[str, int] = field(default_factory=dict)  # per kind
 
     @property
     def flipped(self) -> int:
@@ -39,11 +60,18 @@ class FlipSection:
             "condition": self.condition,
             "paired_videos": self.paired,
             "flipped": self.counts,
+            "kinds": self.kinds,
             "shown": {
-                d: [s.flip.as_json() | {"strip": None if s.path is None else str(s.path), "note": s.note} for s in v]
-                for d, v in self.shown.items()
+                d: [_strip_json(st) for k in KINDS for st in self.shown.get(k, []) if st.flip.direction == d]
+                for d in DIRECTIONS
             },
+            "shown_by_kind": {k: [_strip_json(st) for st in self.shown.get(k, [])] for k in KINDS},
         }
+
+
+def _strip_json(st: Strip) -> dict:
+    return st.flip.as_json() | {"kind": kind_of(st.flip), "strip": None if st.path is None else str(st.path),
+                                "note": st.note}  # fmt: skip
 
 
 def flip_sections(
@@ -73,9 +101,13 @@ def flip_sections(
             section = FlipSection(
                 detector, condition, paired_count(mine, detector, condition), {d: len(every[d]) for d in DIRECTIONS}
             )
-            section.shown = {d: every[d][:shown] for d in DIRECTIONS}  # Flips for now, strips below
+            by_kind: dict[str, list[Flip]] = {k: [] for k in KINDS}
+            for flip in sorted((f for d in DIRECTIONS for f in every[d]), key=_largest_first):
+                by_kind[kind_of(flip)].append(flip)
+            section.kinds = {k: len(v) for k, v in by_kind.items()}
+            section.shown = {k: v[:shown] for k, v in by_kind.items()}  # Flips for now, strips below
             sections.append(section)
-    wanted: list[Flip] = [f for s in sections for d in DIRECTIONS for f in s.shown[d]]
+    wanted: list[Flip] = [f for s in sections for k in KINDS for f in s.shown[k]]
     why = None
     try:
         strips = iter(RunRenderer(run_dir).strips(wanted, workers)) if wanted else iter(())
@@ -83,8 +115,12 @@ def flip_sections(
         why = str(exc)
         strips = iter(Strip(f, None, why) for f in wanted)
     for s in sections:
-        s.shown = {d: [next(strips) for _ in s.shown[d]] for d in DIRECTIONS}
+        s.shown = {k: [next(strips) for _ in s.shown[k]] for k in KINDS}
     return sections, why
+
+
+def _largest_first(flip: Flip) -> tuple:
+    return (-abs(flip.change), flip.video_id, flip.detector_version)
 
 
 def clear_strips(run_dir: Path) -> None:

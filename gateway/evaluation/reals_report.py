@@ -16,7 +16,7 @@ from gateway.evaluation import jsonout
 from gateway.evaluation.caveats import SMALL_SAMPLE_ANCHORS, UNFIT_REAL_RECALL
 from gateway.evaluation.compare import clear_comparisons
 from gateway.evaluation.findings import real_recall_drops
-from gateway.evaluation.flips_report import ARROWS, FlipSection
+from gateway.evaluation.flips_report import ARROWS, KINDS, FlipSection
 from gateway.evaluation.glossary import Term
 from gateway.evaluation.plots import Figure, recall_figure, write
 from gateway.evaluation.provenance import corpus_notice, report_json, run_context
@@ -81,7 +81,7 @@ def build_reals_report(
     out["json"].write_text(jsonout.dumps(report))
     shown = {"ev": ev, "ctx": ctx, "table": table, "figures": figures, "glossary": terms, "comparisons": contests}
     shown |= {"notice": notice, "generators": {}, "reals_only": REALS_ONLY}
-    shown |= {"flips": flipped[0], "flips_why": flipped[1], "arrows": ARROWS}
+    shown |= {"flips": flipped[0], "flips_why": flipped[1], "arrows": ARROWS, "kinds": KINDS}
     env = environment()
     for key, template in (("md", "reals.md.j2"), ("html", "reals.html.j2")):
         out[key].write_text(env.get_template(template).render(**shown))

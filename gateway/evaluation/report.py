@@ -25,7 +25,7 @@ from gateway.evaluation.compare import (
     write_comparisons,
 )
 from gateway.evaluation.findings import key_findings
-from gateway.evaluation.flips_report import ARROWS, SHOWN, FlipSection, clear_strips, flip_sections
+from gateway.evaluation.flips_report import ARROWS, KINDS, SHOWN, FlipSection, clear_strips, flip_sections
 from gateway.evaluation.glossary import glossary
 from gateway.evaluation.paired import Evaluation, by_version, evaluate
 from gateway.evaluation.plots import Figure, make_plots
@@ -147,6 +147,7 @@ def render(
             flips=flipped[0],
             flips_why=flipped[1],
             arrows=ARROWS,
+            kinds=KINDS,
         )
     )
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, ImageDraw
+from PIL import Image, ImageDraw, ImageFont
 
 from gateway.core.sources import ContentMismatch, check_digest, is_web_url
 from gateway.evaluation.flips import Flip
@@ -37,7 +37,8 @@ from transforms.limits import Limits
 FRAMES = 4  # frames per row of a strip
 HEIGHT = 112  # pixels of each frame; the width keeps the source's aspect
 GAP = 4
-CAPTION = 16  # pixels above each row for its caption
+CAPTION = 22  # pixels above each row for its caption
+CAPTION_PX = 14  # the caption's font size: readable at 100% zoom
 FOLDER = "flips"  # under the run folder
 MAX_WORKERS = 4  # videos rendered at once: each rendering may hold an engine's encoders (limits.max_encoder_mb)
 
@@ -238,9 +239,10 @@ def compose(rows: list[np.ndarray], captions: list[str]) -> Image.Image:
     width = t * w + (t - 1) * GAP
     image = Image.new("RGB", (width, len(rows) * (CAPTION + h + GAP)), "white")
     draw = ImageDraw.Draw(image)
+    font = ImageFont.load_default(size=CAPTION_PX)  # (Pillow's own scalable font: no font file to find)
     for i, (row, caption) in enumerate(zip(rows, captions, strict=True)):
         top = i * (CAPTION + h + GAP)
-        draw.text((2, top + 2), caption, fill=(20, 20, 20))
+        draw.text((2, top + 2), caption, fill=(20, 20, 20), font=font)
         for j, frame in enumerate(row):
             image.paste(Image.fromarray(frame), (j * (w + GAP), top + CAPTION))
     return image

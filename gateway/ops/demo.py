@@ -16,8 +16,8 @@ from gateway.evaluation.provenance import PROXY_WARNING
 from gateway.evaluation.report import build_report, evaluate_run
 from gateway.evaluation.tables import main_table
 
-DEMO_FLIPS = 1  # flipped videos shown with their strip per detector, condition and direction (each is rendered
-# again: about a third of a second per video on 2 cores; the report's own default is 2)
+DEMO_FLIPS = 1  # flipped videos shown with their strip per detector, condition and kind (each is rendered again:
+# about a third of a second per video on 2 cores; the report's own default is 3)
 DEMO_SEED = 4242  # held out: the reference detectors were trained and calibrated on seed 1000
 DEMO_SWEEPS = {  # `lastmile demo --sweeps`: a severity sweep and a repost chain, as a conditions file holds them
     "sweeps": [{"base": "spatial", "step": "scale", "param": "factor", "values": [0.75, 0.5, 0.33, 0.25]}],
