@@ -14,6 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from detectors.errors import CardError, CardFileError
+from detectors.thresholds import CARD_THRESHOLD, calibration_id
 from transforms.config_errors import describe_error, one_line
 from transforms.sampling import SamplingPolicy
 
@@ -191,6 +192,14 @@ class Threshold(BaseModel):
     calibration: str = Field(min_length=1, description="how the value was set, on which data")
     target_real_recall: float | None = Field(None, gt=0, lt=1)
     recalibrated: Recalibration | None = Field(None, description="set by lastmile detectors calibrate")
+
+    @property
+    def id(self) -> str:
+        """Which threshold decides: :data:`CARD_THRESHOLD`, or a calibration's ``cal-`` id (of its record: the run,
+        its results' sha256, the RealR reached, when), which every score event carries."""
+        if self.recalibrated is None:
+            return CARD_THRESHOLD
+        return calibration_id(self.recalibrated.model_dump_json())
 
 
 class ModelCard(BaseModel):

@@ -127,3 +127,27 @@ def test_too_few_reals_to_estimate_the_target_are_refused_without_force_and_noth
     enough = _rows("d3_px", shipped.card.version, shipped.model_sha256, n=200)  # 100 reals at 0.9: 11.6 points wide
     (wide,) = calibrate_run(enough, 0.9)
     assert wide.too_few is None and wide.interval[1] - wide.interval[0] < 0.2
+
+
+def test_after_a_calibration_every_score_row_carries_the_new_thresholds_id(tmp_path):
+    """The threshold is part of the detector's identity: rows scored after `detectors calibrate` carry the
+    calibration's id (before it: the card's), and so do their idempotency keys (gateway/core/messages.py)."""
+    from gateway.core.assembly import build_pipeline
+    from gateway.core.config import PipelineSettings
+    from gateway.core.messages import VideoItem
+    from tests.support.media import ramp_clip
+
+    shipped = list_detectors()["d3_px"]
+    run, repo = _run(tmp_path, _rows("d3_px", shipped.card.version, shipped.model_sha256)), tmp_path / "models"
+    settings = PipelineSettings(detectors="d3_px", conditions="original", profile="throughput", repo=repo)
+    item = VideoItem(video_id="v", data=ramp_clip(frames=24))
+    (before,) = build_pipeline(settings).score(item).rows
+    assert before.threshold_id == "card" and before.key == f"v|original|d3_px|{shipped.card.version}"
+    done = CliRunner().invoke(cli, ["detectors", "calibrate", str(run), "--real-recall", "0.9", "--repo", str(repo),
+                                    "--force"])  # fmt: skip
+    assert done.exit_code == 0, done.output
+    card = list_detectors(repo)["d3_px"].card
+    (after,) = build_pipeline(settings).score(item).rows
+    assert after.threshold_id == card.threshold.id and card.threshold.id.startswith("cal-")
+    assert after.threshold == card.threshold.value and after.score == before.score
+    assert after.key == f"v|original|d3_px|{shipped.card.version}+{card.threshold.id}"

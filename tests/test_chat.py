@@ -4,12 +4,10 @@
 
 from __future__ import annotations
 
-import io
 import json
 import math
 from pathlib import Path
 
-import av
 import numpy as np
 import pytest
 
@@ -22,6 +20,7 @@ from detectors.errors import CardError, RuntimeUnavailable, UnparsedReply
 from detectors.runtimes.chat import ChatRuntime, Judgement
 from detectors.serving.processes import free_port
 from tests.support.chat_server import ChatDouble, frames_of
+from tests.support.media import ramp_clip
 
 BINARY, RATING, DIAGNOSTIC = (load_template(p) for p in ("binary", "rating", "diagnostic"))
 ASPECTS = ("appearance", "lighting", "temporal", "motion", "physics")
@@ -311,19 +310,6 @@ def test_a_template_is_read_beside_its_card_and_never_outside_it(tmp_path):
         load_template("bad.yaml", tmp_path)
 
 
-def _ramp_clip(frames: int = 48, w: int = 320, h: int = 180) -> bytes:
-    """An H.264 clip whose brightness rises frame by frame (its order can be read back from the frames)."""
-    buf = io.BytesIO()
-    with av.open(buf, "w", format="mp4") as out:
-        stream = out.add_stream("libx264", rate=24)
-        stream.width, stream.height, stream.pix_fmt = w, h, "yuv420p"
-        for i in range(frames):
-            image = np.full((h, w, 3), 20 + 4 * i, np.uint8)
-            out.mux(stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")))
-        out.mux(stream.encode())
-    return buf.getvalue()
-
-
 def test_the_pipeline_sends_16_ordered_frames_at_short_side_256_and_no_metadata(double, tmp_path):
     """The requests of a scored video, under every condition: the card's frames, each with a short side of 256, in
     temporal order (brightness rises through the clip); and nothing of the video's identity: the same clip under
@@ -336,7 +322,7 @@ def test_the_pipeline_sends_16_ordered_frames_at_short_side_256_and_no_metadata(
     install_remote(_card(double, "rating", name="chat-r"), tmp_path / "models")
     settings = PipelineSettings(detectors="chat-r", repo=tmp_path / "models", profile="throughput", chat_cache=False)
     pipeline = build_pipeline(settings)
-    clip = _ramp_clip()
+    clip = ramp_clip()
     facts = dict(video_id="vid-3f9a-secret", label="generated", source="gen-sora-x", anchor_id="anchor-77c1")
     rows = pipeline.score(VideoItem(**facts, data=clip)).rows
     assert len(rows) == 6 and all(r.error is None and r.runtime == "chat" for r in rows)

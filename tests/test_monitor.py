@@ -347,3 +347,23 @@ def test_a_large_arrays_growth_leaves_at_most_an_eighth_of_slack():
         assert after > before and (after <= LARGE or after <= max(LARGE, before * 1.125))
     assert capacity(1_008_895, 1_008_896) == int(1_008_895 * 1.125)  # not 1.5M: just under a million rows
     assert capacity(100, 5000) == 5000  # at least what is asked for
+
+
+def test_decisions_at_two_thresholds_are_two_series_never_one():
+    """A detector recalibrated while the monitor runs: its events before carry the card's threshold, those after the
+    calibration's id; each threshold's decisions are a series of their own (the version label says which)."""
+    store = Store(WindowSettings(count=100), Clock())
+    for i in range(20):
+        label = "generated" if i % 2 else "real"
+        before = event(f"v{i}", "original", float(i % 2) + 0.1 * i, NOW - 60 + i, label=label)
+        recalibrated = {"threshold": 1.5, "decision": before.score >= 1.5, "threshold_id": "cal-0a1b"}
+        assert store.add_score(before.model_copy(update={"threshold_id": "card"}), 0.0) == "added"
+        assert store.add_score(before.model_copy(update=recalibrated), 0.0) == "added"  # (another threshold)
+    samples = compute(store.frame(), store.settings, NOW)
+    recall = {
+        s.labels["version"]: s.value
+        for s in samples
+        if s.name == "lastmile_fake_recall" and s.labels["window"] == "count" and s.labels["condition"] == "original"
+    }
+    assert set(recall) == {"1", "1+cal-0a1b"}
+    assert recall["1"] != recall["1+cal-0a1b"]  # decided at 0 and at 1.5: apart, as they were made

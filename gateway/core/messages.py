@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from detectors.manifest import Sha256
+from detectors.thresholds import CARD_THRESHOLD
 from transforms.config_errors import describe
 
 SCHEMA_VERSION = 2  # 2: score events carry event_time and canary
@@ -28,6 +29,13 @@ class InvalidMessage(ValueError):
 def idempotency_key(video_id: str, condition: str, detector: str, version: str) -> str:
     """The key score events are de-duplicated by: one score per (video, condition, detector, version)."""
     return f"{video_id}|{condition}|{detector}|{version}"
+
+
+def series_version(version: str, threshold_id: str | None) -> str:
+    """The version a score counts under: the card's, with the id of a recalibrated threshold (``1.0+cal-...``), so
+    that no series of the monitor mixes two thresholds' decisions and a consumer's idempotency key tells a decision
+    before a calibration from one after it. A card's own threshold (or none) adds nothing."""
+    return version if threshold_id in (None, CARD_THRESHOLD) else f"{version}+{threshold_id}"
 
 
 class VideoFacts(BaseModel):
@@ -75,6 +83,7 @@ class ScoreRow(BaseModel):
     score: float | None = Field(default=None, allow_inf_nan=False)  # NaN or an infinity is no score
     decision: bool | None = None
     threshold: float | None = Field(default=None, allow_inf_nan=False)  # None with a decision: a verdict decided
+    threshold_id: str | None = None  # which threshold decided: "card", or a calibration's "cal-..." (series_version)
     aspects: str | None = None  # a diagnostic chat reply's aspects: a JSON object, aspect -> 0-100
     tokens_in: int | None = None  # a chat reply's usage: the prompt's tokens
     tokens_out: int | None = None  # and the reply's
@@ -100,8 +109,10 @@ class ScoreRow(BaseModel):
 
     @property
     def key(self) -> str:
-        """The idempotency key: one score per (video, condition, detector, version)."""
-        return idempotency_key(self.video_id, self.condition, self.detector, self.detector_version)
+        """The idempotency key: one score per (video, condition, detector, version and threshold)."""
+        return idempotency_key(
+            self.video_id, self.condition, self.detector, series_version(self.detector_version, self.threshold_id)
+        )
 
 
 TIMING_FIELDS = ("transform_s", "variant_s", "sample_s", "infer_s")

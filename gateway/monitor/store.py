@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from detectors.thresholds import CARD_THRESHOLD
 from gateway.core.messages import ScoreRow
 from gateway.monitor.config import WindowSettings
 from gateway.monitor.table import NO_LABEL, WRITTEN_ONCE, Frame, Rows, Videos, oldest
@@ -134,7 +135,12 @@ class Store:
                 row_label = table.cols["row_label"]  # a new row may have grown the columns
             elif label in LABELS and row_label[slot] == NO_LABEL:
                 row_label[slot] = CODE[label]
-            key = (fields["detector"], fields["detector_version"], fields["condition"])
+            # the version it counts under, with a recalibrated threshold's id (messages.series_version's rule, inline:
+            # this loop runs per event)
+            version, tid = fields["detector_version"], fields["threshold_id"]
+            if tid is not None and tid != CARD_THRESHOLD:
+                version = f"{version}+{tid}"
+            key = (fields["detector"], version, fields["condition"])
             if (batch := pending.get(key)) is None:
                 batch = pending[key] = ([], [], [])
             batch[0].append(slot)

@@ -42,3 +42,19 @@ def decode_gray(data: bytes) -> np.ndarray:
 def psnr(a: np.ndarray, b: np.ndarray) -> float:
     mse = float(np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2))
     return 10 * np.log10(255.0**2 / max(mse, 1e-12))
+
+
+def ramp_clip(frames: int = 48, w: int = 320, h: int = 180) -> bytes:
+    """An H.264 clip made in this process (PyAV: no subprocess, for the unit layer) whose brightness rises frame by
+    frame, so that the order of frames sampled from it can be read back."""
+    import av
+
+    buf = io.BytesIO()
+    with av.open(buf, "w", format="mp4") as out:
+        stream = out.add_stream("libx264", rate=24)
+        stream.width, stream.height, stream.pix_fmt = w, h, "yuv420p"
+        for i in range(frames):
+            image = np.full((h, w, 3), 20 + 4 * i, np.uint8)
+            out.mux(stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")))
+        out.mux(stream.encode())
+    return buf.getvalue()
