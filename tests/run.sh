@@ -24,10 +24,11 @@ if ! "$PY" -m pip show -q nvidia-pytriton >/dev/null 2>&1; then
 fi
 
 # promtool and the Prometheus server (rule tests, scrape-and-alert tests) come from Debian's prometheus package;
-# headless Chromium (the monitor's live page in a browser) from Debian's chromium package
+# headless Chromium (the monitor's live page in a browser) from Debian's chromium package; kcat, an outside client
 missing=()
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v kcat >/dev/null 2>&1 || missing+=(kcat)  # an outside client of the local broker (docs/tap.md)
 if [ "${#missing[@]}" -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     export DEBIAN_FRONTEND=noninteractive

@@ -29,8 +29,8 @@ STACK = frozenset({
 })  # fmt: skip
 BROKER = frozenset({
     "test_bench_bus", "test_bus", "test_bus_contract", "test_bus_kafka_python", "test_bus_tls", "test_content_digest",
-    "test_fuzz_records", "test_gateway", "test_group_membership", "test_poison_records", "test_record_limits",
-    "test_replay", "test_shadow", "test_source_urls",
+    "test_fuzz_records", "test_gateway", "test_group_membership", "test_outside_clients", "test_poison_records",
+    "test_record_limits", "test_replay", "test_shadow", "test_source_urls",
 })  # fmt: skip
 PROCESS = frozenset({
     "test_bench_gateway", "test_bench_gpu", "test_calibrate_replay", "test_cards", "test_chart", "test_chat_replay",
