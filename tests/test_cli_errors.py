@@ -312,6 +312,8 @@ def test_a_broker_that_does_not_answer_is_one_line_within_10_s(tmp_path, command
     assert len(lines) == 1 and lines[0].startswith("Error: Kafka: ") and "127.0.0.1:1" in lines[0], run.stderr[-2000:]
     assert "check kafka.bootstrap" in lines[0] and "lastmile up" in lines[0], lines
     assert took < 10, f"{took:.1f} s"
+    # (issue 64: `gateway run` said "(--bootstrap)", a flag it does not have; each names only its own)
+    assert ("(--bootstrap)" in lines[0]) == ("--bootstrap" in command), lines[0]
 
 
 @pytest.mark.parametrize("command", ["gateway", "monitor"])
@@ -561,3 +563,35 @@ def test_a_refused_resume_names_each_setting_that_differs(tmp_path):
         'profile: "fidelity" then, "throughput" now'
     )  # (where videos may come from, and the chat cache, change no result: not named)
     assert check_out(first.model_copy(update={"http_allow_hosts": ["cdn.example.com"]}), tmp_path / "run", True)
+
+
+def test_every_error_hint_names_only_flags_of_the_command_that_failed():
+    """Errors raised below the command line name the flag that sets what they name, as ``(--flag)``; every command
+    shows only the hints of flags it has. Walks every hint the package's code writes against every command."""
+    import re
+
+    import click
+
+    from gateway.cli.app import main
+    from gateway.cli.errors import fit_hints
+
+    root = Path(__file__).resolve().parent.parent / "gateway"
+    hints = {m for p in root.rglob("*.py") for m in re.findall(r"\((--[a-z][a-z0-9-]*)\)", p.read_text())}
+    assert {"--bootstrap", "--max-infra-errors", "--http-allow-host"} <= hints  # (the walk finds them)
+
+    def leaves(group, path=()):
+        for name, cmd in group.commands.items():
+            if isinstance(cmd, click.Group):
+                yield from leaves(cmd, (*path, name))
+            else:
+                yield (*path, name), cmd
+
+    commands = list(leaves(main))
+    assert len(commands) > 20
+    for path, cmd in commands:
+        flags = {opt for p in cmd.params for opt in p.opts}
+        for hint in hints:
+            shown = fit_hints(f"Kafka: check kafka.bootstrap ({hint}), or start a broker", cmd)
+            named = set(re.findall(r"--[a-z][a-z0-9-]*", shown))
+            assert named <= flags, (" ".join(path), named - flags)
+            assert (hint in flags) == (hint in shown), (" ".join(path), hint)

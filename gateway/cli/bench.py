@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from gateway.cli.errors import LastmileGroup
 from gateway.cli.options import JSON_OUT, REPO, profile_option
 
 PARTS = ("transforms", "detectors")  # gateway.ops.bench.gpu.PARTS, kept here so --help imports no benchmark
@@ -38,7 +39,7 @@ def _emit_json(report: dict, json_out: Path | None) -> None:
     click.echo(text)
 
 
-@click.group("bench")
+@click.group("bench", cls=LastmileGroup)
 def bench() -> None:
     """Benchmarks; each writes JSON with ratios measured in one run."""
 

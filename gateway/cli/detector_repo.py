@@ -8,11 +8,12 @@ from pathlib import Path
 import click
 
 from detectors.errors import CardError
+from gateway.cli.errors import LastmileGroup
 from gateway.cli.options import REPO
 from transforms.config_errors import ConfigError
 
 
-@click.group("detectors")
+@click.group("detectors", cls=LastmileGroup)
 def detectors_group() -> None:
     """Reference and user detectors in the model repository."""
 

@@ -3,6 +3,7 @@ note (``<command>: note: ...``) on stderr for what does not stop the run."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 import click
@@ -29,10 +30,31 @@ class BadConfiguration(click.ClickException):
     exit_code = 2
 
 
+_HINT = re.compile(r" ?\((--[a-z][a-z0-9-]*)\)")
+
+
+def fit_hints(message: str, command: click.Command) -> str:
+    """``message`` with each hint ``(--flag)`` that ``command`` has no such option for taken out: an error raised
+    below the command line names the flag that sets what it names (``kafka.bootstrap (--bootstrap)``), and only the
+    commands that have it show it."""
+    flags = {opt for p in command.params for opt in (*p.opts, *p.secondary_opts)}
+    return _HINT.sub(lambda m: m.group(0) if m.group(1) in flags else "", message)
+
+
 class LastmileGroup(click.Group):
-    """The ``lastmile`` group: every expected configuration error becomes :class:`BadConfiguration`."""
+    """The ``lastmile`` group and its groups: every expected configuration error becomes :class:`BadConfiguration`,
+    and every error's hints name only flags of the command that failed (:func:`fit_hints`)."""
 
     def invoke(self, ctx: click.Context):
+        try:
+            return self._invoke(ctx)
+        except click.ClickException as exc:
+            leaf = self.get_command(ctx, ctx.invoked_subcommand) if ctx.invoked_subcommand else None
+            if leaf is not None and not isinstance(leaf, click.Group):  # (a group's own group fits them first)
+                exc.message = fit_hints(exc.message, leaf)
+            raise
+
+    def _invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
         except ConfigError as exc:

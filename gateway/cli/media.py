@@ -10,6 +10,7 @@ import click
 from click.core import ParameterSource
 from tqdm import tqdm
 
+from gateway.cli.errors import LastmileGroup
 from gateway.cli.options import profile_option
 
 VIDEO_SUFFIXES = {".mp4", ".mov", ".webm", ".mkv"}  # what `corpus synth --real-dir` takes as an anchor
@@ -52,7 +53,7 @@ def transform(inputs, conditions, conditions_file, profile, deterministic, out) 
         raise click.ClickException(f"{failed} of {len(inputs)} inputs could not be transformed (the lines above)")
 
 
-@click.group("corpus")
+@click.group("corpus", cls=LastmileGroup)
 def corpus() -> None:
     """The paired proxy corpus (a proxy for AI-generated video, not AI-generated video)."""
 

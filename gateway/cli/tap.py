@@ -10,7 +10,7 @@ from typing import Literal
 
 import click
 
-from gateway.cli.errors import notify
+from gateway.cli.errors import LastmileGroup, notify
 from gateway.cli.logs import configure_logging
 from gateway.cli.options import BOOTSTRAP, UP_CONFIG_HELP, UP_DIR, config_option, gateway_config, stack_config
 from gateway.cli.signals import stop_on_signal
@@ -109,7 +109,7 @@ CANARY_ADVICE = Advice(
 )
 
 
-@click.group("canary")
+@click.group("canary", cls=LastmileGroup)
 def canary_group() -> None:
     """Labelled canary videos fed into the input topic, so live AUC exists without production labels."""
 
