@@ -10,6 +10,7 @@ that docs/monitor.md shows."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import time
 import urllib.request
@@ -19,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from detectors.serving.processes import free_port
 from gateway.monitor.config import ComparisonSettings, MonitorConfig, WindowSettings
-from gateway.monitor.page import DIGITS
+from gateway.monitor.page import PERCENT_DIGITS
 from tests.support.browser import dom, screenshot
 from tests.support.monitor import computed_after, prometheus_scraping, synthetic
 from tests.support.monitor import topics as _topics
@@ -35,7 +36,8 @@ def _get(port: int, path: str) -> str:
 
 
 def _shown(x: float) -> str:
-    return f"{x:.{DIGITS}f}"
+    """As the page shows an AUC or a difference of AUCs: in %, as the report does."""
+    return f"{100 * x:.{PERCENT_DIGITS}f}"
 
 
 def test_the_page_in_chromium_shows_what_the_metrics_say_with_a_comparison_and_the_firing_alert(broker, tmp_path):
@@ -81,6 +83,16 @@ def test_the_page_in_chromium_shows_what_the_metrics_say_with_a_comparison_and_t
     cell_html = npr_full.split("</td>")[0]
     assert '<abbr class="degenerate" title="an interval of zero width' in cell_html and cell_html.endswith("†</abbr>")
     assert 'data-refreshes="' in shown  # the page's script fetched /live and swapped it in, under the page's CSP
+    # issue 64: conditions in the order of dissemination (not by name), a headline per detector, AUC in %
+    for det in ("npr", "d3"):
+        rows = re.findall(rf'<tr data-detector="{det}" data-version="1" data-condition="([a-z]+)">', shown)
+        assert rows[:3] == ["original", "spatial", "full"], rows
+    headline = re.search(
+        r'<p class="headline[^"]*" data-detector="npr" data-version="1" data-condition="full">([^<]*)<', shown
+    )
+    assert headline and headline.group(1).startswith("Loses most under full: AUC -"), shown[:3000]
+    assert "points [" in headline.group(1) and "(the whole interval below 0)" in headline.group(1)
+    assert "AUC %" in shown and "Kolmogorov-Smirnov" in shown  # each column says what it is
     if target := os.environ.get("LASTMILE_SCREENSHOT"):
         Path(target).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(shot, target)

@@ -13,7 +13,7 @@ from detectors.serving.processes import free_port
 from gateway.monitor.alerts import Alerts, AlertSource, parse
 from gateway.monitor.config import ComparisonSettings, WindowSettings
 from gateway.monitor.exporter import MonitorMetrics
-from gateway.monitor.page import DIGITS, build
+from gateway.monitor.page import DIGITS, PERCENT_DIGITS, RAW, build
 from gateway.monitor.page_app import page_app, render
 from gateway.toolkit.http import endpoints_app
 from tests.support.monitor import NOW, Clock, event, stream
@@ -46,8 +46,10 @@ def _samples(metrics: MonitorMetrics, name: str, **labels: str) -> dict[tuple[st
     }
 
 
-def _shown(x: float) -> str:
-    return f"{x:.{DIGITS}f}"
+def _shown(x: float, family: str = "lastmile_auc") -> str:
+    """As the page shows a sample of ``family``: in % (an AUC, a share, their differences), or as it is (issue 64:
+    the page showed AUC on a 0-1 scale where the report uses %)."""
+    return f"{x:.{DIGITS}f}" if family in RAW else f"{100 * x:.{PERCENT_DIGITS}f}"
 
 
 LABELLED = {"lastmile_auc": "auc", "lastmile_fake_recall": "fake-recall", "lastmile_real_recall": "real-recall",
@@ -65,8 +67,8 @@ def _want(metrics: MonitorMetrics, family: str, **where: str) -> dict[tuple[str,
         names = ("detector", "version", "condition", "window", "population")
         at = dict(zip(names, labels, strict=False)) | where  # (a flip rate: its direction too)
         lo, hi = (_samples(metrics, f"{family}_{side}", **at) for side in ("lower", "upper"))
-        interval = f"[{_shown(*lo.values())}, {_shown(*hi.values())}]" if lo else ""
-        want[labels[:3]] = {"value": _shown(value), "interval": interval}
+        interval = f"[{_shown(*lo.values(), family)}, {_shown(*hi.values(), family)}]" if lo else ""
+        want[labels[:3]] = {"value": _shown(value, family), "interval": interval}
     return want
 
 
@@ -249,3 +251,27 @@ def test_the_page_loads_its_own_script_and_style_only_and_the_endpoints_keep_the
     assert _get(app, "/healthz")[2] == b"ok"
     assert _get(app, "/nothing")[0] == "404 Not Found"
     assert _get(app, "/")[0] == "200 OK"
+
+
+def test_an_empty_canary_side_is_waiting_and_names_the_command_that_fills_it():
+    """`up --compare` filled the traffic comparison while the canary side stayed empty with only a pending alert;
+    the page now says that side waits for canaries, and names the command `up` gave the monitor."""
+    canary = ComparisonSettings(champion="npr", challenger="d3", population="canary")
+    metrics = _metrics(comparisons=(PAIR, canary))
+    command = "lastmile canary run --manifest examples/manifest.jsonl --config /s/lastmile-up/gateway.yaml"
+    html = render(build(metrics.registry, {"population": "canary"}, Alerts(None), command))
+    assert 'class="quiet empty waiting" data-population="canary">Waiting for canary: no video scored by both' in html
+    assert html.count(f"<code>{command}</code>") >= 2  # (the comparison, and each detector's empty labelled table)
+    assert 'data-population="traffic">' in html and "Waiting for traffic" not in html  # (traffic has its rows)
+    assert "No labelled video in the time window on labelled canaries yet: canaries fill it" in html
+
+
+def test_conditions_come_in_the_order_of_dissemination_and_each_detector_has_its_headline():
+    metrics = _metrics()
+    html = render(build(metrics.registry, {}, Alerts(None)))
+    import re
+
+    for det in ("npr", "d3"):
+        rows = re.findall(rf'<tr data-detector="{det}" data-version="1" data-condition="([a-z]+)">', html)
+        assert rows[:2] == ["original", "full"]  # (by name, full came before original's peers; original first)
+        assert re.search(rf'<p class="headline[^"]*" data-detector="{det}" data-version="1"', html)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -322,9 +323,13 @@ def test_up_compares_a_challenger_live_on_canaries_and_its_prometheus_answers_th
         sent = subprocess.run(_cli(["lastmile", "send", "examples/videos/"]), cwd=tmp_path, capture_output=True,
                               text=True, timeout=120)  # fmt: skip
         assert sent.returncode == 0 and "12 videos sent" in sent.stdout, sent.stderr
-        canaries = subprocess.run(_cli(["lastmile", "canary", "run", "--manifest", "examples/manifest.jsonl",
-                                        "--rate", "20/s", "--count", "12", "--config", "lastmile-up/gateway.yaml"]),
-                                  cwd=tmp_path, capture_output=True, text=True, timeout=120)  # fmt: skip
+        # the command `up` printed for the canary side, run as printed (at a test's rate and count)
+        told = printed["canaries"].split("   (")[0]
+        config = tmp_path.resolve() / "lastmile-up" / "gateway.yaml"
+        assert told == f"lastmile canary run --manifest examples/manifest.jsonl --config {config}"
+        assert f"canary_command: {told}" in monitor_cfg  # (the page names it while the canary side is empty)
+        canaries = subprocess.run(_cli([*shlex.split(told), "--rate", "20/s", "--count", "12"]), cwd=tmp_path,
+                                  capture_output=True, text=True, timeout=120)  # fmt: skip
         assert canaries.returncode == 0 and "12 canaries sent" in canaries.stdout, canaries.stderr
         prom = printed["prometheus"]
 
@@ -344,6 +349,19 @@ def test_up_compares_a_challenger_live_on_canaries_and_its_prometheus_answers_th
             return got if got and float(got[0]["value"][1]) == 12 else None
 
         assert wait_for(every_canary, timeout_s=120, what="all 12 canaries compared")
+        # every Prometheus query of the docs runs as written (docs/ab.md's curl was refused: curl globbed its braces)
+        docs = [*ROOT.joinpath("docs").glob("*.md"), ROOT / "README.md"]
+        curls = [line for doc in docs for line in doc.read_text().splitlines() if line.startswith("curl ")]
+        assert curls and all("127.0.0.1:9090" in c for c in curls)
+        host = prom.split("//", 1)[1].rstrip("/")
+        for line in curls:
+            ran = subprocess.run(["bash", "-c", line.replace("127.0.0.1:9090", host)], capture_output=True, text=True,
+                                 timeout=30)  # fmt: skip
+            answer = json.loads(ran.stdout)
+            assert ran.returncode == 0 and answer["status"] == "success" and answer["data"]["result"], (
+                line,
+                ran.stdout,
+            )
     finally:
         up.send_signal(signal.SIGTERM)
         assert up.wait(120) == 0

@@ -14,6 +14,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
+from transforms.names import LASTMILE_NAMES
 from transforms.profile import PROFILES, Profile
 from transforms.steps.badge import BadgeStep
 from transforms.steps.fps import FpsStep
@@ -81,6 +82,8 @@ LASTMILE: tuple[Condition, ...] = (
         description="VP9, downsample, 8 fps, badge, H.264",
     ),
 )
+if tuple(c.name for c in LASTMILE) != LASTMILE_NAMES:  # (the names' one owner is transforms/names.py)
+    raise ImportError("transforms.spec: the LastMile conditions differ from transforms.names.LASTMILE_NAMES")
 
 
 def canonical_json(obj: object) -> str:

@@ -100,6 +100,8 @@ def up(prometheus, detectors, conditions, profile, workers, roots, folder, compa
         for name, address in stack.addresses.items():
             click.echo(f"{name:<11}{address}")
         click.echo(f"{'configs':<11}{stack.folder}/gateway.yaml, monitor.yaml (logs: {stack.folder}/*.log)")
+        if opts.compare:  # (the comparison's canary side fills only with labelled canaries)
+            click.echo(f"{'canaries':<11}{stack.canary_command}   (fills the comparisons' canary side)")
         try:
             _watch(stack, stop)
         finally:

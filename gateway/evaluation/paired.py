@@ -24,7 +24,7 @@ from gateway.evaluation.cells import CellMetrics, Layout
 from gateway.evaluation.chat import ChatCell, chat_cells
 from gateway.evaluation.errors import EvaluationError
 from gateway.evaluation.thresholds import decision_thresholds, has_threshold
-from transforms.spec import LASTMILE
+from transforms.names import dissemination_order
 
 REPLICATES = 2000
 SEED = 20260831
@@ -102,8 +102,7 @@ def evaluate(
 
 def ordered_conditions(rows: list[ScoreRow]) -> list[str]:
     """The conditions of ``rows``: the protocol's in its order, then any other (a sweep's values) sorted."""
-    seen = {r.condition for r in rows}
-    return [c.name for c in LASTMILE if c.name in seen] + sorted(seen - {c.name for c in LASTMILE})
+    return dissemination_order(r.condition for r in rows)
 
 
 def by_version(rows: list[ScoreRow]) -> list[ScoreRow]:

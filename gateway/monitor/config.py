@@ -106,6 +106,11 @@ class MonitorConfig(YamlSettings):
     http_port: int = Field(9309, ge=0, le=65535)
     poll_max_records: int = Field(2000, ge=1, description="score events read per poll")
     comparisons: list[ComparisonSettings] = Field(default_factory=list, description="champion vs challenger")
+    canary_command: str | None = Field(
+        None,
+        max_length=1000,
+        description="the command the live page names where no canary has been scored (lastmile up sets it)",
+    )
     alerts_from: AnyHttpUrl | None = Field(
         None,
         description="a Prometheus server (its base URL) evaluating the shipped rules: the live page at / lists "

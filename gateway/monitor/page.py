@@ -23,12 +23,17 @@ from prometheus_client import CollectorRegistry
 
 from gateway.core import catalogue as mc
 from gateway.monitor.alerts import Alerts
+from transforms.names import dissemination_order
 
 WINDOWS = ("time", "count")
 LABELLED = ("labelled", "canary")  # populations of the labelled metrics: labelled traffic, labelled canaries
-DIGITS = 3  # every number on the page, to this many decimals
+DIGITS = 3  # a score's shift and the KS statistic, to this many decimals
+PERCENT_DIGITS = 1  # AUC, rates and their differences, in % (points for a difference), as the report shows them
 REFRESH_S = 5  # how often the page's script fetches /live
-ORIGINAL = "original"  # first; the others by name (the monitor knows conditions only from the score events)
+ORIGINAL = "original"
+RAW = ("lastmile_score_shift_mean", "lastmile_score_ks_statistic")  # shown as they are; every other family in %
+POPULATION_TEXT = {"labelled": "labelled traffic", "canary": "labelled canaries", "traffic": "the traffic"}
+WINDOW_TEXT = {"time": "time window", "count": "window of the latest videos"}
 
 
 @dataclass(frozen=True)
@@ -39,14 +44,17 @@ class Estimate:
     lower: float | None = None
     upper: float | None = None
     zero_width: bool = False  # as the monitor's zero-width flag says (DeLong's intervals: the others never collapse)
+    percent: bool = True  # shown x100 (a share, an AUC, their differences), else as it is
 
     @property
     def text(self) -> str:
-        return _fmt(self.value)
+        return _fmt(self.value, self.percent)
 
     @property
     def interval(self) -> str:
-        return "" if self.lower is None or self.upper is None else f"[{_fmt(self.lower)}, {_fmt(self.upper)}]"
+        if self.lower is None or self.upper is None:
+            return ""
+        return f"[{_fmt(self.lower, self.percent)}, {_fmt(self.upper, self.percent)}]"
 
     @property
     def drawable(self) -> bool:
@@ -64,8 +72,10 @@ class Estimate:
         return self.upper is not None and self.upper < 0
 
 
-def _fmt(x: float) -> str:
-    return "–" if math.isnan(x) else f"{x:.{DIGITS}f}"
+def _fmt(x: float, percent: bool = False) -> str:
+    if math.isnan(x):
+        return "–"
+    return f"{100 * x:.{PERCENT_DIGITS}f}" if percent else f"{x:.{DIGITS}f}"
 
 
 @dataclass
@@ -101,6 +111,25 @@ class Panel:
     rows: list[Row] = field(default_factory=list)
     signals: list[Signals] = field(default_factory=list)
 
+    @property
+    def worst(self) -> Row | None:
+        """The condition where it loses most AUC against ``original`` (its drift's value lowest), if any drift is
+        known."""
+        drifts = [r for r in self.rows if r.condition != ORIGINAL and r.auc_drift and not math.isnan(r.auc_drift.value)]
+        return min(drifts, key=lambda r: r.auc_drift.value, default=None)
+
+    @property
+    def headline(self) -> str:
+        """The finding, in one line: where the detector loses most, with the interval."""
+        r = self.worst
+        if r is None:
+            return "No AUC drift yet: it needs labelled videos scored on original and under another condition."
+        base = next((o.auc for o in self.rows if o.condition == ORIGINAL and o.auc), None)
+        was = f" ({base.text} on original, {r.auc.text} under {r.condition})" if base and r.auc else ""
+        verb = "Loses most" if r.auc_drift.value < 0 else "Loses no AUC; changes least favourably"
+        sure = " (the whole interval below 0)" if r.auc_drift.below_zero else ""
+        return f"{verb} under {r.condition}: AUC {r.auc_drift.text} points {r.auc_drift.interval}{was}{sure}."
+
 
 @dataclass
 class Difference:
@@ -135,6 +164,7 @@ class Page:
     alerts: Alerts
     videos_held: float | None = None
     events: dict[str, float] = field(default_factory=dict)
+    canary_command: str | None = None  # what fills the canary population, where the monitor was told it
     windows: tuple[str, ...] = WINDOWS
     populations: tuple[str, ...] = LABELLED
     refresh_s: int = REFRESH_S
@@ -144,6 +174,14 @@ class Page:
         if self.computed_at is None:
             return "–"
         return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.computed_at))
+
+    @property
+    def population_text(self) -> str:
+        return POPULATION_TEXT.get(self.population, self.population)
+
+    @property
+    def window_text(self) -> str:
+        return WINDOW_TEXT.get(self.window, self.window)
 
     @property
     def held_text(self) -> str:
@@ -182,10 +220,12 @@ class Samples:
         value = self.value(family.name, **labels)
         if value is None:
             return None
+        percent = family.name not in RAW
         if not family.interval:
-            return Estimate(value)
+            return Estimate(value, percent=percent)
         lower, upper = (self.value(f"{family.name}_{side}", **labels) for side in ("lower", "upper"))
-        return Estimate(value, lower, upper, self.value(family.zero_width().name, quantity=family.name, **labels) == 1)
+        flagged = self.value(family.zero_width().name, quantity=family.name, **labels) == 1
+        return Estimate(value, lower, upper, flagged, percent)
 
     def labels(self, name: str, keys: Iterable[str], **where: str) -> list[tuple[str, ...]]:
         """The distinct values of ``keys`` among ``name``'s samples that match ``where``."""
@@ -199,11 +239,15 @@ class Samples:
 
 
 def _conditions(names: Iterable[str]) -> list[str]:
-    return sorted(set(names), key=lambda c: (c != ORIGINAL, c))
+    """In the order of dissemination: original, transcode, spatial, temporal, presentation, full, then the others."""
+    return dissemination_order(names)
 
 
-def build(registry: CollectorRegistry, query: Mapping[str, str], alerts: Alerts) -> Page:
-    """The page for ``query`` (its ``window`` and ``population``; unknown values fall back to the first)."""
+def build(
+    registry: CollectorRegistry, query: Mapping[str, str], alerts: Alerts, canary_command: str | None = None
+) -> Page:
+    """The page for ``query`` (its ``window`` and ``population``; unknown values fall back to the first);
+    ``canary_command``: what the page names where the canary population is empty."""
     s = Samples(registry)
     window = query.get("window") if query.get("window") in WINDOWS else WINDOWS[0]
     population = query.get("population") if query.get("population") in LABELLED else LABELLED[0]
@@ -219,6 +263,7 @@ def build(registry: CollectorRegistry, query: Mapping[str, str], alerts: Alerts)
         alerts=alerts,
         videos_held=s.value(mc.MONITOR_VIDEOS.name),
         events=events,
+        canary_command=canary_command,
     )
 
 

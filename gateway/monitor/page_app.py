@@ -41,7 +41,7 @@ def auc_bar(row: Row, width: int = 120) -> Bar | None:
     return Bar(e.lower * width, e.upper * width, e.value * width, width)
 
 
-def forest_bar(c: Comparison, e: Estimate | None, margin: bool = False, width: int = 240) -> Bar | None:
+def forest_bar(c: Comparison, e: Estimate | None, margin: bool = False, width: int = 150) -> Bar | None:
     """A difference of comparison ``c`` on the comparison's own scale, symmetric around 0 (half of it: the widest
     bound or the margin, at least 0.1), with 0 and (``margin``) the alert's margin marked."""
     if e is None or not e.drawable:
@@ -91,9 +91,9 @@ HEADERS = [  # the page runs only its own script and style, talks only to its ow
 ]
 
 
-def page_app(registry: CollectorRegistry, alerts: AlertSource) -> Pages:
+def page_app(registry: CollectorRegistry, alerts: AlertSource, canary_command: str | None = None) -> Pages:
     """A WSGI app for ``/`` (the page), ``/live`` (its changing part) and ``/static/...``; None for any other
-    path, so the caller answers it."""
+    path, so the caller answers it. ``canary_command``: what the page names where no canary has been scored."""
 
     def app(environ: dict, start_response: StartResponse) -> Iterable[bytes] | None:
         path = environ.get("PATH_INFO", "")
@@ -101,7 +101,7 @@ def page_app(registry: CollectorRegistry, alerts: AlertSource) -> Pages:
             body, kind = STATIC[path]
         elif path in ("/", "/live"):
             query = {k: v[-1] for k, v in parse_qs(environ.get("QUERY_STRING", "")[:MAX_QUERY]).items()}
-            page = build(registry, query, alerts.current())
+            page = build(registry, query, alerts.current(), canary_command)
             body, kind = render(page, whole=path == "/").encode(), "text/html; charset=utf-8"
         else:
             return None

@@ -259,7 +259,7 @@ class Monitor:
     def start_http(self) -> int:
         cfg = self.cfg
         alerts = AlertSource(None if cfg.alerts_from is None else str(cfg.alerts_from))
-        pages = page_app(self.metrics.registry, alerts)
+        pages = page_app(self.metrics.registry, alerts, self.cfg.canary_command)
         self.http = Endpoints(
             cfg.http_host, cfg.http_port, self.metrics.registry, self.healthy, self.is_ready, pages=pages
         )

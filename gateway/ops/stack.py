@@ -160,6 +160,7 @@ class Stack:
             http_port=ports["monitor"],
             comparisons=comparisons,
             alerts_from=f"http://127.0.0.1:{ports['prometheus']}" if "prometheus" in ports else None,
+            canary_command=self.canary_command if o.compare else None,
         )
         for cfg, name, what, command in (
             (gateway, "gateway.yaml", "gateway", "gateway run"),
@@ -168,6 +169,12 @@ class Stack:
             header = HEADER.format(what=what, command=command, name=name)
             (self.folder / name).write_text(commented_yaml(cfg, header))
         return gateway, monitor
+
+    @property
+    def canary_command(self) -> str:
+        """The one command that fills the comparisons' canary side: labelled videos, sent to this stack's gateway
+        over and over (the folder of `lastmile examples` has such a manifest)."""
+        return f"lastmile canary run --manifest examples/manifest.jsonl --config {self.folder}/gateway.yaml"
 
     def _spawn(self, name: str, args: list[str]) -> None:
         self._launch(name, [sys.executable, "-m", "gateway.cli", *args])
