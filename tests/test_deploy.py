@@ -295,3 +295,36 @@ def test_the_charts_gateway_config_is_a_valid_gateway_config(values_file, monkey
     assert cfg.http_host == "0.0.0.0"  # in a pod the endpoints must be reachable; the code's default is loopback
     if values_file is None:
         assert cfg.sources.file_roots == [] and cfg.sources.http_allow_hosts == []
+
+
+def test_lastmile_ups_rules_let_the_decision_rate_alert_fire_on_a_folder_of_clips(tmp_path):
+    """The decision-rate alert needed 50 videos for 30 minutes, so it never fired in `lastmile up` on the example
+    traffic (12 clips, sent once); up's rules fire it after 10 videos for 1 minute, the shipped ones do not."""
+    from gateway.ops.rules import RULES as SHIPPED
+    from gateway.ops.rules import local
+
+    promtool = require_tool("promtool")
+    (tmp_path / "up.yaml").write_text(local(SHIPPED.read_text()))
+    (tmp_path / "shipped.yaml").write_text(SHIPPED.read_text())
+    at = 'detector="npr", version="1", condition="original", window="time", population="traffic"'
+    series = [{"series": f"lastmile_generated_rate{{{at}}}", "values": "0.95x10"},
+              {"series": f"lastmile_window_videos{{{at}}}", "values": "12x10"}]  # fmt: skip
+    alert = yaml.safe_load(local(SHIPPED.read_text()))
+    (rule,) = [
+        r for g in alert["groups"] for r in g["rules"] if r.get("alert") == "LastmileDetectorFlagsNearlyEverything"
+    ]
+    said = {"{{ $labels.detector }}": "npr", "{{ $labels.version }}": "1", "{{ $value | humanizePercentage }}": "95%"}
+    annotations = {}
+    for key, text in rule["annotations"].items():
+        for placeholder, value in said.items():
+            text = text.replace(placeholder, value)
+        annotations[key] = text
+    fired = {"exp_labels": {"severity": "warning", "detector": "npr", "version": "1"}, "exp_annotations": annotations}
+    for rules, expected in (("up.yaml", [fired]), ("shipped.yaml", [])):
+        test = {"rule_files": [rules], "evaluation_interval": "1m",
+                "tests": [{"interval": "1m", "input_series": series,
+                           "alert_rule_test": [{"eval_time": "5m", "alertname": "LastmileDetectorFlagsNearlyEverything",
+                                                "exp_alerts": expected}]}]}  # fmt: skip
+        (tmp_path / f"test-{rules}").write_text(yaml.safe_dump(test))
+        res = subprocess.run([promtool, "test", "rules", f"test-{rules}"], cwd=tmp_path, capture_output=True, text=True)
+        assert res.returncode == 0 and "SUCCESS" in res.stdout, (rules, res.stdout + res.stderr)

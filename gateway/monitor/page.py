@@ -31,7 +31,7 @@ DIGITS = 3  # a score's shift and the KS statistic, to this many decimals
 PERCENT_DIGITS = 1  # AUC, rates and their differences, in % (points for a difference), as the report shows them
 REFRESH_S = 5  # how often the page's script fetches /live
 ORIGINAL = "original"
-RAW = ("lastmile_score_shift_mean", "lastmile_score_ks_statistic")  # shown as they are; every other family in %
+RAW = (mc.SCORE_SHIFT_MEAN.name, mc.SCORE_KS.name)  # shown as they are; every other family in %
 POPULATION_TEXT = {"labelled": "labelled traffic", "canary": "labelled canaries", "traffic": "the traffic"}
 WINDOW_TEXT = {"time": "time window", "count": "window of the latest videos"}
 

@@ -38,5 +38,26 @@ def render() -> str:
     return HEADER + RulesTemplate(text).substitute({key: f.name for key, f in mc.keyed().items()})
 
 
+# `lastmile up`'s traffic is a folder of clips sent once (12 in the examples): the decision-rate alert there needs
+# 10 videos for 1 minute, not 50 for 30 minutes, or it could never fire on a local stack (see local())
+
+
+def local(rules: str) -> str:
+    """The rules as `lastmile up` runs them: the same, but for the decision-rate alert
+    (``LastmileDetectorFlagsNearlyEverything``), which fires after 10 videos for 1 minute."""
+    name = "alert: LastmileDetectorFlagsNearlyEverything"
+    start = rules.index(name)
+    end = rules.index("- alert:", start + len(name))
+    block = rules[start:end]
+    videos = f"detector_version:{mc.WINDOW_VIDEOS.name}_original:time"
+    changed = block.replace(f"{videos} >= 50", f"{videos} >= 10").replace("for: 30m", "for: 1m")
+    changed = changed.replace("(50+ of them)", "(10+ of them: lastmile up's rules)").replace(
+        ", for 30 minutes", ", for 1 minute"
+    )
+    if changed.count(">= 10") != 1 or "for: 1m" not in changed:
+        raise ValueError("the decision-rate alert's threshold or duration is not where lastmile up's rules expect it")
+    return rules[:start] + changed + rules[end:]
+
+
 if __name__ == "__main__":
     RULES.write_text(render())
