@@ -259,7 +259,18 @@ def test_an_empty_canary_side_is_waiting_and_names_the_command_that_fills_it():
     canary = ComparisonSettings(champion="npr", challenger="d3", population="canary")
     metrics = _metrics(comparisons=(PAIR, canary))
     command = "lastmile canary run --manifest examples/manifest.jsonl --config /s/lastmile-up/gateway.yaml"
-    html = render(build(metrics.registry, {"population": "canary"}, Alerts(None), command))
+    from gateway.monitor.alerts import Alert
+
+    def pending(population: str) -> Alert:
+        labels = {"alertname": "LastmileComparisonWithoutScores", "champion": "npr", "challenger": "d3",
+                  "population": population, "role": "challenger"}  # fmt: skip
+        return Alert("LastmileComparisonWithoutScores", "pending", labels, "no score events")
+
+    alerts = Alerts("http://prometheus:9090", (pending("canary"), pending("traffic")))
+    page = build(metrics.registry, {"population": "canary"}, alerts, command)
+    # the canary side's pending alert is the waiting state the page shows; the traffic side's, which has rows, stays
+    assert [a.labels["population"] for a in page.alerts.alerts] == ["traffic"]
+    html = render(page)
     assert 'class="quiet empty waiting" data-population="canary">Waiting for canary: no video scored by both' in html
     assert html.count(f"<code>{command}</code>") >= 2  # (the comparison, and each detector's empty labelled table)
     assert 'data-population="traffic">' in html and "Waiting for traffic" not in html  # (traffic has its rows)

@@ -13,6 +13,7 @@ This module says what the page shows (:func:`build`); :mod:`gateway.monitor.page
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections import defaultdict
@@ -253,18 +254,38 @@ def build(
     population = query.get("population") if query.get("population") in LABELLED else LABELLED[0]
     computed = s.value(mc.MONITOR_COMPUTED_TIME.name)
     events = {got.get("outcome", ""): v for got, v in s.by_name.get(f"{mc.MONITOR_EVENTS.name}_total", ())}
+    comparisons = _comparisons(s, window)
     return Page(
         ready=computed is not None,
         computed_at=computed,
         window=window,
         population=population,
         panels=_panels(s, window, population),
-        comparisons=_comparisons(s, window),
-        alerts=alerts,
+        comparisons=comparisons,
+        alerts=_without_waiting(alerts, comparisons),
         videos_held=s.value(mc.MONITOR_VIDEOS.name),
         events=events,
         canary_command=canary_command,
     )
+
+
+WITHOUT_SCORES = "LastmileComparisonWithoutScores"
+
+
+def _without_waiting(alerts: Alerts, comparisons: list[Comparison]) -> Alerts:
+    """``alerts`` less the pending "no score events" alerts of comparisons the page already marks as waiting (an
+    empty population, said with what fills it); a firing one (30 minutes without) stays."""
+    waiting = {(c.champion, c.challenger, c.population) for c in comparisons if not c.rows}
+    kept = tuple(
+        a
+        for a in alerts.alerts
+        if not (
+            a.name == WITHOUT_SCORES
+            and a.state == "pending"
+            and (a.labels.get("champion"), a.labels.get("challenger"), a.labels.get("population")) in waiting
+        )
+    )
+    return dataclasses.replace(alerts, alerts=kept)
 
 
 def _panels(s: Samples, window: str, population: str) -> list[Panel]:
