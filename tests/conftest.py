@@ -4,12 +4,15 @@ guard against starting processes."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.support.layers import LAYERS, group_of, layer_of, no_processes
+from tests.support.layers import LAYERS, group_of, layer_of, leftover_children, no_processes
 from tests.support.media import ffmpeg, make_clip
 
 
@@ -33,6 +36,22 @@ def pytest_collection_modifyitems(config, items) -> None:
         module = Path(str(item.fspath)).stem
         item.add_marker(getattr(pytest.mark, layer_of(module, item.fixturenames)))
         item.add_marker(pytest.mark.xdist_group(group_of(module)))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_process_outlives_the_session():
+    """Set up first, torn down last (after every other fixture of the session, the shared broker's too): a process
+    this test process started and that is still alive then (not a zombie) is an error of the last test, named, and
+    killed. A fault test once froze a broker for good (SIGSTOP in a teardown) and left it orphaned after every run.
+    multiprocessing's own helpers (its resource tracker, a forkserver) live as long as the interpreter: not counted."""
+    yield
+    deadline = time.monotonic() + 10
+    while (left := leftover_children()) and time.monotonic() < deadline:
+        time.sleep(0.2)  # the polling interval of processes being stopped, not a synchronisation
+    for pid, _ in left:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    assert not left, f"processes started by this test session and still alive at its end: {left}"
 
 
 @pytest.fixture(autouse=True)

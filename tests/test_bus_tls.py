@@ -20,7 +20,7 @@ from gateway import bus
 from gateway.core.kafka_settings import KafkaSettings
 from gateway.toolkit import tansu
 from gateway.toolkit.tansu import free_port
-from tests.support.streaming import require_broker, stop_process
+from tests.support.streaming import require_broker
 from tests.support.tls import make_certs
 
 
@@ -104,7 +104,12 @@ def tls_broker(tmp_path):
             time.sleep(0.2)  # the polling interval of a start-up, not a synchronisation
     yield k, terminator, tmp_path
     terminator.close()
-    stop_process(proc.pid)
+    proc.terminate()  # (stop_process here froze the broker for good: orphaned, stopped, after every run)
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
 
 
 def test_records_go_through_tls_with_a_client_certificate_whose_key_password_is_read_from_a_file(tls_broker):

@@ -119,3 +119,19 @@ def test_the_workers_of_a_killed_parent_end_at_once_and_quietly():
         os.kill(worker, signal.SIGKILL)
         pytest.fail("the worker outlived its parent")
     assert "Traceback" not in parent.stderr.read()
+
+
+def test_the_session_end_check_names_a_process_a_test_left_alive():
+    """tests/conftest.py's last teardown fails the run on what leftover_children() finds: a process this test
+    process started that is still alive (a zombie, reaped or not, is none)."""
+    import subprocess
+
+    from tests.support.layers import leftover_children
+
+    sleeper = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        assert any(pid == sleeper.pid and "sleep 60" in command for pid, command in leftover_children())
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert all(pid != sleeper.pid for pid, _ in leftover_children())

@@ -12,6 +12,7 @@ import os
 import subprocess
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 LAYERS = {
     "unit": "pure functions and in-process objects: no subprocess, no broker, no server",
@@ -96,3 +97,22 @@ def no_processes(test: str = "a unit test") -> Iterator[None]:
     finally:
         for owner, name, original in originals:
             setattr(owner, name, original)
+
+
+HELPERS = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")  # an interpreter's own, for its life
+
+
+def leftover_children() -> list[tuple[int, str]]:
+    """This process's children that are alive (not zombies) and not one of multiprocessing's :data:`HELPERS`: their
+    pid and command line (read from /proc)."""
+    me, out = os.getpid(), []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+            command = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            continue  # (gone meanwhile)
+        state, ppid = text[text.rindex(")") + 2 :].split()[:2]
+        if int(ppid) == me and state != "Z" and not any(h in command for h in HELPERS):
+            out.append((int(stat.parent.name), command[:200]))
+    return out
