@@ -140,3 +140,14 @@ def check_flips(run_dir):
         h = size[1]
         lower = slice(strip.shape[0] - h - 4, strip.shape[0] - 4)  # the variant's row, under its caption
         assert np.array_equal(strip[lower], want[lower])
+    # the report's default (3 of each kind) on the demo's run: harm first, at most three each, each strip drawn
+    from gateway.batch.results import read_results
+    from gateway.evaluation.flips_report import KINDS, SHOWN, flip_sections
+
+    npr = [r for r in read_results(run_dir / "results.parquet") if r.detector == "npr"]
+    (section,), why = flip_sections(npr, ["original", "full"], run_dir, shown=SHOWN)
+    assert SHOWN == 3 and why is None and list(section.shown) == list(KINDS)
+    drawn = ("missed_fake", "false_alarm", "unlabelled")  # (corrections are counted, not drawn)
+    assert all(len(v) == (min(3, section.kinds[k]) if k in drawn else 0) for k, v in section.shown.items())
+    harm = section.shown["missed_fake"] + section.shown["false_alarm"]
+    assert harm and all(st.path is not None for st in harm)  # (npr under full misses fakes: harm to show)

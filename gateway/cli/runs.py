@@ -235,8 +235,8 @@ def _enough_replicates(ctx: click.Context, param: click.Parameter, value: int) -
     default=3,
     show_default=True,
     type=click.IntRange(0),
-    help="flipped videos shown per detector, condition and kind (missed fakes and false alarms first, then "
-    "corrections), each with its frame strip (0: counts only; `lastmile flips --limit 0` lists them all)",
+    help="flipped videos shown per detector, condition and harmful kind (missed fakes, false alarms; corrections "
+    "are counted), each with its frame strip (0: counts only; `lastmile flips --limit 0` lists them all)",
 )
 def report(run_dir, replicates, seed, comparisons, calibrate, flips) -> None:
     """Write RUN_DIR/report.md, report.json and report.html with its plots embedded (a run of real videos

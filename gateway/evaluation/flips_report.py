@@ -5,7 +5,9 @@ way, and the largest flips with their frame strips (:mod:`gateway.evaluation.fli
 A flip is judged by its video's label: a generated video flipped generated -> real is a **missed fake**, a real
 video flipped real -> generated a **false alarm** (both harm: the condition made the detector wrong); a flip
 towards the label is a **correction** (the condition made it right), and a video without a label is
-**unlabelled**. Each kind is shown apart, up to :data:`SHOWN` each, in that order."""
+**unlabelled**. Each kind is counted apart; the harmful ones (and the unlabelled, which may be) are shown, up to
+:data:`SHOWN` each, in that order, with their strips; corrections are counted only (``lastmile flips`` lists
+them), so that a report renders no strip of a flip that did no harm."""
 
 from __future__ import annotations
 
@@ -28,6 +30,9 @@ KINDS = {  # what a flip is, by its direction and its video's label; harmful fir
     "correction": "corrections (flipped towards their label)",
     "unlabelled": "unlabelled videos",
 }
+
+
+DRAWN = ("missed_fake", "false_alarm", "unlabelled")  # the kinds shown with strips; corrections are counted
 
 
 def kind_of(flip: Flip) -> str:
@@ -105,7 +110,7 @@ def flip_sections(
             for flip in sorted((f for d in DIRECTIONS for f in every[d]), key=_largest_first):
                 by_kind[kind_of(flip)].append(flip)
             section.kinds = {k: len(v) for k, v in by_kind.items()}
-            section.shown = {k: v[:shown] for k, v in by_kind.items()}  # Flips for now, strips below
+            section.shown = {k: v[: shown if k in DRAWN else 0] for k, v in by_kind.items()}  # (strips below)
             sections.append(section)
     wanted: list[Flip] = [f for s in sections for k in KINDS for f in s.shown[k]]
     why = None
