@@ -4,6 +4,8 @@ written into the detector's card in the user repository, never into the package.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import yaml
@@ -119,7 +121,7 @@ def test_too_few_reals_to_estimate_the_target_are_refused_without_force_and_noth
     (c,) = calibrate_run(rows, 0.95)
     assert refused.exit_code == 1 and not repo.exists()
     assert f"d3_px: 2 real videos give RealR {c.real_recall:.3f} with a Wilson 95% interval" in refused.output
-    assert "at most 20 points wide (about 16 real videos at this target)" in refused.output
+    assert "at most 20 points wide (about 24 real videos at this target)" in refused.output
     assert "--force" in refused.output
     forced = CliRunner().invoke(cli, ["detectors", "calibrate", str(run), "--real-recall", "0.95", "--repo", str(repo),
                                       "--force"])  # fmt: skip
@@ -151,3 +153,13 @@ def test_after_a_calibration_every_score_row_carries_the_new_thresholds_id(tmp_p
     assert after.threshold_id == card.threshold.id and card.threshold.id.startswith("cal-")
     assert after.threshold == card.threshold.value and after.score == before.score
     assert after.key == f"v|original|d3_px|{shipped.card.version}+{card.threshold.id}"
+    # an error row of the same video carries it too (one key per video, condition and detector), and a replay via
+    # Kafka waits for the keys the gateway publishes
+    from gateway.batch.kafka_replay import expected_keys
+    from gateway.batch.replay import ReplayConfig
+
+    (failed,) = build_pipeline(settings, runtimes=False).error_rows(item, ValueError("x"))
+    assert failed.key == after.key
+    manifest = Path(__file__).resolve().parent.parent / "examples" / "manifest.jsonl"
+    cfg = ReplayConfig(manifest=manifest, detectors="d3_px", conditions="original", repo=repo)
+    assert expected_keys(cfg, ["v"]) == {after.key}

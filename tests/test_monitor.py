@@ -367,3 +367,22 @@ def test_decisions_at_two_thresholds_are_two_series_never_one():
     }
     assert set(recall) == {"1", "1+cal-0a1b"}
     assert recall["1"] != recall["1+cal-0a1b"]  # decided at 0 and at 1.5: apart, as they were made
+
+
+def test_a_comparison_pinned_to_a_version_follows_its_recalibration():
+    """`npr@1` in a comparison: after a calibration npr's events count under `1+cal-...`; the comparison reads that
+    series (the newest of the version and its recalibrations), not nothing."""
+    from gateway.monitor.comparisons import resolve
+    from gateway.monitor.signals import FrameColumns
+
+    store = Store(WindowSettings(count=100), Clock())
+    for i in range(4):
+        old = event(f"v{i}", "original", 1.0, NOW - 50 + i).model_copy(update={"threshold_id": "card"})
+        new = event(f"w{i}", "original", 1.0, NOW - 10 + i).model_copy(update={"threshold_id": "cal-0a1b"})
+        store.add_score(old, 0.0)
+        store.add_score(new, 0.0)
+    frame = store.frame()
+    cols = FrameColumns(frame)
+    assert resolve(frame, cols, "npr@1", "traffic") == ("npr", "1+cal-0a1b")
+    assert resolve(frame, cols, "npr@1+cal-0a1b", "traffic") == ("npr", "1+cal-0a1b")
+    assert resolve(frame, cols, "npr@2", "traffic") is None

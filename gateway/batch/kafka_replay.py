@@ -21,7 +21,7 @@ from gateway.batch.replay import ReplayConfig, prepare_run
 from gateway.batch.results import merge, schema
 from gateway.client.send import SendError, manifest_item
 from gateway.core.config import GatewayConfig, KafkaSettings, PipelineSettings
-from gateway.core.messages import ScoreEvent, ScoreRow, VideoEvent, idempotency_key
+from gateway.core.messages import ScoreEvent, ScoreRow, VideoEvent, idempotency_key, series_version
 from gateway.toolkit import tansu
 
 COLLECT_POLL_MS = 500
@@ -83,7 +83,12 @@ def gateway_config(cfg: ReplayConfig, bootstrap: str, run_id: str, workers: int)
 def expected_keys(cfg: ReplayConfig, video_ids: list[str]) -> set[str]:
     conditions, _ = cfg.resolve_conditions()
     cards = [i.card for i in get_detectors(cfg.detectors, cfg.repo)]
-    return {idempotency_key(v, c.name, d.name, d.version) for v in video_ids for c in conditions for d in cards}
+    return {
+        idempotency_key(v, c.name, d.name, series_version(d.version, d.threshold.id))
+        for v in video_ids
+        for c in conditions
+        for d in cards
+    }
 
 
 def replay_via_kafka(

@@ -206,7 +206,7 @@ def _without(tree: dict, exclude: dict) -> dict:
 
 
 def _shown(value: object) -> str:
-    return "unset" if not isinstance(value, str | int | float | bool | list | type(None)) else json.dumps(value)
+    return "unset" if not isinstance(value, str | int | float | bool | list | dict | type(None)) else json.dumps(value)
 
 
 IN_PROCESS = "in process (workers of this replay)"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import signal
 import sys
 from pathlib import Path
 
@@ -157,6 +158,7 @@ def replay(
     if via == "kafka" and resume:
         raise click.UsageError("--resume applies to the in-process replay")
     rows = read_manifest(manifest)  # (a bad row: one line, before any work)
+    got: list[int] = []  # the signal that interrupted the run, if one did
     try:
         check_out(cfg, out, resume)  # (before the note: a run that cannot start says only why)
         if not allow_missing:
@@ -165,16 +167,16 @@ def replay(
             roots = cfg.fetch_rules().sources.file_roots
             check_files(manifest, rows, [Path(r) for r in roots], cfg.http_allow_hosts)
         notify("replay", (reals_only_notice(manifest, rows), unread_keys_notice(manifest, rows)))
-        if via == "kafka":
-            path = replay_via_kafka(
-                cfg, out, bootstrap=bootstrap, workers=workers or 2, timeout_s=kafka_timeout_s, tap=Gateway
-            )
-        else:
-            with interrupted_by_signal():
+        # Ctrl-C, SIGTERM, SIGHUP: said at once (how to go on), then the clean-up, which a second one cannot stop
+        with interrupted_by_signal(lambda _: click.echo(_interrupted(out, via), err=True)) as got:
+            if via == "kafka":
+                path = replay_via_kafka(
+                    cfg, out, bootstrap=bootstrap, workers=workers or 2, timeout_s=kafka_timeout_s, tap=Gateway
+                )
+            else:
                 path = run_replay(cfg, out, resume=resume, workers=workers)
-    except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: the parts written are kept; say how to go on
-        click.echo(_interrupted(out, via), err=True)
-        sys.exit(130)
+    except KeyboardInterrupt:
+        sys.exit(128 + (got[0] if got else signal.SIGINT))  # (130 for Ctrl-C, 143 for SIGTERM, as shells say)
     except ConfigError:
         raise
     except (FileExistsError, ValueError) as exc:

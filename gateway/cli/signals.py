@@ -57,11 +57,22 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 
 
 @contextlib.contextmanager
-def interrupted_by_signal() -> Iterator[None]:
-    """The block ends by :class:`KeyboardInterrupt` on any of the signals (SIGTERM and SIGHUP too, not only
-    Ctrl-C), for a command that says what to do next (a replay: how to resume) and exits."""
-    with _handling(_interrupt):
-        yield
+def interrupted_by_signal(say: Callable[[int], None]) -> Iterator[list[int]]:
+    """The block ends by :class:`KeyboardInterrupt` on the first of the signals (SIGTERM and SIGHUP too, not only
+    Ctrl-C), once ``say(signum)`` has said what to do next (a replay: how to resume); the signals after it are
+    ignored, so that no second Ctrl-C interrupts the clean-up. Yields the signal received (empty: none)."""
+    got: list[int] = []
+
+    def first(signum: int, frame: FrameType | None) -> None:
+        got.append(signum)
+        for sig in SIGNALS:
+            if signal.getsignal(sig) is first:
+                signal.signal(sig, signal.SIG_IGN)
+        say(signum)
+        raise KeyboardInterrupt
+
+    with _handling(first):
+        yield got
 
 
 def serve_until_signalled(process: subprocess.Popen, stop: Callable[[], None]) -> None:

@@ -255,11 +255,10 @@ class Pipeline:
         if isinstance(outcome, Judgement):
             j = outcome
             said = dict(score=j.score, decision=j.decision, threshold=j.threshold, aspects=aspects_text(j.aspects))
-            said |= dict(threshold_id=det.card.threshold.id if j.threshold is not None else None)
             said |= dict(tokens_in=j.tokens_in, tokens_out=j.tokens_out, cached=j.cached)
         else:
             thr = det.card.threshold.value
-            said = dict(score=outcome, decision=outcome >= thr, threshold=thr, threshold_id=det.card.threshold.id)
+            said = dict(score=outcome, decision=outcome >= thr, threshold=thr)
         return ScoreRow(
             **self._ids(item, condition, det),
             **said,
@@ -283,6 +282,7 @@ class Pipeline:
             condition=condition.name,
             detector=det.card.name,
             detector_version=det.card.version,
+            threshold_id=det.card.threshold.id,  # (error rows too: one idempotency key per video, condition, detector)
             runtime=det.runtime_name,
             runtime_endpoint=det.where,
             label=item.label,

@@ -25,15 +25,18 @@ MIN_REALS = 1  # a threshold needs one real score; the interval says how little 
 MAX_INTERVAL_WIDTH = 0.20
 
 
-def reals_needed(target: float, width: float = MAX_INTERVAL_WIDTH) -> int:
-    """The fewest real videos whose RealR at ``target`` (ceil(target * n) kept) has a Wilson 95% interval at most
-    ``width`` wide."""
-    n = 1
-    while True:
+def reals_needed(target: float, width: float = MAX_INTERVAL_WIDTH, horizon: int = 200) -> int:
+    """The fewest real videos from which on every count's RealR at ``target`` (ceil(target * n) kept) has a Wilson
+    95% interval at most ``width`` wide (the width is not monotonic in n: checked ``horizon`` counts further)."""
+
+    def fits(n: int) -> bool:
         _, lo, hi = intervals.wilson_interval(int(np.ceil(target * n)), n)
-        if hi - lo <= width:
-            return n
+        return hi - lo <= width
+
+    n = 1
+    while not all(fits(m) for m in range(n, n + horizon)):
         n += 1
+    return n
 
 
 @dataclass(frozen=True)

@@ -22,16 +22,16 @@ from gateway.monitor.table import Frame
 
 
 def resolve(frame: Frame, cols: FrameColumns, contender: str, population: str) -> tuple[str, str] | None:
-    """``DETECTOR@VERSION`` as given, or ``DETECTOR`` with the version whose latest event is newest, among the
-    versions scored in ``population`` (a comparison on canaries is not one on traffic); None when no event of that
-    population carries it."""
+    """``DETECTOR@VERSION`` (or a recalibration of it, ``VERSION+cal-...``), or ``DETECTOR``, with the version whose
+    latest event is newest among those scored in ``population`` (a comparison on canaries is not one on traffic);
+    None when no event of that population carries it."""
     det, _, ver = contender.partition("@")
     latest = {
         v: _latest(frame, cols, (det, v), population) for v in sorted({v for (d, v, _c) in frame.rows if d == det})
     }
     versions = [v for v, t in latest.items() if t > -np.inf]
-    if ver:
-        return (det, ver) if ver in versions else None
+    if ver:  # (a pinned version and its recalibrations, VERSION+cal-...: the newest of them)
+        versions = [v for v in versions if v == ver or v.startswith(f"{ver}+cal-")]
     return (det, max(versions, key=latest.__getitem__)) if versions else None
 
 

@@ -9,6 +9,7 @@ what it started in ``stack.json``, and :meth:`Stack.stop` stops every process gr
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import socket
 import subprocess
@@ -174,7 +175,8 @@ class Stack:
     def canary_command(self) -> str:
         """The one command that fills the comparisons' canary side: labelled videos, sent to this stack's gateway
         over and over (the folder of `lastmile examples` has such a manifest)."""
-        return f"lastmile canary run --manifest examples/manifest.jsonl --config {self.folder}/gateway.yaml"
+        config = shlex.quote(str(self.folder / "gateway.yaml"))
+        return f"lastmile canary run --manifest examples/manifest.jsonl --config {config}"
 
     def _spawn(self, name: str, args: list[str]) -> None:
         self._launch(name, [sys.executable, "-m", "gateway.cli", *args])
