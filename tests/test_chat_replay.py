@@ -55,7 +55,7 @@ def run(tmp_path_factory):
         double.script = [("text", "I am not able to judge this video.")] * UNPARSED
         args = ["replay", str(EXAMPLES / "manifest.jsonl"), "--profile", "throughput", "--workers", "2"]
         chats = "chat-rating,chat-diagnostic,chat-binary"
-        first = _lastmile(*args, "--detectors", f"{chats},npr", "--out", "run", env=env, cwd=tmp)
+        first = _lastmile(*args, "--detectors", f"{chats},npr,spectral", "--out", "run", env=env, cwd=tmp)
         asked = len(double.requests)
         compare = ("--compare", "npr:chat-rating", "--compare", "chat-binary:chat-rating")  # (two prompts of a model)
         report = _lastmile("report", "run", "--replicates", "400", *compare, env=env, cwd=tmp)
@@ -77,8 +77,17 @@ def test_the_shipped_cards_are_recorded_and_replayed_under_every_condition_besid
     rows = read_results(run["tmp"] / "run" / "results.parquet")
     chat = [r for r in rows if r.runtime == "chat"]
     assert {(r.detector, r.condition) for r in rows} == {
-        (d, c) for d in ("chat-rating", "chat-diagnostic", "chat-binary", "npr") for c in CONDITIONS
+        (d, c) for d in ("chat-rating", "chat-diagnostic", "chat-binary", "npr", "spectral") for c in CONDITIONS
     }
+    # issue 64: on the example clips (made at the cards' calibration size) no reference detector goes over 90% one
+    # way on both labels at once (at 160x120, npr called all 72 verdicts generated and spectral all real)
+    for det in ("npr", "spectral"):
+        for called in (True, False):
+            shares = [
+                np.mean([r.decision == called for r in rows if r.detector == det and r.label == label])
+                for label in ("real", "generated")
+            ]
+            assert not all(share > 0.9 for share in shares), (det, called, shares)
     assert len(chat) == 3 * 6 * 12 and run["asked"] == len(chat)  # one request per variant and chat detector
     assert all(r.runtime_endpoint == run["double"].url and r.model_sha256 for r in chat)
     assert sum(r.error_kind == "reply" for r in chat) == UNPARSED
