@@ -61,9 +61,9 @@ class Installed:
         sampling settings: :func:`detectors.chat.prompts.request_sha256`); None for a remote detector (the server
         holds the graph)."""
         if self.card.chat is not None:
-            from detectors.chat.prompts import request_sha256
+            from detectors.chat.prompts import load_template, request_sha256
 
-            return request_sha256(self.card, self.folder)
+            return request_sha256(self.card, load_template(self.card.chat.prompt, self.folder))
         if self.card.remote is not None and not self.model_path.exists():
             return None
         return hashlib.sha256(self.model_path.read_bytes()).hexdigest()

@@ -123,13 +123,13 @@ def preset_text(name: str) -> str:
     return (PRESET_DIR / f"{name}.yaml").read_text()
 
 
-def request_sha256(card: ModelCard, card_dir: Path | None) -> str:
+def request_sha256(card: ModelCard, template: PromptTemplate) -> str:
     """What names a chat detector's requests, as a graph's sha256 names a tensor model's: the model, the template's
-    content, the sampling and every setting that changes a reply (not the endpoint, the key or the retries)."""
+    content (``template``, the one its ``chat.prompt`` names), the sampling and every setting that changes a reply
+    (not the endpoint, the key or the retries)."""
     spec = card.chat
     if spec is None:
         raise CardError(f"{card.name}: not a chat detector")
-    template = load_template(spec.prompt, card_dir)
     fields = spec.model_dump(
         include={"model", "max_tokens", "temperature", "seed", "structured", "logprobs", "image_format", "jpeg_quality"}
     )

@@ -68,7 +68,7 @@ class ChatRuntime:
             raise CardError(f"{card.name}: the chat runtime needs a card with a chat: section")
         self.card, self.spec = card, card.chat
         self.template: PromptTemplate = load_template(self.spec.prompt, card_dir)
-        self.request_sha256 = request_sha256(card, card_dir)
+        self.request_sha256 = request_sha256(card, self.template)
         self.endpoint = self.spec.endpoint
         self.client = ChatClient(self.spec, api_key(self.spec, card_dir), sleep, f"{card.name}: {self.endpoint}")
         self.slots = Slots(f"{card.name}|{self.endpoint}|{self.spec.model}", self.spec.max_concurrency)

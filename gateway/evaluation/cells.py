@@ -86,7 +86,6 @@ class CellMetrics:
     min_real_per_source: int = 0  # T@x% resolves FPR = x only with at least 1/x real videos per source
     no_score: bool = False  # decided, but no row carried a score (a chat detector's verdicts): no AUC, said so
     by_verdict: bool = False  # decided by its rows' verdicts, not at a threshold (report.json: threshold null)
-    unparsed: int = 0  # chat replies that said no verdict (UnparsedReply rows; among the failures)
 
 
 def source_cell(sel: list[ScoreRow], source: str, anchors: list[str], threshold: float) -> SourceCell:
@@ -195,7 +194,6 @@ def cell_metrics(
         min_real_per_source=min(reals_per_source, default=0),
         no_score=decided and not any(r.score is not None for r in sel),
         by_verdict=threshold == VERDICT,
-        unparsed=sum(r.error_kind == "reply" for r in sel),
     )
     return cell, boot
 

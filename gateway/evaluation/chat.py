@@ -65,7 +65,8 @@ def chat_cells(
         if not any(r.runtime == "chat" for r in sel):
             continue
         paid = [r for r in sel if r.cached is not True]
-        given = [a for r in sel if (a := aspects_of(r))]
+        parsed = [aspects_of(r) for r in sel]  # (read once per row; every aspect's AUC reads them)
+        given = [a for a in parsed if a]
         cell = ChatCell(
             det,
             cond,
@@ -81,7 +82,7 @@ def chat_cells(
             cell.collapse, low, high = wilson_interval(cell.collapsed, cell.diagnosed)
             cell.collapse_ci = (low, high)
         for name in dict.fromkeys(k for a in given for k in a):
-            rows = [r.model_copy(update={"score": (aspects_of(r) or {}).get(name)}) for r in sel]
+            rows = [r.model_copy(update={"score": (a or {}).get(name)}) for r, a in zip(sel, parsed, strict=True)]
             computed = layout.cell(det, cond, rows, thresholds[det])
             per_aspect[det, cond, name], boots[det, cond, name] = rows, computed
             cell.aspects[name] = AspectAuc(computed[0].auc, computed[0].auc_ci)
