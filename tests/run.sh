@@ -23,6 +23,12 @@ if ! "$PY" -m pip show -q nvidia-pytriton >/dev/null 2>&1; then
   "$PY" -m pip install -q --disable-pip-version-check --no-deps 'nvidia-pytriton==0.7.0'
 fi
 
+# Azurite, Microsoft's Azure Blob emulator (the object store tests), from the npm registry into .cache/azurite
+if ! [ -x .cache/azurite/node_modules/.bin/azurite-blob ] && command -v npm >/dev/null 2>&1; then
+  mkdir -p .cache/azurite
+  npm install --silent --no-audit --no-fund --prefix .cache/azurite azurite@3 >/dev/null
+fi
+
 # promtool and the Prometheus server (rule tests, scrape-and-alert tests) come from Debian's prometheus package;
 # headless Chromium (the monitor's live page in a browser) from Debian's chromium package; kcat, an outside client
 missing=()

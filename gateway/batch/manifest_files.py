@@ -19,6 +19,7 @@ from detectors.manifest import ManifestError, ManifestRow
 from gateway.core.sources.allowlist import AllowList, allow_list, allowed_url
 from gateway.core.sources.errors import SourceError
 from gateway.core.sources.files import local_path, under_roots
+from gateway.core.sources.stores import admit_object, is_object_uri
 from gateway.core.sources.urls import is_web_url
 
 SHOWN = 20  # missing files named one a line; past these, a count
@@ -38,11 +39,23 @@ class MissingFiles(ManifestError):
         )
 
 
-def unreadable(manifest: Path, row: ManifestRow, roots: Sequence[Path], allow: AllowList | None = None) -> str | None:
+def unreadable(
+    manifest: Path,
+    row: ManifestRow,
+    roots: Sequence[Path],
+    allow: AllowList | None = None,
+    object_stores: Sequence[str] = (),
+) -> str | None:
     """Why the file ``row`` names cannot be read by the replay (None: it can): outside ``roots`` (symlinks
     followed, as the read follows them), missing, not a regular file, or not readable; for a URL, a host or port
-    that ``allow`` does not list."""
+    that ``allow`` does not list; for an object, a prefix ``object_stores`` does not list."""
     where = f"video {row.video_id}: {row.uri}"
+    if is_object_uri(row.uri):
+        try:
+            admit_object(row.uri, object_stores)
+        except SourceError as exc:
+            return f"{where}: {exc} (--object-store)"
+        return None
     if is_web_url(row.uri):
         try:
             allowed_url(row.uri, allow or AllowList({}))
@@ -65,11 +78,15 @@ def unreadable(manifest: Path, row: ManifestRow, roots: Sequence[Path], allow: A
 
 
 def check_files(
-    manifest: Path, rows: list[ManifestRow], roots: Sequence[Path], http_allow_hosts: Sequence[str] = ()
+    manifest: Path,
+    rows: list[ManifestRow],
+    roots: Sequence[Path],
+    http_allow_hosts: Sequence[str] = (),
+    object_stores: Sequence[str] = (),
 ) -> None:
     """Raises :class:`MissingFiles` naming every row whose local file the replay cannot read under ``roots``, or
     whose URL ``http_allow_hosts`` does not admit."""
     allow = allow_list(http_allow_hosts)
-    problems = [p for p in (unreadable(manifest, r, roots, allow) for r in rows) if p is not None]
+    problems = [p for p in (unreadable(manifest, r, roots, allow, object_stores) for r in rows) if p is not None]
     if problems:
         raise MissingFiles(manifest, len(rows), problems)

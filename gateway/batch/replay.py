@@ -23,7 +23,7 @@ from detectors.proxy.corpus import marked_description
 from gateway import VERSION
 from gateway.batch.results import done_videos, drop_infra_videos, merge, write_part
 from gateway.core.assembly import build_pipeline
-from gateway.core.config import OPERATIONAL_LIMITS, PipelineSettings, SourceSettings, checked_hosts
+from gateway.core.config import OPERATIONAL_LIMITS, PipelineSettings, SourceSettings, checked_hosts, checked_prefixes
 from gateway.core.messages import ScoreRow, VideoFacts
 from gateway.core.pipeline import Pipeline
 from gateway.core.supervisor import Supervisor
@@ -34,6 +34,7 @@ from gateway.core.worker import ENTRY, Entry, FetchRules, VideoRequest
 IDENTITY_EXCLUDE = {
     "file_roots": True,
     "http_allow_hosts": True,
+    "object_stores": True,
     "triton_startup_timeout_s": True,
     "chat_cache": True,  # (a cached reply is the reply the request got)
     "limits": set(OPERATIONAL_LIMITS),
@@ -53,10 +54,20 @@ class ReplayConfig(PipelineSettings):
         default_factory=list, description="hosts the manifest's http(s):// videos may be fetched from; none: no host"
     )
 
+    object_stores: list[str] = Field(
+        default_factory=list,
+        description="prefixes the manifest's s3:// and az:// videos may be read under; none: no object",
+    )
+
     @field_validator("http_allow_hosts")
     @classmethod
     def _hosts_parse(cls, hosts: list[str]) -> list[str]:
         return checked_hosts(hosts)
+
+    @field_validator("object_stores")
+    @classmethod
+    def _prefixes_parse(cls, prefixes: list[str]) -> list[str]:
+        return checked_prefixes(prefixes)
 
     def identity(self) -> str:
         """A hash of what changes results (not of how many workers run them, nor where files may be read)."""
@@ -76,9 +87,14 @@ class ReplayConfig(PipelineSettings):
 
     def fetch_rules(self) -> FetchRules:
         """The replay reads the files its manifest names, under the manifest's folder and ``file_roots``, and its
-        URLs from ``http_allow_hosts``."""
+        URLs from ``http_allow_hosts``, its objects under ``object_stores`` (the SDKs' endpoints and credentials from
+        their environment)."""
         base = self.manifest.resolve().parent
-        sources = SourceSettings(file_roots=[base, *self.file_roots], http_allow_hosts=self.http_allow_hosts)
+        sources = SourceSettings(
+            file_roots=[base, *self.file_roots],
+            http_allow_hosts=self.http_allow_hosts,
+            object_stores=self.object_stores,
+        )
         return FetchRules(sources=sources, base=base, max_bytes=self.limits.max_bytes)
 
 

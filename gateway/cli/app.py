@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from gateway.cli import bench, detector_repo, examples, flips, media, monitor, runs, serving, stack, tap
+from gateway.cli import bench, detector_repo, examples, flips, inputs, media, monitor, runs, serving, stack, tap
 from gateway.cli.errors import LastmileGroup
 
 
@@ -29,6 +29,7 @@ for command in (
     stack.kafka_group,
     stack.gateway_group,
     tap.send,
+    inputs.input_group,
     tap.scores,
     tap.canary_group,
     monitor.monitor_group,

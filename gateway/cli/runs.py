@@ -92,6 +92,13 @@ def _fail_loudly(failures: RunFailures, what: str, kept: str) -> None:
     "'name:port', or a CIDR network names may resolve into (repeatable; none: no host; docs/sources.md)",
 )
 @click.option(
+    "--object-store",
+    "object_stores",
+    multiple=True,
+    help="a prefix the manifest's s3:// and az:// videos may be read under: 's3://BUCKET/PREFIX' or "
+    "'az://CONTAINER/PREFIX' (repeatable; none: no object; credentials and endpoints: each SDK's environment)",
+)
+@click.option(
     "--allow-missing",
     is_flag=True,
     help="run even if manifest rows name files that are not there, or URLs off the allow-list (each such video "
@@ -127,6 +134,7 @@ def replay(
     kafka_timeout_s,
     file_roots,
     http_allow_hosts,
+    object_stores,
     allow_missing,
     no_cache,
     max_infra_errors,
@@ -153,6 +161,7 @@ def replay(
         deterministic=deterministic,
         file_roots=list(file_roots),
         http_allow_hosts=list(http_allow_hosts),
+        object_stores=list(object_stores),
         chat_cache=not no_cache,
     )
     if via == "kafka" and resume:
@@ -165,7 +174,7 @@ def replay(
             # a file that is not there or not under these roots, or a URL off the allow-list: one line each, exit 2,
             # before any work
             roots = cfg.fetch_rules().sources.file_roots
-            check_files(manifest, rows, [Path(r) for r in roots], cfg.http_allow_hosts)
+            check_files(manifest, rows, [Path(r) for r in roots], cfg.http_allow_hosts, cfg.object_stores)
         notify("replay", (reals_only_notice(manifest, rows), unread_keys_notice(manifest, rows)))
         # Ctrl-C, SIGTERM, SIGHUP: said at once (how to go on), then the clean-up, which a second one cannot stop
         with interrupted_by_signal(lambda _: click.echo(_interrupted(out, via), err=True)) as got:

@@ -36,14 +36,14 @@ NO_SHA256 = click.option(
 
 
 @click.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.argument("paths", nargs=-1, required=True)
 @click.option("--inline", is_flag=True, help="send the bytes in the message instead of a file:// reference")
 @click.option("--label", type=click.Choice(["real", "generated"]), default=None, help="for files and folders")
 @NO_SHA256
 @config_option(UP_CONFIG_HELP)
 @BOOTSTRAP
 def send(paths, inline, label, no_sha256, config_path, bootstrap) -> None:
-    """Put videos (files, folders, JSONL manifests) on the input topic."""
+    """Put videos (files, folders, JSONL manifests, s3:// and az:// objects) on the input topic."""
     cfg, from_file = stack_config("send", config_path, bootstrap)
     advice = Advice() if from_file else NO_CONFIG_ADVICE
     notes: list[str] = []

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from detectors.manifest import ManifestRow, read_manifest, unread_keys_notice
 from gateway import bus
 from gateway.core.messages import VideoEvent, inline_headers
-from gateway.core.sources import SourceError, allowed_url, is_web_url, local_path
+from gateway.core.sources import SourceError, admit_remote, is_object_uri, is_remote, local_path
 
 if TYPE_CHECKING:
     from gateway.core.config import GatewayConfig
@@ -32,7 +32,8 @@ class SendError(ValueError):
 
 @dataclass(frozen=True)
 class Item:
-    """One video to send: a local file (``path``) or, from a manifest, a URL the gateway fetches (``url``)."""
+    """One video to send: a local file (``path``), or a URL or object the gateway fetches (``url``: from a manifest,
+    or an ``s3://``/``az://`` argument)."""
 
     path: Path | None
     video_id: str
@@ -60,11 +61,16 @@ class Item:
         return f"{self.url or self.path}{where}"
 
 
-def expand(args: Iterable[Path], label: str | None = None, notes: list[str] | None = None) -> list[Item]:
-    """The videos named by files, folders and manifests; ids from the manifest, else name + content hash.
+def expand(args: Iterable[Path | str], label: str | None = None, notes: list[str] | None = None) -> list[Item]:
+    """The videos named by files, folders, manifests and objects; ids from the manifest, else name + content hash
+    (an object's: its name + the hash of its URI, as its bytes are read by the gateway only).
     ``notes`` gets what the caller should tell its user (a manifest's keys that lastmile does not read)."""
     items: list[Item] = []
-    for arg in args:
+    for given in args:
+        if isinstance(given, str) and is_object_uri(given):
+            items.append(_object_item(given, label))
+            continue
+        arg = Path(given)
         if arg.is_dir():
             items += [_item(p, label) for p in _videos(arg)]
         elif not arg.is_file():  # a FIFO, a device or a socket would block the read, or never end it
@@ -79,6 +85,11 @@ def expand(args: Iterable[Path], label: str | None = None, notes: list[str] | No
     return items
 
 
+def _object_item(uri: str, label: str | None) -> Item:
+    name = uri.rstrip("/").rsplit("/", 1)[-1]
+    return Item(None, f"{Path(name).stem}-{hashlib.sha256(uri.encode()).hexdigest()[:12]}", label=label, url=uri)
+
+
 def _videos(folder: Path) -> list[Path]:
     """A folder's regular video files, sorted (not a FIFO or a socket named .mp4: reading one would block)."""
     return sorted(p for p in folder.iterdir() if p.suffix.lower() in VIDEO_SUFFIXES and p.is_file())
@@ -90,12 +101,12 @@ def manifest_item(manifest: Path, r: ManifestRow) -> Item:
     fields = {"video_id": r.video_id, "label": r.label, "source": r.source, "anchor_id": r.anchor_id}
     fields["sha256"] = r.sha256
     origin = f"{manifest}, video {r.video_id}"
-    if is_web_url(r.uri):
+    if is_remote(r.uri):
         return Item(None, **fields, url=r.uri, origin=origin)
     try:
         return Item(local_path(r.uri, manifest.resolve().parent), **fields, origin=origin)
     except SourceError as exc:
-        raise SendError(f"{exc} ({origin}); send a path, file:// or http(s)://") from exc
+        raise SendError(f"{exc} ({origin}); send a path, file://, http(s)://, s3:// or az://") from exc
 
 
 def _item(path: Path, label: str | None) -> Item:
@@ -193,11 +204,13 @@ class Sender:
         if self.inline:
             why = "a URL cannot be sent inline (the gateway fetches it)"
             raise SendError(f"{item.name}: {why}; {self.advice.url_inline}")
-        hosts = self.cfg.sources.http_allow_hosts
+        hosts, prefixes = self.cfg.sources.http_allow_hosts, self.cfg.sources.object_stores
         try:
-            allowed_url(item.url, hosts)
+            admit_remote(item.url, hosts, prefixes)
         except SourceError as exc:
-            raise SendError(f"{item.name}: {exc} (the gateway's sources.http_allow_hosts: {hosts or 'none'})") from exc
+            setting = "object_stores" if is_object_uri(item.url) else "http_allow_hosts"
+            listed = ", ".join(prefixes if setting == "object_stores" else hosts) or "none"
+            raise SendError(f"{item.name}: {exc} (the gateway's sources.{setting}: {listed})") from exc
 
     def message(self, item: Item) -> tuple[bytes, list[tuple[str, bytes]] | None]:
         fields = {"video_id": item.video_id, "label": item.label, "source": item.source, "anchor_id": item.anchor_id}

@@ -10,9 +10,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic_settings import SettingsConfigDict
 
 from detectors.runtimes.providers import ProviderSettings
+from gateway.core.inputs import InputSettings
 from gateway.core.kafka_settings import KafkaSettings
 from gateway.core.messages import MAX_FIELD_BYTES, MAX_URI_BYTES, score_event_bound
-from gateway.core.sources import SourceError, allow_list
+from gateway.core.sources import SourceError, StoreSettings, allow_list
+from gateway.core.sources.stores import check_prefix
 from gateway.core.yaml_settings import YamlSettings
 from transforms.catalog import resolve_conditions
 from transforms.limits import Limits
@@ -35,11 +37,37 @@ class SourceSettings(BaseModel):
     http_timeout_s: float = Field(10.0, gt=0, description="connect and read timeout")
     http_total_s: float = Field(120.0, gt=0, description="deadline of one whole download")
     http_redirect_to_http: bool = Field(False, description="follow a redirect from https:// to http:// (drops TLS)")
+    object_stores: list[str] = Field(
+        default_factory=list,
+        description="s3:// and az:// URIs must start with one of these prefixes ('s3://uploads/videos/', "
+        "'az://media'); none: no object. Credentials: each SDK's own chain",
+    )
+    s3_endpoint_url: str | None = Field(
+        None, description="an S3-compatible endpoint (MinIO, Ceph, R2); None: the SDK's (AWS_ENDPOINT_URL, or AWS)"
+    )
+    s3_addressing_style: Literal["auto", "path", "virtual"] = Field(
+        "auto", description="'path' for an S3-compatible store without virtual-host buckets"
+    )
+    azure_account_url: str | None = Field(
+        None,
+        description="https://ACCOUNT.blob.core.windows.net (with DefaultAzureCredential); None: "
+        "AZURE_STORAGE_CONNECTION_STRING, or AZURE_STORAGE_ACCOUNT",
+    )
 
     @field_validator("http_allow_hosts")
     @classmethod
     def _hosts_parse(cls, hosts: list[str]) -> list[str]:
         return checked_hosts(hosts)
+
+    @field_validator("object_stores")
+    @classmethod
+    def _prefixes_parse(cls, prefixes: list[str]) -> list[str]:
+        return checked_prefixes(prefixes)
+
+    def stores(self) -> StoreSettings:
+        """What the object stores' SDKs are given (:mod:`gateway.core.sources.stores`)."""
+        urls = (self.s3_endpoint_url, self.s3_addressing_style, self.azure_account_url)
+        return StoreSettings(*urls, timeout_s=self.http_timeout_s, total_s=self.http_total_s)
 
 
 def checked_hosts(hosts: list[str]) -> list[str]:
@@ -49,6 +77,15 @@ def checked_hosts(hosts: list[str]) -> list[str]:
     except SourceError as exc:
         raise ValueError(str(exc)) from exc
     return hosts
+
+
+def checked_prefixes(prefixes: list[str]) -> list[str]:
+    """``prefixes`` as compared (:func:`gateway.core.sources.stores.check_prefix`), if each is an object store
+    prefix; else ``ValueError``."""
+    try:
+        return [check_prefix(p) for p in prefixes]
+    except SourceError as exc:
+        raise ValueError(str(exc)) from exc
 
 
 class MessageSettings(BaseModel):
@@ -125,6 +162,7 @@ class GatewayConfig(YamlSettings, PipelineSettings):
     model_config = SettingsConfigDict(env_prefix="LASTMILE_", env_nested_delimiter="__", extra="forbid")
     kafka: KafkaSettings = Field(default_factory=KafkaSettings)
     sources: SourceSettings = Field(default_factory=SourceSettings)
+    input: InputSettings = Field(default_factory=InputSettings)
     messages: MessageSettings = Field(default_factory=MessageSettings)
     fanout: FanoutSettings = Field(default_factory=FanoutSettings)
     shadow: ShadowSettings = Field(default_factory=ShadowSettings)

@@ -186,7 +186,7 @@ def parse_video_message(
     try:
         inline = _header_fields(clean_headers(headers))
         fields = inline if inline is not None else json.loads(value.decode(), object_pairs_hook=_unique)
-        _check_fields(fields, max_field_bytes, max_uri_bytes)
+        check_fields(fields, max_field_bytes, max_uri_bytes)
         event = VideoEvent.model_validate(fields)
     except InvalidMessage:
         raise
@@ -259,7 +259,8 @@ def _unique(pairs: list[tuple[str, object]]) -> dict[str, object]:
     return out
 
 
-def _check_fields(fields: object, max_field_bytes: int, max_uri_bytes: int) -> None:
+def check_fields(fields: object, max_field_bytes: int, max_uri_bytes: int) -> None:
+    """Refuse a value that is no object, holds a field a video event has not, or a string field over its bound."""
     if not isinstance(fields, dict):
         raise InvalidMessage(f"a video event is a JSON object, not {type(fields).__name__}")
     for name, v in fields.items():

@@ -4,7 +4,8 @@ The replay and the stream gateway submit videos and read back one typed fate per
 
 - :class:`Scored`: the worker's rows (some rows may carry this video's own errors for one condition).
 - :class:`RetryLater`: a part was down (``down``: ``"scorer"``: a runtime raised :class:`RuntimeUnavailable`, or
-  no worker could start); never a verdict and never an attempt. The rows are ``infra`` rows: the replay writes
+  no worker could start; ``"store"``: the video's object store did not answer); never a verdict and never an
+  attempt. The rows are ``infra`` rows: the replay writes
   them (``replay --resume`` runs the video again), the stream waits with its backoff and submits it again.
 - :class:`Final`: every row is this video's error, kind ``video``; the stream dead-letters it. A bad video
   (undecodable bytes, a refused source, over a limit) is final at once; so is a video after
@@ -43,7 +44,7 @@ class Scored:
 
 @dataclass(frozen=True)
 class RetryLater:
-    down: str  # the part that is down: "scorer"
+    down: str  # the part that is down: "scorer", or "store" (the object store a video lies in)
     reason: str
     rows: list[ScoreRow]  # infra rows, for a driver that records the video instead of waiting
 
@@ -132,7 +133,7 @@ class Supervisor:
             if answer.fault is None:
                 return _verdict(answer.rows)
             if answer.fault == "unavailable":
-                return RetryLater("scorer", answer.reason, answer.rows)
+                return RetryLater(answer.down, answer.reason, answer.rows)
             error: Exception = JobError(answer.reason)
         else:
             error = done.error  # WorkerFailure: its worker died or overran; JobError: it raised out of the worker

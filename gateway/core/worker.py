@@ -24,7 +24,7 @@ from gateway.core.config import PipelineSettings, SourceSettings
 from gateway.core.messages import ScoreRow, VideoFacts, VideoItem
 from gateway.core.pipeline import Pipeline
 from gateway.core.pool import WorkerPool
-from gateway.core.sources import ContentMismatch, check_digest, fetch
+from gateway.core.sources import ContentMismatch, SourceUnavailable, check_digest, fetch
 from transforms.errors import VideoError
 
 log = logging.getLogger("lastmile.worker")
@@ -32,7 +32,8 @@ log = logging.getLogger("lastmile.worker")
 
 class FetchRules(BaseModel):
     """Where a worker may read video bytes from: relative paths under ``base`` (a manifest's folder), ``file://``
-    under ``sources.file_roots``, ``http(s)://`` to ``sources.http_allow_hosts``, at most ``max_bytes``."""
+    under ``sources.file_roots``, ``http(s)://`` to ``sources.http_allow_hosts``, ``s3://`` and ``az://`` under
+    ``sources.object_stores``, at most ``max_bytes``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     sources: SourceSettings = SourceSettings()
@@ -50,6 +51,8 @@ class FetchRules(BaseModel):
             http_timeout_s=s.http_timeout_s,
             http_total_s=s.http_total_s,
             http_redirect_to_http=s.http_redirect_to_http,
+            object_stores=s.object_stores,
+            stores=s.stores(),
         )
 
 
@@ -79,6 +82,7 @@ class Answer(BaseModel):
     rows: list[ScoreRow]
     fault: Fault | None = None
     reason: str = ""
+    down: str = "scorer"  # the part that was unavailable: "scorer", or the "store" the video lies in
 
 
 def handle(pipeline: Pipeline, rules: FetchRules, request: VideoRequest) -> Answer:
@@ -89,6 +93,9 @@ def handle(pipeline: Pipeline, rules: FetchRules, request: VideoRequest) -> Answ
         check_digest(data, request.sha256)
         item, detectors = request.item(data), pipeline.scorers(request.detectors)
         scoring = pipeline.score(item, pipeline.select(request.conditions), detectors)
+    except SourceUnavailable as exc:  # its store did not answer: no verdict, run again after the backoff
+        rows = error_rows(pipeline, request, exc, kind="infra")
+        return Answer(rows=rows, fault="unavailable", reason=str(exc), down="store")
     except VideoError as exc:  # (rows of bytes that were not the video's carry the sha256 of what was read)
         digest = exc.digest if isinstance(exc, ContentMismatch) else None
         return Answer(rows=error_rows(pipeline, request, exc, digest=digest))

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 from gateway.bus import OversizeRecord, Record, UnreadableRecord
 from gateway.core.config import MessageSettings
-from gateway.core.messages import InvalidMessage, VideoEvent, clean_headers, parse_video_message
+from gateway.core.messages import InvalidMessage, VideoEvent, clean_headers
+from gateway.stream.inputs import EventReader
 
 TOMBSTONE = "skipped_tombstone"  # its outcome in lastmile_videos_total
 MAX_REASON_CHARS = 500
@@ -50,10 +51,13 @@ class Skip:
 Fetched = Record | UnreadableRecord | OversizeRecord
 
 
-def read(msg: Fetched, max_message_bytes: int, bounds: MessageSettings) -> Video | Refusal | Skip:
+def read(
+    msg: Fetched, max_message_bytes: int, bounds: MessageSettings, reader: EventReader | None = None
+) -> Video | Refusal | Skip:
     """What the gateway does with one record from the bus. Its fields are typed there, but nothing here trusts
     them: a key, value or header of another type is refused (or dropped), never raised on. A record over
-    ``max_message_bytes`` is refused by reference: its dead letter carries none of its bytes."""
+    ``max_message_bytes`` is refused by reference: its dead letter carries none of its bytes. ``reader``: how
+    the value is read (:mod:`gateway.stream.inputs`; None: the project's own video event)."""
     if isinstance(msg, OversizeRecord):  # a batch no client could fetch: never read, passed by the bus
         return Refusal("MessageTooLarge", msg.reason[:MAX_REASON_CHARS], b"", [], None)
     if isinstance(msg, UnreadableRecord):  # the client could not decode it: refused without its bytes
@@ -76,7 +80,7 @@ def read(msg: Fetched, max_message_bytes: int, bounds: MessageSettings) -> Video
         return Refusal("InvalidMessage", reason, b"", headers, key)
     value = bytes(value)
     try:
-        event, inline = parse_video_message(value, headers, bounds.max_field_bytes, bounds.max_uri_bytes)
+        event, inline, mapped_time = (reader or EventReader(bounds=bounds)).read(value, headers, msg.topic)
     except InvalidMessage as exc:
         return Refusal("InvalidMessage", str(exc)[:MAX_REASON_CHARS], value, headers, key)
     except Exception as exc:  # a parser bug must not stop the tap: the record is refused with what went wrong
@@ -84,6 +88,7 @@ def read(msg: Fetched, max_message_bytes: int, bounds: MessageSettings) -> Video
         return Refusal("InvalidMessage", reason, value, headers, key)
     stamp = msg.timestamp_ms
     event_time = stamp / 1000 if isinstance(stamp, int) and stamp >= 0 else time.time()
+    event_time = event_time if mapped_time is None else mapped_time  # the upload event's own time, when mapped
     return Video(event, inline, value, headers, event_time)
 
 

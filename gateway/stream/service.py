@@ -31,6 +31,7 @@ from gateway.core.messages import ScoreRow
 from gateway.core.supervisor import Fate, RetryLater, Scored, Supervisor
 from gateway.core.worker import ENTRY, Entry, FetchRules
 from gateway.stream import records
+from gateway.stream.inputs import EventReader
 from gateway.stream.jobs import Job, Refused, Waiting, admit, check_shadow
 from gateway.stream.live import LiveMetrics
 from gateway.stream.offsets import OffsetTracker, rebalance_listener
@@ -54,6 +55,7 @@ class Gateway:
         self.tracker = OffsetTracker()
         self.running: dict[int, Job] = {}  # job key -> job, while the supervisor has it
         self.waiting = Waiting()
+        self.reader = EventReader(cfg.input, cfg.messages)  # the project's video event, or the platform's, mapped
         self.http: Endpoints | None = None
         self.publisher: Publisher | None = None  # these three once started (_start)
         self.consumer: bus.Consumer | None = None
@@ -150,7 +152,7 @@ class Gateway:
         """Every record gets an outcome, and its offset is done once that outcome is acknowledged
         (:mod:`gateway.stream.records`): a video is scored, anything else dead-lettered or skipped and counted."""
         self.tracker.start(tp, msg.offset)
-        got = records.read(msg, self.cfg.kafka.max_message_bytes, self.cfg.messages)
+        got = records.read(msg, self.cfg.kafka.max_message_bytes, self.cfg.messages, self.reader)
         if isinstance(got, records.Skip):
             log.info("skipping offset %s of %s: %s", msg.offset, tp, got.reason)
             self.metrics.videos.labels(got.outcome).inc()
@@ -182,6 +184,7 @@ class Gateway:
                 continue
             if isinstance(fate, Scored):
                 self.health.up("scorer")
+                self.health.up("store")
             self._finish(job, fate.rows)
 
     def _attempt_failed(self, error: Exception, again: bool) -> None:

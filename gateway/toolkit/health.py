@@ -18,7 +18,7 @@ from detectors.backoff import Backoff
 
 log = logging.getLogger("lastmile.gateway")
 
-COMPONENTS = ("broker", "scorer")
+COMPONENTS = ("broker", "scorer", "store")
 DEFAULT_BACKOFF = Backoff(1.0, 30.0)
 
 

@@ -16,7 +16,8 @@ from pathlib import Path
 
 LAYERS = {
     "unit": "pure functions and in-process objects: no subprocess, no broker, no server",
-    "process": "starts processes of its own (the ffmpeg CLI, worker pools, the command line), no broker or server",
+    "process": "starts processes of its own (the ffmpeg CLI, worker pools, the command line, an object store), no "
+    "broker or detector server",
     "broker": "needs the local Kafka broker (Tansu)",
     "stack": "starts `lastmile up`, Triton, Prometheus, a browser, or a gateway or monitor process",
     "install": "builds the wheel and installs it in a fresh virtualenv",
@@ -38,7 +39,7 @@ PROCESS = frozenset({
     "test_cli_errors", "test_cli_transform", "test_compose", "test_conditions", "test_corpus", "test_demo",
     "test_deploy", "test_engine", "test_gpu_placement", "test_layout", "test_logs", "test_measure", "test_memory",
     "test_metric_catalogue", "test_metrics", "test_monitor_allocator", "test_pool", "test_reference_quality",
-    "test_sampling", "test_step_registry", "test_sweeps",
+    "test_sampling", "test_step_registry", "test_store_sources", "test_sweeps",
 })  # fmt: skip
 # modules that start the bundled tritonserver run on one worker, one after another: two servers starting at once
 # on two workers aborted (exit -6) in one clean-clone run

@@ -22,6 +22,11 @@ class ContentMismatch(SourceError):
         self.digest, self.expected = digest, expected
 
 
+class SourceUnavailable(Exception):
+    """The store holding the video did not answer (throttled, timed out, unreachable): retried with the gateway's
+    backoff, never a verdict on the video."""
+
+
 def show(text: str, limit: int = 200) -> str:
     """``text`` quoted for an error message, cut to ``limit`` characters (a URI may be long)."""
     return repr(text if len(text) <= limit else text[:limit] + "...")
