@@ -4,10 +4,8 @@ its expression)."""
 
 from __future__ import annotations
 
-import io
 import json
 
-import fastavro
 import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from pydantic import ValidationError
@@ -18,6 +16,7 @@ from gateway.core.inputs import InputSettings, map_message
 from gateway.core.messages import InvalidMessage
 from gateway.stream import records
 from gateway.stream.inputs import EventReader
+from tests.support.uploads import AVRO_FIELDS, AVRO_SCHEMA, avro_value
 
 UPLOAD = {  # an upload event as a platform's own service writes it (nested, its own names)
     "type": "upload.completed",
@@ -127,32 +126,6 @@ def test_mapped_fields_keep_the_messages_bounds():
 
 
 # -- Avro and Protobuf in the Confluent wire format -------------------------------------------------------------
-AVRO_SCHEMA = {
-    "type": "record",
-    "name": "UploadCompleted",
-    "namespace": "platform.uploads",
-    "fields": [
-        {"name": "upload_id", "type": "string"},
-        {
-            "name": "object",
-            "type": {
-                "type": "record",
-                "name": "Object",
-                "fields": [{"name": "bucket", "type": "string"}, {"name": "key", "type": "string"}],
-            },
-        },
-        {"name": "label", "type": ["null", "string"], "default": None},
-    ],
-}
-AVRO_FIELDS = {"video_id": "upload_id", "bucket": "object.bucket", "key": "object.key", "label": "label"}
-
-
-def avro_value(record: dict, schema_id: int = 1) -> bytes:
-    out = io.BytesIO()
-    fastavro.schemaless_writer(out, fastavro.parse_schema(AVRO_SCHEMA), record)
-    return b"\0" + schema_id.to_bytes(4, "big") + out.getvalue()
-
-
 AVRO_RECORD = {"upload_id": "u-7", "object": {"bucket": "uploads", "key": "videos/u-7.mp4"}, "label": "real"}
 
 

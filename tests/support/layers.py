@@ -25,8 +25,8 @@ LAYERS = {
 
 INSTALL = frozenset({"test_installed"})
 STACK = frozenset({
-    "test_ab_prometheus", "test_ab_stream", "test_bench_monitor", "test_faults", "test_fates", "test_live_page",
-    "test_local_servers", "test_monitor_checkpoint",
+    "test_ab_prometheus", "test_ab_stream", "test_attach", "test_bench_monitor", "test_faults", "test_fates",
+    "test_live_page", "test_local_servers", "test_monitor_checkpoint",
     "test_monitor_labels", "test_monitor_stream", "test_remote", "test_triton", "test_up", "test_up_signals",
 })  # fmt: skip
 BROKER = frozenset({
@@ -35,9 +35,11 @@ BROKER = frozenset({
     "test_record_limits", "test_replay", "test_shadow", "test_source_urls",
 })  # fmt: skip
 PROCESS = frozenset({
-    "test_bench_gateway", "test_bench_gpu", "test_calibrate_replay", "test_cards", "test_chart", "test_chat_replay",
+    "test_bench_gateway", "test_bench_gpu", "test_calibrate_replay", "test_cards", "test_chart", "test_chart_checks",
+    "test_chat_replay",
     "test_cli_errors", "test_cli_transform", "test_compose", "test_conditions", "test_corpus", "test_demo",
-    "test_deploy", "test_engine", "test_gpu_placement", "test_layout", "test_logs", "test_measure", "test_memory",
+    "test_deploy", "test_engine", "test_gpu_placement", "test_input_check", "test_layout", "test_logs", "test_measure",
+    "test_memory",
     "test_metric_catalogue", "test_metrics", "test_monitor_allocator", "test_pool", "test_reference_quality",
     "test_sampling", "test_step_registry", "test_store_sources", "test_sweeps",
 })  # fmt: skip
