@@ -29,6 +29,13 @@ if ! [ -x .cache/azurite/node_modules/.bin/azurite-blob ] && command -v npm >/de
   npm install --silent --no-audit --no-fund --prefix .cache/azurite azurite@3 >/dev/null
 fi
 
+# checkov (the chart's Kubernetes checks: tests/test_chart_checks.py) pins many packages of its own: its own
+# virtualenv, made once; the version pinned, so that a new release's checks do not move the docs' skip list
+if [ ! -x .cache/checkov/bin/checkov ]; then
+  "$PY" -m venv .cache/checkov
+  .cache/checkov/bin/pip install -q --disable-pip-version-check 'checkov==3.3.30'
+fi
+
 # promtool and the Prometheus server (rule tests, scrape-and-alert tests) come from Debian's prometheus package;
 # headless Chromium (the monitor's live page in a browser) from Debian's chromium package; kcat, an outside client
 missing=()

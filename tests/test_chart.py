@@ -576,7 +576,8 @@ def test_every_pod_runs_as_a_locked_down_cluster_asks(values):
 def test_network_policies_let_each_pod_reach_only_what_it_needs():
     import kubernetes_validate as kv
 
-    assert not _kind(_docs({}), "NetworkPolicy")  # optional: off by default
+    assert _kind(_docs({}), "NetworkPolicy")  # on by default (what the default allows: the next test)
+    assert not _kind(_docs({"networkPolicy": {"enabled": False}}), "NetworkPolicy")  # off where asked
     docs = _docs(ALL_ON)
     policies = _kind(docs, "NetworkPolicy")
     np = ALL_ON["networkPolicy"]
@@ -593,7 +594,10 @@ def test_network_policies_let_each_pod_reach_only_what_it_needs():
     kafka = {"to": np["kafka"]["to"], "ports": [{"port": p, "protocol": "TCP"} for p in np["kafka"]["ports"]]}
     gateway = by_component["gateway"]["spec"]
     triton_peer = gateway["egress"][2]["to"][0]["podSelector"]["matchLabels"]
-    assert gateway["egress"] == [dns, kafka, gateway["egress"][2], *np["egress"]]  # DNS, Kafka, Triton, sources
+    # DNS, Kafka, Triton, then the scorers', stores', source hosts' and identity's networks, then the free-form rules
+    listed = [_egress_rule(e, DEFAULT_PORTS[name]) for name in DEFAULT_PORTS for e in np[name]]
+    assert all(np[name] for name in DEFAULT_PORTS)  # every list has entries (every part on)
+    assert gateway["egress"] == [dns, kafka, gateway["egress"][2], *listed, *np["egress"]]
     assert triton_peer["app.kubernetes.io/component"] == "triton" and gateway["egress"][2]["ports"] == [
         {"port": 8001, "protocol": "TCP"}
     ]
@@ -611,3 +615,267 @@ def test_network_policies_let_each_pod_reach_only_what_it_needs():
     assert with_alerts["monitor"]["spec"]["egress"] == [dns, kafka, prometheus]  # the live page's alerts
     assert with_alerts["gateway"]["spec"]["egress"] == gateway["egress"]
     assert by_component["canary"]["spec"] == {**by_component["canary"]["spec"], "ingress": [], "egress": [dns, kafka]}
+
+
+# -- network policies on by default: each destination's rule from the values -------------------------------------
+DEFAULT_PORTS = {"scorers": [], "stores": [443], "hosts": [80, 443], "identity": [443]}  # values.yaml's comments
+
+
+def _egress_rule(entry: dict, ports: list[int]) -> dict:
+    """The rule docs/deployment.md says an entry of networkPolicy.scorers, .stores, .hosts or .identity makes."""
+    cut = {"except": entry["except"]} if "except" in entry else {}
+    peers = [{"ipBlock": {"cidr": c, **cut}} for c in entry.get("cidrs", [])] + entry.get("to", [])
+    return {"to": peers, "ports": [{"port": p, "protocol": "TCP"} for p in entry.get("ports", ports)]}
+
+
+def _policies(docs: list[dict]) -> dict[str, dict]:
+    return {p["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/component"]: p["spec"]
+            for p in _kind(docs, "NetworkPolicy")}  # fmt: skip
+
+
+def test_the_default_network_policy_lets_the_gateway_reach_only_dns_kafka_and_triton():
+    """On by default, every pod selected; the default opens no source (no store, host or identity network) and
+    leaves DNS and Kafka to any peer on their ports, since the chart cannot know where they are."""
+    import kubernetes_validate as kv
+
+    docs = _docs({})
+    policies = _policies(docs)
+    assert set(policies) == {_component(w) for w, _ in _pods(docs)} == {"gateway", "monitor", "triton"}
+    for policy in _kind(docs, "NetworkPolicy"):
+        kv.validate(policy, "1.30.0", strict=True)
+    dns = {"to": [], "ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}]}
+    kafka = {"to": [], "ports": [{"port": 9092, "protocol": "TCP"}]}
+    (triton,) = [r for r in policies["gateway"]["egress"] if r not in (dns, kafka)]
+    assert policies["gateway"]["egress"] == [dns, kafka, triton]
+    assert triton["to"][0]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "triton"
+    assert policies["triton"]["egress"] == [] and policies["monitor"]["egress"] == [dns, kafka]
+    embedded = _policies(_docs({"gateway": {"runtime": "embedded"}}))
+    assert embedded["gateway"]["egress"] == [dns, kafka] and "triton" not in embedded  # no Triton, no rule to it
+
+
+@pytest.mark.parametrize(
+    ("name", "entry"),
+    [
+        ("stores", {"cidrs": ["198.51.100.0/24", "2001:db8::/32"]}),  # default port 443
+        (
+            "stores",
+            {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "minio"}}}], "ports": [9000]},
+        ),
+        ("hosts", {"cidrs": ["0.0.0.0/0"], "except": ["10.0.0.0/8", "169.254.0.0/16"]}),  # default ports 80, 443
+        ("hosts", {"cidrs": ["203.0.113.7/32"], "ports": [8080]}),
+        ("scorers", {"cidrs": ["10.30.0.0/24"], "ports": [8001]}),
+        ("identity", {"cidrs": ["169.254.169.254/32"], "ports": [80]}),  # GKE's metadata server
+        ("identity", {"cidrs": ["192.0.2.16/28"]}),  # an STS VPC endpoint, default port 443
+    ],
+)
+def test_egress_rules_render_from_each_list_of_networks(name, entry):
+    import kubernetes_validate as kv
+
+    docs = _docs({"networkPolicy": {name: [entry]}})
+    (gateway,) = [p for p in _kind(docs, "NetworkPolicy") if p["metadata"]["name"].endswith("-gateway")]
+    kv.validate(gateway, "1.30.0", strict=True)
+    assert gateway["spec"]["egress"][-1] == _egress_rule(entry, DEFAULT_PORTS[name])
+    assert len(gateway["spec"]["egress"]) == len(_policies(_docs({}))["gateway"]["egress"]) + 1
+    for component, policy in _policies(docs).items():  # the gateway's alone: only it reads sources and scores
+        assert component == "gateway" or _egress_rule(entry, DEFAULT_PORTS[name]) not in policy["egress"]
+
+
+def test_kafka_brokers_outside_the_cluster_are_given_as_cidrs():
+    values = {"networkPolicy": {"kafka": {"to": [{"podSelector": {"matchLabels": {"app": "kafka"}}}],
+                                          "cidrs": ["10.20.0.0/24"], "ports": [9094]}}}  # fmt: skip
+    expected = {"to": [{"podSelector": {"matchLabels": {"app": "kafka"}}}, {"ipBlock": {"cidr": "10.20.0.0/24"}}],
+                "ports": [{"port": 9094, "protocol": "TCP"}]}  # fmt: skip
+    for component, policy in _policies(_docs(values)).items():
+        assert (expected in policy["egress"]) == (component != "triton"), component
+
+
+@pytest.mark.parametrize(
+    ("network_policy", "refused"),
+    [
+        ({"stores": [{"ports": [443]}]}, "missing property"),  # no peer: `to: []` would allow every destination
+        ({"hosts": [{"cidrs": []}]}, "minItems"),
+        ({"scorers": [{"cidrs": ["10.30.0.0/24"]}]}, "ports"),  # a scorer's port has no default
+        ({"stores": [{"cidrs": ["s3.amazonaws.com"]}]}, "pattern"),  # a NetworkPolicy takes networks, not names
+        ({"identity": [{"to": [{"podSelector": {}}], "except": ["10.0.0.0/8"]}]}, "cidrs"),
+        ({"stores": [{"cidrs": ["10.0.0.0/8"], "port": 443}]}, "port"),
+    ],
+    ids=["no-peer", "empty-cidrs", "scorer-without-ports", "a-name", "except-without-cidrs", "misspelt"],
+)
+def test_an_egress_entry_that_would_open_too_much_or_mean_nothing_is_refused(network_policy, refused):
+    helm = _helm()
+    with pytest.raises(helm.HelmValuesError, match=refused):
+        helm.Chart.load(str(CHART)).validate_schema({"networkPolicy": network_policy})
+
+
+@pytest.mark.parametrize(
+    ("values", "named"),
+    [
+        ({"gateway": {"objectStores": ["s3://uploads/videos/"]}}, "networkPolicy.stores"),
+        ({"gateway": {"httpAllowHosts": ["media.example"]}}, "networkPolicy.hosts"),
+        ({"triton": {"enabled": False, "externalUrl": "triton.gpu.svc:8001"}}, "networkPolicy.scorers"),
+        (
+            {"serviceAccount": {"annotations": {"iam.gke.io/gcp-service-account": "a@p.iam.gserviceaccount.com"}}},
+            "networkPolicy.identity",
+        ),
+    ],
+)
+def test_the_notes_name_a_destination_the_policy_does_not_open(values, named):
+    assert named in _rendered(values)[1]
+    assert named not in _rendered({})[1]
+    assert named not in _rendered(_merge(values, {"networkPolicy": {"enabled": False}}))[1]
+    opened = _merge(values, {"networkPolicy": {named.split(".")[1]: [{"cidrs": ["198.51.100.0/24"], "ports": [1]}]}})
+    assert named not in _rendered(opened)[1]
+
+
+# -- workload identity -------------------------------------------------------------------------------------------
+IDENTITIES = {
+    "irsa": {"eks.amazonaws.com/role-arn": "arn:aws:iam::111122223333:role/lastmile-reader"},
+    "gke": {"iam.gke.io/gcp-service-account": "lastmile@project.iam.gserviceaccount.com"},
+    "azure": {"azure.workload.identity/client-id": "00000000-0000-0000-0000-000000000000"},
+}
+# what each webhook adds to a pod it mutates (amazon-eks-pod-identity-webhook, azure-workload-identity: its current
+# volume name and path; older releases mount /var/run/secrets/azure/tokens): a projected token of its own audience,
+# whatever the pod's automountServiceAccountToken. GKE's metadata server adds nothing to the pod
+WEBHOOK_TOKENS = {
+    "irsa": ("aws-iam-token", "sts.amazonaws.com", "/var/run/secrets/eks.amazonaws.com/serviceaccount"),
+    "azure": (
+        "azure-workload-identity-reserved-" + "0" * 30,
+        "api://AzureADTokenExchange",
+        "/var/run/secrets/azure/wi",
+    ),
+}
+
+
+@pytest.mark.parametrize("identity", IDENTITIES)
+def test_workload_identity_reaches_the_gateway(identity):
+    """The service account carries the identity's annotation; the pods keep the Kubernetes API's token out and run
+    with an fsGroup (the non-root user reads a projected token); the webhook's own token volume fits each pod as
+    it would add it (no name or path of the chart's in its way, the pod still valid)."""
+    import kubernetes_validate as kv
+
+    values = copy.deepcopy(ALL_ON)  # every part on, with this identity alone
+    values["serviceAccount"] = {"annotations": IDENTITIES[identity]}
+    values["gateway"]["podLabels"] = {"azure.workload.identity/use": "true"} if identity == "azure" else {}
+    # (Azure's webhook mutates only the pods labelled so: the gateway's, which read the stores)
+    docs = _docs(values)
+    (account,) = _kind(docs, "ServiceAccount")
+    assert (
+        account["metadata"]["annotations"] == IDENTITIES[identity] and account["automountServiceAccountToken"] is False
+    )
+    for workload, pod in _pods(docs):
+        assert pod["serviceAccountName"] == account["metadata"]["name"] and pod["automountServiceAccountToken"] is False
+        assert pod["securityContext"]["fsGroup"] == pod["securityContext"]["runAsGroup"]
+        labels = workload["spec"]["template"]["metadata"]["labels"]
+        assert ("azure.workload.identity/use" in labels) == (identity == "azure" and _component(workload) == "gateway")
+        if identity not in WEBHOOK_TOKENS:
+            continue
+        volume, audience, path = WEBHOOK_TOKENS[identity]
+        assert volume not in {v["name"] for v in pod["volumes"]}
+        mutated = copy.deepcopy(workload)
+        spec = mutated["spec"]["template"]["spec"]
+        token = {"serviceAccountToken": {"audience": audience, "expirationSeconds": 86400, "path": "token"}}
+        spec["volumes"].append({"name": volume, "projected": {"sources": [token]}})
+        for c in spec["containers"]:
+            mounts = [PurePosixPath(m["mountPath"]) for m in c["volumeMounts"]]  # none at, over or under the token's
+            assert not [m for m in mounts if m.is_relative_to(path) or PurePosixPath(path).is_relative_to(m)], c["name"]
+            c["volumeMounts"].append({"name": volume, "mountPath": path, "readOnly": True})
+        kv.validate(mutated, "1.30.0", strict=True)
+
+
+def test_service_account_annotations_and_pod_labels_render_where_asked():
+    docs = _docs(ALL_ON)
+    (account,) = _kind(docs, "ServiceAccount")
+    assert account["metadata"]["annotations"] == ALL_ON["serviceAccount"]["annotations"]
+    assert "annotations" not in _kind(_docs({}), "ServiceAccount")[0]["metadata"]
+    assert not _kind(_docs({"serviceAccount": {"create": False, "name": "existing"}}), "ServiceAccount")
+    for workload, _pod in _pods(docs):
+        labels = workload["spec"]["template"]["metadata"]["labels"]
+        own = ALL_ON["gateway"]["podLabels"] if _component(workload) == "gateway" else {}
+        selector = workload["spec"]["selector"]["matchLabels"]
+        assert labels == {**selector, **ALL_ON["podLabels"], **own}, workload["metadata"]["name"]
+    helm = _helm()
+    for values in ({"podLabels": {"app.kubernetes.io/component": "x"}}, {"gateway": {"podLabels": {"n": 1}}}):
+        with pytest.raises(helm.HelmValuesError):  # a selector label would unselect the pods; values are strings
+            helm.Chart.load(str(CHART)).validate_schema(values)
+
+
+def test_an_identity_token_of_the_asked_audience_reaches_the_gateway_alone():
+    """gateway.identityToken: for a provider no webhook serves (S3 from GKE), a token of that audience only."""
+    import kubernetes_validate as kv
+
+    docs = _docs(ALL_ON)
+    asked = ALL_ON["gateway"]["identityToken"]
+    for workload, pod in _pods(docs):
+        projected = [v for v in pod["volumes"] if "projected" in v]
+        if _component(workload) != "gateway":
+            assert not projected
+            continue
+        (volume,) = projected
+        assert volume["projected"]["sources"] == [{"serviceAccountToken": {**asked, "path": "token"}}]
+        (mount,) = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == volume["name"]]
+        assert mount == {"name": volume["name"], "mountPath": "/var/run/secrets/lastmile/identity", "readOnly": True}
+        kv.validate(workload, "1.30.0", strict=True)
+    assert not [v for _w, pod in _pods(_docs({})) for v in pod["volumes"] if "projected" in v]
+
+
+def test_object_stores_reach_the_gateway_config():
+    cfg = GatewayConfig.model_validate(_config(_docs(ALL_ON), "gateway.yaml"))
+    # (a prefix naming only its bucket, az://media, is compared as az://media/: docs/sources.md)
+    assert [p.rstrip("/") for p in cfg.sources.object_stores] == [
+        p.rstrip("/") for p in ALL_ON["gateway"]["objectStores"]
+    ]
+    assert "object_stores" not in _config(_docs({}), "gateway.yaml")["sources"]  # none: no object is read
+    # an S3-compatible endpoint through gateway.config, merged beside the chart's sources (docs/deployment.md)
+    minio = {
+        "gateway": {"objectStores": ["s3://videos/"], "config": {"sources": {"s3_endpoint_url": "http://minio:9000"}}}
+    }
+    cfg = GatewayConfig.model_validate(_config(_docs(minio), "gateway.yaml"))
+    assert cfg.sources.s3_endpoint_url == "http://minio:9000" and cfg.sources.object_stores == ["s3://videos/"]
+
+
+# -- images pinned by digest -------------------------------------------------------------------------------------
+DIGEST = "sha256:" + "ab" * 32
+
+
+def _images(docs: list[dict]) -> dict[str, set[str]]:
+    return {_component(w): {c["image"] for c in pod["containers"]} for w, pod in _pods(docs)}
+
+
+def test_images_are_pinned_by_digest_where_one_is_given():
+    values = {"image": {"repository": "registry.example.com/lastmile", "tag": "9.9.9", "digest": DIGEST},
+              "triton": {"image": {"digest": "sha256:" + "cd" * 32}}, "canary": {"enabled": True}}  # fmt: skip
+    images = _images(_docs(values))
+    triton = VALUES["triton"]["image"]["repository"]
+    assert images == {"gateway": {f"registry.example.com/lastmile@{DIGEST}"},  # the tag ignored
+                      "monitor": {f"registry.example.com/lastmile@{DIGEST}"},
+                      "canary": {f"registry.example.com/lastmile@{DIGEST}"},
+                      "triton": {f"{triton}@sha256:{'cd' * 32}"}}  # fmt: skip
+    chart = _helm().Chart.load(str(CHART))
+    tags = _images(_docs({}))  # no digest: the tags, as before
+    assert tags["gateway"] == {f"{VALUES['image']['repository']}:{chart.metadata['appVersion']}"}
+    assert tags["triton"] == {f"{triton}:{VALUES['triton']['image']['tag']}"}
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        {"digest": "sha256:abc"},
+        {"digest": "sha256:" + "AB" * 32},  # digests are lower-case hex
+        {"digest": "latest"},
+        {"digest": "ab" * 32},  # the algorithm is part of it
+        {"repository": f"ghcr.io/lastmile/lastmile-gateway@{DIGEST}"},  # the digest goes in image.digest
+    ],
+)
+def test_a_digest_of_the_wrong_form_is_refused(image):
+    helm = _helm()
+    chart = helm.Chart.load(str(CHART))
+    for values in ({"image": image}, {"triton": {"image": image}}):
+        with pytest.raises(helm.HelmValuesError):
+            chart.validate_schema(values)
+
+
+def test_every_object_names_the_release_namespace():
+    """An explicit namespace (not the `default` a kubectl apply without -n would use)."""
+    for values in ({}, ALL_ON):
+        for doc in _docs(values):
+            assert doc["metadata"]["namespace"] == "lastmile", (doc["kind"], doc["metadata"]["name"])

@@ -23,8 +23,27 @@ app.kubernetes.io/name: {{ include "lastmile.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
+{{/* An image reference: "repository@digest" where a digest pins it (its tag is then ignored: the digest names
+the bytes), else "repository:tag". */}}
+{{- define "lastmile.imageRef" -}}
+{{- if .digest -}}{{ .repository }}@{{ .digest }}{{- else -}}{{ .repository }}:{{ .tag }}{{- end -}}
+{{- end -}}
+
 {{- define "lastmile.image" -}}
-{{ .Values.image.repository }}:{{ default .Chart.AppVersion .Values.image.tag }}
+{{- include "lastmile.imageRef" (dict "repository" .Values.image.repository "tag" (default .Chart.AppVersion .Values.image.tag) "digest" .Values.image.digest) -}}
+{{- end -}}
+
+{{- define "lastmile.tritonImage" -}}
+{{- include "lastmile.imageRef" .Values.triton.image -}}
+{{- end -}}
+
+{{/* A pod's labels: its selector labels, then podLabels (every pod) and the component's own podLabels (the
+schema keeps both off the selector's keys). (list $ "component" componentPodLabels) */}}
+{{- define "lastmile.podLabels" -}}
+{{- $root := index . 0 -}}
+{{- $labels := merge (dict "app.kubernetes.io/component" (index . 1)) (include "lastmile.selector" $root | fromYaml) -}}
+{{- $labels = merge $labels (index . 2) $root.Values.podLabels -}}
+{{- toYaml $labels -}}
 {{- end -}}
 
 {{- define "lastmile.serviceAccount" -}}
@@ -122,4 +141,36 @@ the override that the chart's part sets fails the rendering. */}}
 {{- define "lastmile.tmpVolume" -}}
 - name: tmp
   emptyDir: {sizeLimit: 2Gi}
+{{- end -}}
+
+{{/* ipBlock peers of a list of CIDRs, each without the networks in `except` (dict "cidrs" .. "except" ..). */}}
+{{- define "lastmile.ipBlocks" -}}
+{{- $except := .except -}}
+{{- $peers := list -}}
+{{- range .cidrs -}}
+{{- $block := dict "cidr" . -}}
+{{- with $except -}}{{- $_ := set $block "except" . -}}{{- end -}}
+{{- $peers = append $peers (dict "ipBlock" $block) -}}
+{{- end -}}
+{{- toJson $peers -}}
+{{- end -}}
+
+{{/* One egress rule (JSON) from an entry of networkPolicy.scorers, .stores, .hosts or .identity: its peers (an
+ipBlock per CIDR of `cidrs`, less `except`, then the `to` peers) on its TCP `ports`, else the list's default
+(.ports). An entry with no peer fails the rendering: an empty `to` would allow every destination.
+(dict "entry" entry "ports" defaultPorts "path" "networkPolicy.stores") */}}
+{{- define "lastmile.egressRule" -}}
+{{- $entry := .entry -}}
+{{- $peers := concat (include "lastmile.ipBlocks" (dict "cidrs" ($entry.cidrs | default list) "except" $entry.except) | fromJsonArray) ($entry.to | default list) -}}
+{{- if not $peers -}}
+{{- fail (printf "%s: an entry names no peer (give it cidrs or to): a rule without one would allow every destination" .path) -}}
+{{- end -}}
+{{- $ports := list -}}
+{{- range ($entry.ports | default .ports) -}}
+{{- $ports = append $ports (dict "port" (int .) "protocol" "TCP") -}}
+{{- end -}}
+{{- if not $ports -}}
+{{- fail (printf "%s: an entry names no ports (this list has no default port)" .path) -}}
+{{- end -}}
+{{- toJson (dict "to" $peers "ports" $ports) -}}
 {{- end -}}
