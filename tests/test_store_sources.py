@@ -12,7 +12,7 @@ import pytest
 from azure.storage.blob import BlobServiceClient
 
 from gateway.core.sources import SourceError, SourceUnavailable, fetch
-from gateway.core.sources.stores import StoreSettings, _azure, _s3, read_object
+from gateway.core.sources.stores import StoreSettings, azure_client, read_object, s3_client
 from tests.support.stores import AZURITE_KEY, S3_ENV, Proxy, azurite, azurite_connection, free_port, moto_s3
 from transforms.errors import LimitExceeded
 
@@ -24,11 +24,11 @@ MB = 1 << 20
 def _credentials(monkeypatch):
     for k, v in {**S3_ENV, "AWS_SECRET_ACCESS_KEY": SECRET}.items():
         monkeypatch.setenv(k, v)
-    _s3.cache_clear()
-    _azure.cache_clear()
+    s3_client.cache_clear()
+    azure_client.cache_clear()
     yield
-    _s3.cache_clear()
-    _azure.cache_clear()
+    s3_client.cache_clear()
+    azure_client.cache_clear()
 
 
 @pytest.fixture(scope="module")
@@ -124,7 +124,7 @@ def test_no_more_than_the_cap_is_read_when_the_size_asked_first_was_wrong(s3):
     endpoint, client = s3
     client.put_object(Bucket="uploads", Key="videos/grown.mp4", Body=b"\0" * (3 * MB))
     lying = Proxy(endpoint, head_length=1000)  # HEAD says 1000 bytes: the read itself must stop at the cap
-    with lying as proxy, pytest.raises(LimitExceeded, match=r"exceeds the 1048576-byte limit"):
+    with lying as proxy, pytest.raises(LimitExceeded, match=r"the store sends 1048577 bytes; the limit is 1048576"):
         _s3_read(proxy.url, "s3://uploads/videos/grown.mp4", max_bytes=MB)
     assert proxy.body_bytes <= MB + 1
 
@@ -149,3 +149,19 @@ def test_a_wrong_azure_key_is_a_denial_and_the_key_is_in_no_error(az, monkeypatc
     with pytest.raises(SourceError, match=r"container 'media', key 'clips/a.mp4'.*access denied") as caught:
         read_object("az://media/clips/a.mp4", PREFIXES, StoreSettings(timeout_s=5, total_s=30), None)
     assert wrong not in str(caught.value) and AZURITE_KEY not in str(caught.value)
+
+
+def test_bench_sources_reads_the_object_with_each_target_and_says_the_ratios(tmp_path):
+    import subprocess
+    import sys
+
+    out = tmp_path / "sources.json"
+    cmd = [sys.executable, "-m", "gateway.cli", "bench", "sources", "--mb", "2", "--repeats", "1", "--json", str(out)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    report = json.loads(out.read_text())
+    assert done.returncode == (0 if report["met"] else 1), done.stderr  # (a slower read than 0.8x exits 1)
+    assert report["object"]["bytes"] == 2 * MB and set(report["targets"]) == {"lastmile", "sdk_get", "sdk_download"}
+    assert all(t["wall_s"] > 0 and t["peak_rss_mb"] > 0 for t in report["targets"].values())
+    ratio = report["targets"]["sdk_get"]["wall_s"] / report["targets"]["lastmile"]["wall_s"]
+    assert report["speed_vs_sdk_get"] == pytest.approx(ratio, abs=1e-3)
+    assert report["met"] == (min(report["speed_vs_sdk_get"], report["speed_vs_sdk_download"]) >= 0.8)

@@ -151,3 +151,22 @@ def bench_triton_cmd(json_out, detector, seconds, batch) -> None:
     from gateway.ops.bench.triton import bench_triton
 
     _emit_json(bench_triton(detector, seconds=seconds, batch=batch), json_out)
+
+
+@bench.command("sources")
+@JSON_OUT
+@click.option("--mb", default=100, show_default=True, type=click.IntRange(1, 4096), help="size of moto's object")
+@click.option("--repeats", default=3, show_default=True, type=click.IntRange(1, 50), help="reads per target")
+@click.option("--endpoint", default=None, help="an S3 endpoint of yours (default: moto's S3 server, started here)")
+@click.option("--uri", default=None, help="with --endpoint: the s3://BUCKET/KEY read (credentials: the SDK's chain)")
+def bench_sources_cmd(json_out, mb, repeats, endpoint, uri) -> None:
+    """The gateway's read of an S3 object against boto3's own downloads of it: MB/s each, and the speed ratios.
+    Exit 1 when the gateway's read is slower than 0.8x of either."""
+    from gateway.ops.bench.sources import bench_sources
+
+    if endpoint is not None and uri is None:
+        raise click.UsageError("--endpoint needs --uri, the object read there")
+    report = bench_sources(mb=mb, repeats=repeats, endpoint=endpoint, uri=uri)
+    _emit_json(report, json_out)
+    if not report["met"]:
+        raise SystemExit(1)

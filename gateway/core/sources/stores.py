@@ -7,7 +7,9 @@ through ``AWS_ENDPOINT_URL`` or ``sources.s3_endpoint_url``) and ``az://containe
   ``AZURE_STORAGE_CONNECTION_STRING`` or azure-identity's ``DefaultAzureCredential``), never a message.
 - Bounded as a download (:mod:`.downloads`): the object's size is asked first (HEAD) and an object over
   ``max_bytes`` is refused unread; the read asks for at most ``max_bytes + 1`` bytes of the version that HEAD saw
-  (``Range``, ``If-Match``), in chunks, within each read's timeout and the whole read's deadline.
+  (``Range``, ``If-Match``; S3 answers with its length, checked before the body is read, then read whole as the
+  SDK reads it; Azure's SDK in chunks, the cap and deadline checked after each), each socket read within the
+  timeout.
 - Typed: a missing object, a missing bucket and denied access are :class:`SourceError` (the video's dead letter
   names the store and the key); throttling (503 SlowDown, 500), a timeout and an unreachable endpoint are
   :class:`SourceUnavailable`, retried with the gateway's backoff and never a verdict.
@@ -162,7 +164,7 @@ def _first_line(exc: Exception) -> str:
 
 # -- S3 (boto3) -----------------------------------------------------------------------------------------------
 @functools.cache
-def _s3(endpoint_url: str | None, addressing_style: str, timeout_s: float) -> Any:
+def s3_client(endpoint_url: str | None, addressing_style: str, timeout_s: float) -> Any:
     """One client per process and settings (boto3's clients are thread-safe; its credential chain is read once)."""
     import boto3
     from botocore.config import Config
@@ -177,25 +179,32 @@ def _s3(endpoint_url: str | None, addressing_style: str, timeout_s: float) -> An
 
 
 def _read_s3(target: ObjectURI, s: StoreSettings, max_bytes: int | None, deadline: float, where: str) -> bytes:
-    client = _s3(s.s3_endpoint_url, s.s3_addressing_style, s.timeout_s)
+    client = s3_client(s.s3_endpoint_url, s.s3_addressing_style, s.timeout_s)
     head = client.head_object(Bucket=target.bucket, Key=target.key)
     size = int(head["ContentLength"])
     _check_size(size, max_bytes, where)
     if size == 0:
         return b""
-    # at most one byte past the cap is ever sent, of the version HEAD measured (a size that HEAD gave wrong, or an
-    # object grown since, is caught by the cap or by the length check)
+    # at most one byte past the cap is ever sent, of the version HEAD measured; the answer's own length is checked
+    # before its body is read (a size that HEAD gave wrong, or a server that ignores Range), so the one read that
+    # follows is bounded by it (each of its socket reads by the timeout)
     ranged = {} if max_bytes is None else {"Range": f"bytes=0-{max_bytes}"}
-    body = client.get_object(Bucket=target.bucket, Key=target.key, IfMatch=head["ETag"], **ranged)
+    answer = client.get_object(Bucket=target.bucket, Key=target.key, IfMatch=head["ETag"], **ranged)
+    body = answer["Body"]
     try:
-        return _whole(read_bounded(body["Body"].read, max_bytes, where, deadline), size, where)
+        length = answer.get("ContentLength")
+        if length is None or (max_bytes is not None and length > max_bytes):
+            raise LimitExceeded(f"{where}: the store sends {length} bytes; the limit is {max_bytes}")
+        if time.monotonic() > deadline:
+            raise SourceError(f"{where}: download took longer than its deadline")
+        return _whole(body.read(), size, where)
     finally:
-        body["Body"].close()
+        body.close()
 
 
 # -- Azure Blob (azure-storage-blob) ------------------------------------------------------------------------------
 @functools.cache
-def _azure(account_url: str | None, timeout_s: float) -> Any:
+def azure_client(account_url: str | None, timeout_s: float) -> Any:
     from azure.storage.blob import BlobServiceClient
 
     options: dict[str, Any] = {"connection_timeout": timeout_s, "read_timeout": timeout_s, "retry_total": 2}
@@ -216,7 +225,7 @@ def _azure(account_url: str | None, timeout_s: float) -> Any:
 def _read_az(target: ObjectURI, s: StoreSettings, max_bytes: int | None, deadline: float, where: str) -> bytes:
     from azure.core import MatchConditions
 
-    blob = _azure(s.azure_account_url, s.timeout_s).get_blob_client(target.bucket, target.key)
+    blob = azure_client(s.azure_account_url, s.timeout_s).get_blob_client(target.bucket, target.key)
     props = blob.get_blob_properties()
     size = int(props.size)
     _check_size(size, max_bytes, where)
