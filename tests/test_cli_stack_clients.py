@@ -124,6 +124,24 @@ def test_a_url_on_the_allow_list_passes_the_check_and_one_on_another_port_is_nam
     assert started == [Path("run")], result.output  # every row past the check, to the run (stood in for)
 
 
+def test_an_object_under_an_object_store_prefix_passes_the_check_and_one_outside_is_named(folder, monkeypatch):
+    from gateway.batch import replay
+
+    _manifest(folder, {"a": "a.mp4", "s3": "s3://uploads/videos/v.mp4", "other": "az://media/raw/v.mp4"})
+    started = []
+    monkeypatch.setattr(replay, "replay", lambda cfg, out, **kw: started.append(cfg) or out / "results.parquet")
+    args = ["replay", "m.jsonl", "--out", "run", "--object-store", "s3://uploads/videos/"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2 and started == [] and not (folder / "run").exists()
+    assert result.stderr.splitlines()[1:] == [
+        "  video other: az://media/raw/v.mp4: container 'media', key 'raw/v.mp4': outside sources.object_stores "
+        "(s3://uploads/videos/) (--object-store)"
+    ]
+    result = CliRunner().invoke(cli, [*args, "--object-store", "az://media"])
+    assert len(started) == 1, result.output
+    assert started[0].fetch_rules().sources.object_stores == ["s3://uploads/videos/", "az://media/"]
+
+
 def test_allow_missing_runs_a_manifest_known_to_be_partial(folder, monkeypatch):
     from gateway.batch import replay
 

@@ -67,6 +67,27 @@ def test_a_url_the_gateway_would_refuse_is_refused_before_anything_is_sent(tmp_p
     assert "m.jsonl, video g0" in str(caught.value)  # which row of which manifest
 
 
+def test_objects_are_sent_by_uri_from_arguments_and_manifests_and_refused_outside_the_stores(tmp_path):
+    (tmp_path / "r.mp4").write_bytes(b"x")
+    cfg = GatewayConfig(
+        sources={"file_roots": [str(tmp_path)], "object_stores": ["s3://uploads/videos/", "az://media"]}
+    )
+    items = expand(["s3://uploads/videos/a.mp4", _manifest(tmp_path, "r.mp4", "az://media/clips/b.mp4")])
+    sender = Sender(cfg)
+    sender.check(items)
+    events = [_event(sender, i) for i in items]
+    assert [e.uri for e in events] == [
+        "s3://uploads/videos/a.mp4",
+        (tmp_path / "r.mp4").as_uri(),
+        "az://media/clips/b.mp4",
+    ]
+    assert events[0].video_id.startswith("a-") and events[2].video_id == "g0"  # (an argument: its name + URI hash)
+    with pytest.raises(SendError, match=r"key 'private/a.mp4': outside sources.object_stores .*sources.object_stores"):
+        sender.check(expand(["s3://uploads/private/a.mp4"]))
+    with pytest.raises(SendError, match=r"a URL cannot be sent inline"):
+        Sender(cfg, inline=True).check(expand(["s3://uploads/videos/a.mp4"]))
+
+
 def test_a_manifest_row_outside_the_roots_names_its_manifest_and_video(tmp_path):
     (tmp_path / "r.mp4").write_bytes(b"x")
     cfg = GatewayConfig(sources={"file_roots": [str(tmp_path)]})

@@ -12,8 +12,17 @@ import pytest
 from azure.storage.blob import BlobServiceClient
 
 from gateway.core.sources import SourceError, SourceUnavailable, fetch
-from gateway.core.sources.stores import StoreSettings, azure_client, read_object, s3_client
-from tests.support.stores import AZURITE_KEY, S3_ENV, Proxy, azurite, azurite_connection, free_port, moto_s3
+from gateway.core.sources.stores import StoreSettings, _mapped, azure_client, gcs_client, read_object, s3_client
+from tests.support.stores import (
+    AZURITE_KEY,
+    S3_ENV,
+    Proxy,
+    azurite,
+    azurite_connection,
+    free_port,
+    gcs_emulator,
+    moto_s3,
+)
 from transforms.errors import LimitExceeded
 
 SECRET = "planted-aws-secret-5a1f0c"  # the secret key every S3 client of this module signs with
@@ -24,11 +33,11 @@ MB = 1 << 20
 def _credentials(monkeypatch):
     for k, v in {**S3_ENV, "AWS_SECRET_ACCESS_KEY": SECRET}.items():
         monkeypatch.setenv(k, v)
-    s3_client.cache_clear()
-    azure_client.cache_clear()
+    for client in (s3_client, azure_client, gcs_client):
+        client.cache_clear()
     yield
-    s3_client.cache_clear()
-    azure_client.cache_clear()
+    for client in (s3_client, azure_client, gcs_client):
+        client.cache_clear()
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +64,7 @@ def az(tmp_path_factory):
         yield connection
 
 
-PREFIXES = ["s3://uploads/videos/", "s3://locked", "az://media/clips/"]
+PREFIXES = ["s3://uploads/videos/", "s3://locked", "az://media/clips/", "gs://footage/clips/"]
 
 
 def _s3_read(endpoint: str, uri: str, max_bytes: int | None = None) -> bytes:
@@ -149,6 +158,62 @@ def test_a_wrong_azure_key_is_a_denial_and_the_key_is_in_no_error(az, monkeypatc
     with pytest.raises(SourceError, match=r"container 'media', key 'clips/a.mp4'.*access denied") as caught:
         read_object("az://media/clips/a.mp4", PREFIXES, StoreSettings(timeout_s=5, total_s=30), None)
     assert wrong not in str(caught.value) and AZURITE_KEY not in str(caught.value)
+
+
+@pytest.fixture(scope="module")
+def gcs(tmp_path_factory):
+    with gcs_emulator(tmp_path_factory.mktemp("gcs") / "gcs.log") as url:
+        from google.cloud import storage
+
+        os.environ["STORAGE_EMULATOR_HOST"] = url
+        try:
+            bucket = storage.Client(project="test").create_bucket("footage")
+            bucket.blob("clips/a.mp4").upload_from_string(b"g" * 4000)
+            bucket.blob("clips/big.mp4").upload_from_string(b"\0" * (2 * MB))
+            yield url
+        finally:
+            os.environ.pop("STORAGE_EMULATOR_HOST", None)
+
+
+def test_a_gcs_object_is_read_and_its_refusals_name_the_bucket_and_the_object(gcs, monkeypatch):
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs)
+    settings = StoreSettings(timeout_s=5, total_s=30)
+    assert read_object("gs://footage/clips/a.mp4", PREFIXES, settings, 10_000) == b"g" * 4000
+    with pytest.raises(SourceError, match=r"bucket 'footage', key 'clips/missing.mp4' \(gs\): no such object"):
+        read_object("gs://footage/clips/missing.mp4", PREFIXES, settings, None)
+    with pytest.raises(SourceError, match=r"bucket 'footage', key 'raw/a.mp4': outside sources.object_stores"):
+        read_object("gs://footage/raw/a.mp4", PREFIXES, settings, None)
+    with pytest.raises(LimitExceeded, match=r"2097152 bytes; the limit is 1048576 \(refused before the download\)"):
+        read_object("gs://footage/clips/big.mp4", PREFIXES, settings, MB)
+
+
+def test_a_gcs_store_that_slows_down_then_answers_is_read(gcs, monkeypatch):
+    with Proxy(gcs, fail=2) as proxy:  # (google-cloud-storage's own retry, with its backoff)
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", proxy.url)
+        assert read_object("gs://footage/clips/a.mp4", PREFIXES, StoreSettings(timeout_s=5, total_s=30), None)
+    assert proxy.requests[:2] == ["GET", "GET"] and len(proxy.requests) == 4
+
+
+def test_each_sdks_refusal_maps_to_the_videos_error_and_an_outage_to_no_verdict():
+    from azure.core.exceptions import HttpResponseError
+    from botocore.exceptions import ClientError
+    from google.api_core import exceptions as google
+
+    def s3(code: str, status: int) -> Exception:
+        return ClientError({"Error": {"Code": code}, "ResponseMetadata": {"HTTPStatusCode": status}}, "GetObject")
+
+    def az(status: int) -> Exception:
+        error = HttpResponseError(message="x")
+        error.status_code = status
+        return error
+
+    for exc, store in ((s3("AccessDenied", 403), "s3"), (az(403), "az"), (google.Forbidden("no"), "gs")):
+        assert "access denied" in str(_mapped(exc, store, "w")) and type(_mapped(exc, store, "w")) is SourceError
+    for exc, store in ((s3("SlowDown", 503), "s3"), (az(503), "az"), (google.ServiceUnavailable("busy"), "gs")):
+        assert isinstance(_mapped(exc, store, "w"), SourceUnavailable)
+    for exc, store in ((s3("NoSuchKey", 404), "s3"), (az(404), "az"), (google.NotFound("gone"), "gs")):
+        assert "no such object" in str(_mapped(exc, store, "w"))
+    assert isinstance(_mapped(google.TooManyRequests("slow"), "gs", "w"), SourceUnavailable)
 
 
 def test_bench_sources_reads_the_object_with_each_target_and_says_the_ratios(tmp_path):

@@ -208,9 +208,8 @@ class Sender:
         try:
             admit_remote(item.url, hosts, prefixes)
         except SourceError as exc:
-            setting = "object_stores" if is_object_uri(item.url) else "http_allow_hosts"
-            listed = ", ".join(prefixes if setting == "object_stores" else hosts) or "none"
-            raise SendError(f"{item.name}: {exc} (the gateway's sources.{setting}: {listed})") from exc
+            setting, listed = ("object_stores", prefixes) if is_object_uri(item.url) else ("http_allow_hosts", hosts)
+            raise SendError(f"{item.name}: {exc} (the gateway's sources.{setting}: {listed or 'none'})") from exc
 
     def message(self, item: Item) -> tuple[bytes, list[tuple[str, bytes]] | None]:
         fields = {"video_id": item.video_id, "label": item.label, "source": item.source, "anchor_id": item.anchor_id}

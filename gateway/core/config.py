@@ -39,7 +39,7 @@ class SourceSettings(BaseModel):
     http_redirect_to_http: bool = Field(False, description="follow a redirect from https:// to http:// (drops TLS)")
     object_stores: list[str] = Field(
         default_factory=list,
-        description="s3:// and az:// URIs must start with one of these prefixes ('s3://uploads/videos/', "
+        description="s3://, az:// and gs:// URIs must start with one of these prefixes ('s3://uploads/videos/', "
         "'az://media'); none: no object. Credentials: each SDK's own chain",
     )
     s3_endpoint_url: str | None = Field(

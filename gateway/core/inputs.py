@@ -2,7 +2,7 @@
 format of the value (``json``, ``avro``, ``protobuf``) and, as JMESPath expressions, where each field comes from.
 
 With no ``input:`` (or no ``fields``), the value is the project's own video event (:mod:`gateway.core.messages`).
-With ``fields``, ``video_id`` and either ``uri`` or ``bucket`` + ``key`` (with ``store``: ``s3`` or ``az``) are
+With ``fields``, ``video_id`` and either ``uri`` or ``bucket`` + ``key`` (with ``store``: ``s3``, ``az`` or ``gs``) are
 required; ``label``, ``event_time`` and ``sha256`` are optional. An expression that finds nothing for a required
 field, or a value of the wrong type, makes the message an :class:`~gateway.core.messages.InvalidMessage` whose
 reason names the field and the expression: it is dead-lettered before anything is fetched.
@@ -64,7 +64,7 @@ class InputSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     format: Literal["json", "avro", "protobuf"] = "json"
     fields: FieldMap | None = Field(None, description="JMESPath per field; None: the project's own video event")
-    store: Literal["s3", "az"] | None = Field(None, description="the store that 'bucket' and 'key' name")
+    store: Literal["s3", "az", "gs"] | None = Field(None, description="the store that 'bucket' and 'key' name")
     schema_registry: dict[str, str] | None = Field(
         None, description="the Schema Registry client's settings ('url', 'basic.auth.user.info', ...)"
     )

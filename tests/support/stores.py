@@ -1,7 +1,7 @@
-"""Real object stores for the tests: moto's S3 server (``moto[server]``) and Azurite (Microsoft's Azure Blob
-emulator, installed from npm into ``.cache/azurite`` by tests/run.sh), each started on a free loopback port and
-stopped with the test; and a proxy in front of either that answers ``503 SlowDown`` first, or lies in its HEAD
-answers, and counts the body bytes it passes on."""
+"""Real object stores for the tests: moto's S3 server (``moto[server]``), Azurite (Microsoft's Azure Blob emulator,
+installed from npm into ``.cache/azurite`` by tests/run.sh) and gcp-storage-emulator (the GCS JSON API, from PyPI),
+each started on a free loopback port and stopped with the test; and a proxy in front of any of them that answers
+``503 SlowDown`` first, or lies in its HEAD answers, and counts the body bytes it passes on."""
 
 from __future__ import annotations
 
@@ -99,6 +99,21 @@ def azurite(folder: Path) -> Iterator[str]:
     try:
         _wait_http(f"http://127.0.0.1:{port}/{AZURITE_ACCOUNT}?comp=list", process, "Azurite")
         yield azurite_connection(f"http://127.0.0.1:{port}/{AZURITE_ACCOUNT}")
+    finally:
+        _stop(process)
+
+
+@contextlib.contextmanager
+def gcs_emulator(log: Path) -> Iterator[str]:
+    """gcp-storage-emulator (a server of the GCS JSON API, from PyPI), in memory: its URL, for
+    ``STORAGE_EMULATOR_HOST``."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "gcp_storage_emulator", "start", "--host", "127.0.0.1", "--port", str(port)]
+    with log.open("wb") as out:
+        process = subprocess.Popen([*cmd, "--in-memory"], stdout=out, stderr=subprocess.STDOUT)
+    try:
+        _wait_http(f"http://127.0.0.1:{port}/storage/v1/b", process, "the GCS emulator")
+        yield f"http://127.0.0.1:{port}"
     finally:
         _stop(process)
 

@@ -1,10 +1,12 @@
 """Object stores as a source: ``s3://bucket/key`` (AWS S3, and S3-compatible stores such as MinIO, Ceph or R2
-through ``AWS_ENDPOINT_URL`` or ``sources.s3_endpoint_url``) and ``az://container/blob`` (Azure Blob Storage).
+through ``AWS_ENDPOINT_URL`` or ``sources.s3_endpoint_url``), ``az://container/blob`` (Azure Blob Storage) and
+``gs://bucket/object`` (Google Cloud Storage; ``STORAGE_EMULATOR_HOST`` for an emulator).
 
 - Confined: a URI is read only under one of ``sources.object_stores``, URI prefixes compared as written
   (``s3://uploads/videos/``; a prefix naming only its bucket, ``az://media``, is that bucket's every key).
 - Credentials: each SDK's standard chain (boto3's environment, files, web identity and instance roles; for Azure,
-  ``AZURE_STORAGE_CONNECTION_STRING`` or azure-identity's ``DefaultAzureCredential``), never a message.
+  ``AZURE_STORAGE_CONNECTION_STRING`` or azure-identity's ``DefaultAzureCredential``; for GCS, Application Default
+  Credentials: ``GOOGLE_APPLICATION_CREDENTIALS``, workload identity's metadata server), never a message.
 - Bounded as a download (:mod:`.downloads`): the object's size is asked first (HEAD) and an object over
   ``max_bytes`` is refused unread; the read asks for at most ``max_bytes + 1`` bytes of the version that HEAD saw
   (``Range``, ``If-Match``; S3 answers with its length, checked before the body is read, then read whole as the
@@ -30,11 +32,13 @@ from gateway.core.sources.files import read_bounded
 from gateway.core.sources.urls import CONTROL, scheme_of
 from transforms.errors import LimitExceeded
 
-Store = Literal["s3", "az"]
-STORES: tuple[Store, ...] = ("s3", "az")
-NAMES = {"s3": "bucket", "az": "container"}
-# S3 bucket names (3-63: lowercase letters, digits, dots, hyphens) and Azure container names (no dots) alike
+Store = Literal["s3", "az", "gs"]
+STORES: tuple[Store, ...] = ("s3", "az", "gs")
+NAMES = {"s3": "bucket", "az": "container", "gs": "bucket"}
+# S3 bucket names (3-63: lowercase letters, digits, dots, hyphens) and Azure container names (no dots) alike; GCS
+# bucket names may also hold underscores, and run to 222 characters with dots
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+_GCS_BUCKET = re.compile(r"[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]")
 MAX_KEY_BYTES = 1024
 # S3 error codes that say the object will not be read whatever is retried: the video's own dead letter
 MISSING = frozenset({"NoSuchKey", "NoSuchBucket", "NotFound", "404", "BlobNotFound", "ContainerNotFound"})
@@ -46,7 +50,7 @@ CHANGED = frozenset({"PreconditionFailed", "412", "ConditionNotMet"})
 
 
 def is_object_uri(uri: str) -> bool:
-    """Whether ``uri`` names an object store (``s3://`` or ``az://``)."""
+    """Whether ``uri`` names an object store (``s3://``, ``az://`` or ``gs://``)."""
     return scheme_of(uri) in STORES
 
 
@@ -63,16 +67,19 @@ class ObjectURI:
 
 
 def parse_object_uri(uri: str) -> ObjectURI:
-    """The one parse of ``s3://bucket/key`` and ``az://container/blob``: the key is taken as written (object keys
-    are names, not paths: nothing is decoded or normalised); :class:`SourceError` for a control character, an
-    invalid bucket name, or an empty or over-long key."""
+    """The one parse of ``s3://bucket/key``, ``az://container/blob`` and ``gs://bucket/object``: the key is taken
+    as written (object keys are names, not paths: nothing is decoded or normalised); :class:`SourceError` for a
+    control character, an invalid bucket name, or an empty or over-long key."""
     scheme = scheme_of(uri)
     if scheme not in STORES or not uri[len(scheme) + 1 :].startswith("//"):
-        raise SourceError(f"not an object store URI (s3://BUCKET/KEY or az://CONTAINER/BLOB): {show(uri)}")
+        raise SourceError(
+            f"not an object store URI (s3://BUCKET/KEY, az://CONTAINER/BLOB, gs://BUCKET/OBJECT): {show(uri)}"
+        )
     if CONTROL.search(uri):
         raise SourceError(f"control character in URI {show(uri)}")
     bucket, _, key = uri[len(scheme) + 3 :].partition("/")
-    if not _BUCKET.fullmatch(bucket) or (scheme == "az" and "." in bucket):
+    pattern = _GCS_BUCKET if scheme == "gs" else _BUCKET
+    if not pattern.fullmatch(bucket) or (scheme == "az" and "." in bucket):
         raise SourceError(f"invalid {NAMES[scheme]} name {bucket[:64]!r} in {show(uri)}")
     if not key or len(key.encode("utf-8", "surrogatepass")) > MAX_KEY_BYTES:
         raise SourceError(f"{show(uri)} names no object (an empty key, or one over {MAX_KEY_BYTES} bytes)")
@@ -81,11 +88,11 @@ def parse_object_uri(uri: str) -> ObjectURI:
 
 def check_prefix(prefix: str) -> str:
     """An ``object_stores`` entry in the form it is compared in (a bare bucket gains its ``/``); :class:`SourceError`
-    for one that is no ``s3://BUCKET/...`` or ``az://CONTAINER/...`` prefix."""
+    for one that is no ``s3://BUCKET/...``, ``az://CONTAINER/...`` or ``gs://BUCKET/...`` prefix."""
     scheme = scheme_of(prefix)
     bucket = prefix[len(scheme) + 3 :].partition("/")[0] if scheme in STORES else ""
     if not bucket or not prefix.startswith(f"{scheme}://"):
-        raise SourceError(f"object store entry {show(prefix, 80)} is no s3://BUCKET/PREFIX or az://CONTAINER/PREFIX")
+        raise SourceError(f"object store entry {show(prefix, 80)} is no s3://, az:// or gs:// BUCKET/PREFIX")
     parse_object_uri(f"{prefix.rstrip('/')}/x" if prefix.count("/") < 3 else f"{prefix}x")
     return prefix if prefix.count("/") >= 3 else f"{prefix}/"
 
@@ -122,7 +129,7 @@ def read_object(uri: str, prefixes: Iterable[str], settings: StoreSettings, max_
     target = admit_object(uri, prefixes)
     deadline = time.monotonic() + settings.total_s
     where = f"{NAMES[target.store]} {target.bucket!r}, key {target.key!r}"
-    read = _read_s3 if target.store == "s3" else _read_az
+    read = {"s3": _read_s3, "az": _read_az, "gs": _read_gs}[target.store]
     try:
         return read(target, settings, max_bytes, deadline, where)
     except (SourceError, LimitExceeded, SourceUnavailable):
@@ -152,6 +159,8 @@ def _code(exc: Exception) -> tuple[str | None, int | None]:
         error = response.get("Error", {})
         status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
         return str(error.get("Code") or "") or None, status
+    if isinstance(getattr(exc, "code", None), int):  # google-api-core's GoogleAPICallError
+        return type(exc).__name__, exc.code  # type: ignore[attr-defined]
     status = getattr(exc, "status_code", None)  # azure-core's HttpResponseError
     code = getattr(exc, "error_code", None)
     code = getattr(code, "value", code)  # (azure-storage-blob gives an enum member: its value is the code)
@@ -236,6 +245,39 @@ def _read_az(target: ObjectURI, s: StoreSettings, max_bytes: int | None, deadlin
         offset=0, length=length, etag=props.etag, match_condition=MatchConditions.IfNotModified, max_concurrency=1
     )
     return _whole(read_bounded(_chunks(stream.chunks()), max_bytes, where, deadline), size, where)
+
+
+# -- Google Cloud Storage (google-cloud-storage) --------------------------------------------------------------------
+@functools.cache
+def gcs_client(timeout_s: float) -> Any:
+    """Application Default Credentials (an emulator's ``STORAGE_EMULATOR_HOST``: none needed)."""
+    from google.auth.exceptions import DefaultCredentialsError
+    from google.cloud import storage
+
+    try:
+        return storage.Client()
+    except DefaultCredentialsError as exc:
+        raise SourceError(f"gs: no Application Default Credentials ({_first_line(exc)})") from exc
+
+
+def _read_gs(target: ObjectURI, s: StoreSettings, max_bytes: int | None, deadline: float, where: str) -> bytes:
+    from google.cloud.storage.retry import DEFAULT_RETRY
+
+    retry = DEFAULT_RETRY.with_timeout(max(deadline - time.monotonic(), 0.001))  # (its own default waits 120 s)
+    blob = gcs_client(s.timeout_s).bucket(target.bucket).get_blob(target.key, timeout=s.timeout_s, retry=retry)
+    if blob is None:
+        raise SourceError(f"{where} (gs): no such object or bucket")
+    size = int(blob.size or 0)
+    _check_size(size, max_bytes, where)
+    if size == 0:
+        return b""
+    end = None if max_bytes is None else max_bytes  # (inclusive: at most one byte past the cap)
+    data = blob.download_as_bytes(
+        start=0, end=end, if_generation_match=blob.generation, timeout=s.timeout_s, retry=retry, checksum=None
+    )
+    if max_bytes is not None and len(data) > max_bytes:
+        raise LimitExceeded(f"{where} exceeds the {max_bytes}-byte limit")
+    return _whole(data, size, where)
 
 
 def _chunks(chunks: Iterator[bytes]) -> Any:
