@@ -22,15 +22,11 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import matplotlib
 import numpy as np
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 
 from detectors.stats import estimates
 from detectors.stats.bootstrap import percentile_interval
-from gateway.core.contenders import PairError, distinct_pairs, split_pair
+from gateway.core.contenders import Contender, PairError, distinct_pairs, split_pair
 from gateway.core.messages import ScoreRow
 from gateway.core.wording import counted
 from gateway.evaluation import jsonout, proportions
@@ -39,33 +35,11 @@ from gateway.evaluation.caveats import ZERO_WIDTH_EXAMPLES, small_sample_warning
 from gateway.evaluation.cells import Layout
 from gateway.evaluation.errors import EvaluationError
 from gateway.evaluation.paired import REPLICATES, SEED, ordered_conditions
-from gateway.evaluation.plots import Figure
 from gateway.evaluation.tables import ZERO_WIDTH, Row, Table, pct, points, zero_width
 from gateway.evaluation.thresholds import decision_thresholds, threshold_text
 
 ROLES = ("champion", "challenger")
 Estimate = estimates.Estimate  # point estimate, 95% interval
-
-
-@dataclass(frozen=True)
-class Contender:
-    """A detector, optionally pinned to one version: ``npr`` or ``npr@1.1.0``."""
-
-    detector: str
-    version: str | None = None
-
-    @classmethod
-    def parse(cls, text: str) -> Contender:
-        name, _, version = text.strip().partition("@")
-        if not name:
-            raise EvaluationError(f"a contender is DETECTOR or DETECTOR@VERSION, got {text!r}")
-        return cls(name, version or None)
-
-    def matches(self, row: ScoreRow) -> bool:
-        return row.detector == self.detector and (self.version is None or row.detector_version == self.version)
-
-    def __str__(self) -> str:
-        return self.detector + (f"@{self.version}" if self.version else "")
 
 
 @dataclass
@@ -297,31 +271,6 @@ def thresholds_note(cmp) -> str:
     )
 
 
-def forest_plot(cmp: Comparison, path: Path) -> Path:
-    """One panel per quantity, one row per condition: the estimate with its interval; the line marks 0."""
-    names = [c.condition for c in cmp.conditions]
-    fig, axes = plt.subplots(1, len(QUANTITIES), figsize=(3.0 * len(QUANTITIES), 0.5 * len(names) + 1.5), sharey=True)
-    for ax, (key, heading) in zip(axes, QUANTITIES, strict=True):
-        for y, c in enumerate(cmp.conditions):
-            e = getattr(c, key)
-            if e is None:
-                continue
-            point, (lo, hi) = e
-            ax.errorbar(
-                [100 * point], [y], xerr=[[100 * (point - lo)], [100 * (hi - point)]], fmt="o", capsize=3, color="C0"
-            )
-        ax.axvline(0, color="grey", linestyle="--", linewidth=1)
-        ax.set_title(heading)
-        ax.set_xlabel("points")
-    axes[0].set_yticks(range(len(names)), names)
-    axes[0].invert_yaxis()
-    fig.suptitle(f"{cmp.challenger} (challenger) minus {cmp.champion} (champion)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
-
-
 def parse_pairs(pairs: list[str] | tuple[str, ...]) -> list[tuple[Contender, Contender]]:
     """Each ``CHAMPION:CHALLENGER`` as two contenders (:func:`gateway.core.contenders.split_pair`); a malformed
     or repeated one raises :class:`EvaluationError` before any work is done."""
@@ -380,20 +329,6 @@ def comparison_warnings(cmp: Comparison, rows: list[ScoreRow]) -> list[str]:
     return out
 
 
-def comparison_figures(comparisons: list[Comparison], folder: Path) -> list[Figure]:
-    """One forest plot per comparison, ``compare_<i>.png`` in ``folder``."""
-    folder.mkdir(parents=True, exist_ok=True)
-    return [
-        Figure(
-            f"compare_{i}",
-            forest_plot(cmp, folder / f"compare_{i}.png"),
-            f"{cmp.challenger} minus {cmp.champion} per condition, in points, with the 95% intervals of the table "
-            "above; the dashed line is no difference.",
-        )
-        for i, cmp in enumerate(comparisons)
-    ]
-
-
 def clear_comparisons(folder: Path) -> None:
     """Remove what an earlier ``--compare`` wrote into ``folder``, so no file outlives the report it belonged to."""
     for path in [folder / "comparison.md", folder / "comparison.json", *(folder / "plots").glob("compare_*.png")]:
@@ -401,16 +336,17 @@ def clear_comparisons(folder: Path) -> None:
 
 
 def write_comparisons(
-    comparisons: list[Comparison], folder: Path, figures: list[Figure], notice: str | None = None
+    comparisons: list[Comparison], folder: Path, plots: list[Path], notice: str | None = None
 ) -> dict[str, Path]:
-    """``comparison.md`` and ``comparison.json`` in ``folder`` (the report embeds the same tables and plots);
-    ``notice``: the corpus's (a proxy corpus says so), at the top of the one and in each entry of the other."""
+    """``comparison.md`` and ``comparison.json`` in ``folder`` (the report embeds the same tables and ``plots``, one
+    forest plot per comparison, drawn by :func:`gateway.evaluation.plots.comparison_figures`); ``notice``: the
+    corpus's (a proxy corpus says so), at the top of the one and in each entry of the other."""
     parts = ["# Champion vs challenger\n", *([f"\n> **{notice}**\n"] if notice else [])]
     out = {}
-    for cmp, fig in zip(comparisons, figures, strict=True):
+    for cmp, plot in zip(comparisons, plots, strict=True):
         table = comparison_table(cmp)
-        out[f"plot_{fig.key}"] = fig.path
-        parts.append(f"\n## {table.title}\n\n{table.to_markdown()}\n![forest plot](plots/{fig.path.name})\n")
+        out[f"plot_{plot.stem}"] = plot
+        parts.append(f"\n## {table.title}\n\n{table.to_markdown()}\n![forest plot](plots/{plot.name})\n")
     out["comparison_md"] = folder / "comparison.md"
     out["comparison_json"] = folder / "comparison.json"
     out["comparison_md"].write_text("".join(parts))

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Literal
 
+from gateway.core.contenders import Contender, PairError
 from gateway.core.messages import ScoreRow
 from gateway.evaluation.errors import EvaluationError
 
@@ -71,8 +72,12 @@ def _scored(row: ScoreRow) -> bool:
 def _select(rows: Iterable[ScoreRow], detector: str) -> list[ScoreRow]:
     """The scored rows of ``detector`` (``NAME``, or ``NAME@VERSION`` where the run holds several of its versions:
     a bare name is then refused, not its versions mixed)."""
-    name, _, version = detector.partition("@")
-    mine = [r for r in rows if r.detector == name and (not version or r.detector_version == version) and _scored(r)]
+    try:
+        contender = Contender.parse(detector)
+    except PairError as exc:
+        raise FlipsError(str(exc)) from exc
+    name, version = contender.detector, contender.version
+    mine = [r for r in rows if contender.matches(r) and _scored(r)]
     versions = sorted({r.detector_version for r in mine})
     if not version and len(versions) > 1:
         named = ", ".join(f"{name}@{v}" for v in versions)

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gateway.core.contenders import Contender
 from gateway.core.messages import ScoreRow
 from gateway.evaluation.flips import DIRECTIONS, ORIGINAL, Flip, FlipsError, find_flips, paired_count
 from gateway.evaluation.paired import by_version
@@ -97,7 +98,7 @@ def flip_sections(
     for r in rows:
         by_name[r.detector].append(r)
     for detector in sorted({r.detector for r in by_version(rows)}):  # NAME, or NAME@VERSION as the report names it
-        mine = by_name[detector.partition("@")[0]]
+        mine = by_name[Contender.parse(detector).detector]
         for condition in (c for c in conditions if c != ORIGINAL):
             try:
                 every = find_flips(mine, detector, condition, threshold=(thresholds or {}).get(detector))

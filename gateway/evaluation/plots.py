@@ -14,6 +14,7 @@ import numpy as np
 
 from detectors.stats import metrics
 from gateway.core.messages import ScoreRow
+from gateway.evaluation.compare import QUANTITIES, Comparison
 from gateway.evaluation.paired import Evaluation, by_version
 
 RECALLS = {"fake_recall": "FakeR (fixed threshold)", "real_recall": "RealR (fixed threshold)"}  # panel titles
@@ -241,3 +242,43 @@ def _plot_rank(ev: Evaluation, path: Path) -> Path:
     ax.set_ylabel("Spearman rho vs original")
     ax.set_title("Detector ranking stability")
     return write(fig, path, tight=True)
+
+
+# -- champion against challenger (gateway/evaluation/compare.py computes; drawn here) -------------------------
+def comparison_figures(comparisons: list[Comparison], folder: Path) -> list[Figure]:
+    """One forest plot per comparison, ``compare_<i>.png`` in ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    return [
+        Figure(
+            f"compare_{i}",
+            forest_plot(cmp, folder / f"compare_{i}.png"),
+            f"{cmp.challenger} minus {cmp.champion} per condition, in points, with the 95% intervals of the table "
+            "above; the dashed line is no difference.",
+        )
+        for i, cmp in enumerate(comparisons)
+    ]
+
+
+def forest_plot(cmp: Comparison, path: Path) -> Path:
+    """One panel per quantity, one row per condition: the estimate with its interval; the line marks 0."""
+    names = [c.condition for c in cmp.conditions]
+    fig, axes = plt.subplots(1, len(QUANTITIES), figsize=(3.0 * len(QUANTITIES), 0.5 * len(names) + 1.5), sharey=True)
+    for ax, (key, heading) in zip(axes, QUANTITIES, strict=True):
+        for y, c in enumerate(cmp.conditions):
+            e = getattr(c, key)
+            if e is None:
+                continue
+            point, (lo, hi) = e
+            ax.errorbar(
+                [100 * point], [y], xerr=[[100 * (point - lo)], [100 * (hi - point)]], fmt="o", capsize=3, color="C0"
+            )
+        ax.axvline(0, color="grey", linestyle="--", linewidth=1)
+        ax.set_title(heading)
+        ax.set_xlabel("points")
+    axes[0].set_yticks(range(len(names)), names)
+    axes[0].invert_yaxis()
+    fig.suptitle(f"{cmp.challenger} (challenger) minus {cmp.champion} (champion)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

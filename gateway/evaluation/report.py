@@ -17,7 +17,6 @@ from gateway.evaluation.compare import (
     Comparison,
     clear_comparisons,
     compare_pairs,
-    comparison_figures,
     comparison_table,
     comparisons_json,
     paired_rows,
@@ -28,7 +27,7 @@ from gateway.evaluation.findings import key_findings
 from gateway.evaluation.flips_report import ARROWS, KINDS, SHOWN, FlipSection, clear_strips, flip_sections
 from gateway.evaluation.glossary import glossary
 from gateway.evaluation.paired import Evaluation, by_version, evaluate
-from gateway.evaluation.plots import Figure, make_plots
+from gateway.evaluation.plots import Figure, comparison_figures, make_plots
 from gateway.evaluation.provenance import corpus_notice, in_run_order, read_run, report_json, run_context
 from gateway.evaluation.reals import compare_reals, evaluate_reals, is_reals_only
 from gateway.evaluation.reals_report import build_reals_report
@@ -100,7 +99,7 @@ def build_report(
     out["md"].write_text(render("report.md.j2", ev, ctx, figures, sections, flipped))
     out["html"].write_text(render("report.html.j2", ev, ctx, figures, sections, flipped))
     if contests:
-        out |= write_comparisons(contests, run_dir, forests, corpus_notice(ctx))
+        out |= write_comparisons(contests, run_dir, [f.path for f in forests], corpus_notice(ctx))
     return out
 
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from detectors.stats import intervals
 from gateway.core import catalogue as mc
+from gateway.core.contenders import Contender
 from gateway.monitor.config import ComparisonSettings, WindowSettings
 from gateway.monitor.signals import Column, FrameColumns, Sample, bounded_samples, windows_of
 from gateway.monitor.table import Frame
@@ -25,7 +26,8 @@ def resolve(frame: Frame, cols: FrameColumns, contender: str, population: str) -
     """``DETECTOR@VERSION`` (or a recalibration of it, ``VERSION+cal-...``), or ``DETECTOR``, with the version whose
     latest event is newest among those scored in ``population`` (a comparison on canaries is not one on traffic);
     None when no event of that population carries it."""
-    det, _, ver = contender.partition("@")
+    parsed = Contender.parse(contender)
+    det, ver = parsed.detector, parsed.version
     latest = {
         v: _latest(frame, cols, (det, v), population) for v in sorted({v for (d, v, _c) in frame.rows if d == det})
     }

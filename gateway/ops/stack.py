@@ -23,7 +23,7 @@ import yaml
 
 from detectors.serving.processes import die_with_parent, free_port, stop_group
 from gateway import bus
-from gateway.core.contenders import split_pair
+from gateway.core.contenders import Contender, split_pair
 from gateway.core.kafka_settings import KafkaSettings
 from gateway.core.settings_file import commented_yaml
 from gateway.monitor.config import POPULATIONS, MonitorConfig, MonitorKafka
@@ -123,7 +123,7 @@ class Stack:
         running = [i.card.name for i in get_detectors(o.detectors)]
         for pair in o.compare:
             for side in split_pair(pair):
-                if side.partition("@")[0] not in running:
+                if Contender.parse(side).detector not in running:
                     raise ConfigError(f"--compare {pair}: {side} is not among the detectors this stack runs: {running}")
         if not o.shadow and o.share != 1.0:
             raise ConfigError("--share applies to the --shadow detectors, and none is given")
