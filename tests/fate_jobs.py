@@ -14,10 +14,10 @@ import time
 from pathlib import Path
 
 from detectors.errors import RuntimeUnavailable
-from gateway.core import worker
-from gateway.core.assembly import build_pipeline
 from gateway.core.config import PipelineSettings
-from gateway.core.worker import Answer, Entry, FetchRules, VideoRequest
+from gateway.scoring import worker
+from gateway.scoring.assembly import build_pipeline
+from gateway.scoring.worker import Answer, Entry, FetchRules, VideoRequest
 
 _STATE: dict = {}
 

@@ -162,7 +162,7 @@ def test_frames_larger_than_the_header_are_refused_when_only_the_original_is_sam
     from detectors.repository import get_detectors
     from detectors.runtimes.embedded import EmbeddedRuntime
     from gateway.core.messages import VideoItem
-    from gateway.core.pipeline import Detector, Pipeline
+    from gateway.scoring.pipeline import Detector, Pipeline
 
     data, limits = _h264(64, 64, 5) + _h264(512, 512, 10), Limits(max_pixels=64 * 64 * 4)
     assert (probe(data, limits).width, probe(data, limits).height) == (64, 64)

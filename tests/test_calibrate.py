@@ -134,9 +134,9 @@ def test_too_few_reals_to_estimate_the_target_are_refused_without_force_and_noth
 def test_after_a_calibration_every_score_row_carries_the_new_thresholds_id(tmp_path):
     """The threshold is part of the detector's identity: rows scored after `detectors calibrate` carry the
     calibration's id (before it: the card's), and so do their idempotency keys (gateway/core/messages.py)."""
-    from gateway.core.assembly import build_pipeline
     from gateway.core.config import PipelineSettings
     from gateway.core.messages import VideoItem
+    from gateway.scoring.assembly import build_pipeline
     from tests.support.media import ramp_clip
 
     shipped = list_detectors()["d3_px"]

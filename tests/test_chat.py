@@ -315,9 +315,9 @@ def test_the_pipeline_sends_16_ordered_frames_at_short_side_256_and_no_metadata(
     temporal order (brightness rises through the clip); and nothing of the video's identity: the same clip under
     another id, label, source and anchor sends the very same requests."""
     from detectors.repository import install_remote
-    from gateway.core.assembly import build_pipeline
     from gateway.core.config import PipelineSettings
     from gateway.core.messages import VideoItem
+    from gateway.scoring.assembly import build_pipeline
 
     install_remote(_card(double, "rating", name="chat-r"), tmp_path / "models")
     settings = PipelineSettings(detectors="chat-r", repo=tmp_path / "models", profile="throughput", chat_cache=False)

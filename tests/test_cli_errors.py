@@ -476,7 +476,7 @@ def test_a_transform_whose_input_fails_says_so_per_input_and_ends_with_one_error
 def test_only_detectors_scored_over_grpc_need_tritonclient():
     from types import SimpleNamespace
 
-    from gateway.core.assembly import _needs_grpc
+    from gateway.scoring.assembly import _needs_grpc
 
     def inst(endpoint: str | None) -> SimpleNamespace:
         return SimpleNamespace(card=SimpleNamespace(remote=SimpleNamespace(endpoint=endpoint) if endpoint else None))

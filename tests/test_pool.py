@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from gateway.core.pool import JobError, VideoTimeout, WorkerCrashed, WorkerPool
+from gateway.scoring.pool import JobError, VideoTimeout, WorkerCrashed, WorkerPool
 from tests import pool_jobs
 
 
@@ -79,7 +79,7 @@ def test_a_worker_that_cannot_start_holds_no_job_and_says_why(pool_factory):
 
 PARENT = """
 import sys, time
-from gateway.core.pool import WorkerPool
+from gateway.scoring.pool import WorkerPool
 from tests import pool_jobs
 pool = WorkerPool(size=1, target=pool_jobs.job, initializer=pool_jobs.init, initargs=("t",))
 pool.submit("long", ("sleep", 120))

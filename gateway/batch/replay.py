@@ -22,13 +22,13 @@ from detectors.manifest import ManifestRow, read_manifest
 from detectors.proxy.corpus import marked_description
 from gateway import VERSION
 from gateway.batch.results import done_videos, drop_infra_videos, merge, write_part
-from gateway.core.assembly import build_pipeline
 from gateway.core.config import OPERATIONAL_LIMITS, PipelineSettings, SourceSettings, checked_hosts, checked_prefixes
 from gateway.core.messages import ScoreRow, VideoFacts
-from gateway.core.pipeline import Pipeline
-from gateway.core.supervisor import Supervisor
 from gateway.core.wording import counted
-from gateway.core.worker import ENTRY, Entry, FetchRules, VideoRequest
+from gateway.scoring.assembly import build_pipeline
+from gateway.scoring.pipeline import Pipeline
+from gateway.scoring.supervisor import Supervisor
+from gateway.scoring.worker import ENTRY, Entry, FetchRules, VideoRequest
 
 # what does not change a run's results: how many workers, where files may be read, where a GPU computes
 IDENTITY_EXCLUDE = {
@@ -124,7 +124,7 @@ def replay(
     Every failure is rows, never an aborted run: a bad video's rows carry its error, a video whose attempts all
     failed (``max_attempts``) carries ``WorkerCrashed``, ``VideoTimeout`` or ``JobError`` (an unexpected
     exception), and an unavailable scorer gives ``infra`` rows, which ``resume`` runs again. ``entry``: what the
-    worker processes run (:data:`gateway.core.worker.ENTRY`).
+    worker processes run (:data:`gateway.scoring.worker.ENTRY`).
     """
     rows = read_manifest(cfg.manifest)
     rows_for = build_pipeline(cfg, runtimes=False)  # fails at once, before the run folder, if it cannot start
@@ -147,7 +147,7 @@ def replay(
 def _run_chunks(
     cfg: ReplayConfig, rows_for: Pipeline, chunks: list, workers: int, grace_s: float, entry: Entry
 ) -> Iterator[tuple[list, list[dict]]]:
-    """Each chunk's rows once all its videos have a fate (:mod:`gateway.core.supervisor`); at most
+    """Each chunk's rows once all its videos have a fate (:mod:`gateway.scoring.supervisor`); at most
     ``2 * workers`` chunks open (bounded memory). Every fate is rows here: a video told to retry later keeps its
     infra rows, which ``--resume`` runs again. ``rows_for``: the pipeline without runtimes, for the parent's rows."""
     if not chunks:

@@ -1,2 +1,2 @@
-"""What every use shares: configuration, messages, sources, and the pipeline (decode -> conditions -> frames ->
-scores -> rows) with the one worker entry point that the replay and the Kafka service both call."""
+"""The vocabulary every use shares: configuration, messages, the platform's input mapping, sources, contenders,
+metric names and wording. The scoring engine that speaks it is :mod:`gateway.scoring`."""

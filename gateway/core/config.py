@@ -136,7 +136,7 @@ class PipelineSettings(BaseModel):
     """What determines a pipeline's results: conditions, encoder profile, detectors, runtime, limits.
 
     Shared by the replay (``ReplayConfig``) and the service (``GatewayConfig``), which build their pipeline
-    from it with :func:`gateway.core.assembly.build_pipeline`.
+    from it with :func:`gateway.scoring.assembly.build_pipeline`.
     """
 
     conditions: str = "all"

@@ -16,7 +16,7 @@ READ_VERSIONS = (1, 2)  # video events the gateway reads (version 2 changed only
 MAX_VIDEO_ID_CHARS = 256
 MAX_FIELD_BYTES = 1024  # default bound of a video message's string fields (``messages.max_field_bytes``)
 MAX_URI_BYTES = 8192  # default bound of its ``uri`` (``messages.max_uri_bytes``): signed URLs run long
-MAX_ERROR_CHARS = 500  # a row's error message is cut to this (:meth:`gateway.core.pipeline.Pipeline.error_rows`)
+MAX_ERROR_CHARS = 500  # a row's error message is cut to this (:meth:`gateway.scoring.pipeline.Pipeline.error_rows`)
 ROW_OVERHEAD_BYTES = 4096  # a score event's JSON without the strings it copies from its message and its error
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from gateway.core.config import GatewayConfig
 from gateway.core.messages import ScoreRow, VideoEvent, VideoFacts
-from gateway.core.worker import VideoRequest
+from gateway.scoring.worker import VideoRequest
 from gateway.stream.records import Refusal, Video
 from transforms.config_errors import ConfigError
 

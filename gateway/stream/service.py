@@ -1,14 +1,14 @@
 """``lastmile gateway run``: the streaming gateway on Kafka.
 
 One thread polls and admits at most ``max_in_flight`` videos (it fetches only as many records as there are
-free slots); a :class:`~gateway.core.pool.WorkerPool` runs the pipeline, one video per worker process, each
+free slots); a :class:`~gateway.scoring.pool.WorkerPool` runs the pipeline, one video per worker process, each
 worker with a memory cap and a per-video deadline. The same thread publishes each video's score events (and
 its dead letter if it failed), waits for the broker's acknowledgement, and only then marks the message's
 offset done; offsets are committed per partition up to the first message not yet done, so a crash redelivers
 (at-least-once) and never skips. Scores are deterministic, so a redelivery yields equal duplicates that
 consumers drop by key.
 
-Failures, by whose they are, as :mod:`gateway.core.supervisor` decides them (the replay gets the same fates): a
+Failures, by whose they are, as :mod:`gateway.scoring.supervisor` decides them (the replay gets the same fates): a
 bad video is error rows and a dead letter; a video whose own worker died, overran or raised unexpectedly is run
 again up to ``limits.max_attempts``, then dead-lettered (``WorkerCrashed``, ``VideoTimeout``, ``JobError``); an
 unavailable scorer or broker is never a verdict: the gateway stops admitting, reports not ready, backs off and
@@ -25,11 +25,11 @@ from itertools import count
 
 from detectors.backoff import Backoff
 from gateway import bus
-from gateway.core.assembly import build_pipeline
 from gateway.core.config import GatewayConfig
 from gateway.core.messages import ScoreRow
-from gateway.core.supervisor import Fate, RetryLater, Scored, Supervisor
-from gateway.core.worker import ENTRY, Entry, FetchRules
+from gateway.scoring.assembly import build_pipeline
+from gateway.scoring.supervisor import Fate, RetryLater, Scored, Supervisor
+from gateway.scoring.worker import ENTRY, Entry, FetchRules
 from gateway.stream import records
 from gateway.stream.inputs import EventReader
 from gateway.stream.jobs import Job, Refused, Waiting, admit, check_shadow

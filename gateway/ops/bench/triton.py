@@ -57,7 +57,7 @@ def bench_triton(
     detector: str = "npr", seconds: float = 4.0, levels: tuple[int, ...] = (1, 2, 4, 8), batch: int = len(LASTMILE)
 ) -> dict[str, Any]:
     """The pipeline's request shape (one video's ``batch`` condition variants in one call, as
-    :func:`gateway.core.pipeline.score_batched` sends them) through the local Triton (dynamic batching on) and
+    :func:`gateway.scoring.pipeline.score_batched` sends them) through the local Triton (dynamic batching on) and
     the embedded runtime.
 
     Each client thread stands for one gateway worker: embedded, it owns a single-threaded onnxruntime session

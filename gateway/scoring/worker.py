@@ -6,7 +6,7 @@ globals: fetch the bytes if the video comes by reference (a fetch failure is thi
 run the pipeline. Every failure of a video becomes rows; nothing a video does raises out of here. The
 :class:`Answer` says, typed where the exception was caught, when the rows are no verdict (``fault``): a runtime
 was ``unavailable``, or something ``unexpected`` happened. What becomes of the video is decided in the parent,
-by :mod:`gateway.core.supervisor`.
+by :mod:`gateway.scoring.supervisor`.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from pydantic import BaseModel, ConfigDict
 from detectors.manifest import Sha256
 from gateway.core.config import PipelineSettings, SourceSettings
 from gateway.core.messages import ScoreRow, VideoFacts, VideoItem
-from gateway.core.pipeline import Pipeline
-from gateway.core.pool import WorkerPool
 from gateway.core.sources import ContentMismatch, SourceUnavailable, check_digest, fetch
+from gateway.scoring.pipeline import Pipeline
+from gateway.scoring.pool import WorkerPool
 from transforms.errors import VideoError
 
 log = logging.getLogger("lastmile.worker")
@@ -124,7 +124,7 @@ _STATE: tuple[Pipeline, FetchRules] | None = None
 
 def init(settings_json: str, rules_json: str) -> None:
     """Pool initializer: build this process's pipeline (conditions, detectors, runtimes) once."""
-    from gateway.core.assembly import build_pipeline
+    from gateway.scoring.assembly import build_pipeline
 
     global _STATE
     _STATE = (
@@ -136,7 +136,7 @@ def init(settings_json: str, rules_json: str) -> None:
 def run(request: VideoRequest) -> Answer:
     """Score one video in this worker process."""
     if _STATE is None:
-        raise RuntimeError("gateway.core.worker.init was not called in this process")
+        raise RuntimeError("gateway.scoring.worker.init was not called in this process")
     pipeline, rules = _STATE
     return handle(pipeline, rules, request)
 

@@ -1,4 +1,5 @@
-"""Wiring: a :class:`~gateway.core.pipeline.Pipeline` from a configuration (conditions, profile, detectors, runtime)."""
+"""Wiring: a :class:`~gateway.scoring.pipeline.Pipeline` from a configuration (conditions, profile, detectors,
+runtime)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from gateway.core.config import PipelineSettings
 from transforms.engine import Engine
 
 if TYPE_CHECKING:
-    from gateway.core.pipeline import Pipeline
+    from gateway.scoring.pipeline import Pipeline
 
 
 def build_pipeline(cfg: PipelineSettings, runtimes: bool = True) -> Pipeline:
@@ -24,7 +25,7 @@ def build_pipeline(cfg: PipelineSettings, runtimes: bool = True) -> Pipeline:
     from detectors.repository import get_detectors
     from detectors.runtimes.providers import check_placement
     from detectors.runtimes.triton import require_client
-    from gateway.core.pipeline import Detector, Pipeline
+    from gateway.scoring.pipeline import Detector, Pipeline
 
     conditions, profile = cfg.resolve_conditions()
     engine = Engine(profile.with_determinism(cfg.deterministic), cfg.limits)

@@ -1,6 +1,6 @@
 """The hot path, top to bottom: decode -> condition variants -> frame sampling -> detector scores -> rows.
 
-Replay and the Kafka service both call :meth:`Pipeline.score` (through :mod:`gateway.core.worker`), so the
+Replay and the Kafka service both call :meth:`Pipeline.score` (through :mod:`gateway.scoring.worker`), so the
 two cannot drift apart. Each detector scores all of a video's condition variants in one batched call. Errors in a
 video become rows with ``error_kind="video"`` (they stay in every denominator); a runtime that cannot answer
 becomes ``error_kind="infra"`` rows, counted apart from the detectors' verdicts, and :attr:`Scoring.unavailable`

@@ -30,9 +30,9 @@ from dataclasses import dataclass
 
 from gateway.core.config import PipelineSettings
 from gateway.core.messages import ScoreRow
-from gateway.core.pipeline import Pipeline
-from gateway.core.pool import Done, JobError, WorkerFailure
-from gateway.core.worker import ENTRY, Answer, Entry, FetchRules, VideoRequest, error_rows, start_pool
+from gateway.scoring.pipeline import Pipeline
+from gateway.scoring.pool import Done, JobError, WorkerFailure
+from gateway.scoring.worker import ENTRY, Answer, Entry, FetchRules, VideoRequest, error_rows, start_pool
 
 log = logging.getLogger("lastmile.supervisor")
 
