@@ -118,6 +118,7 @@ def _dockerfile_extras() -> tuple[set[str], set[str]]:
 def test_the_image_has_what_every_runtime_of_the_chart_needs():
     built, installed = _dockerfile_extras()
     assert installed <= built
+    assert "attach" in installed  # gateway.objectStores and input: (the stores' SDKs, the registry's serdes)
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     requirements = [Requirement(r) for r in project["dependencies"]]
     for extra in installed:

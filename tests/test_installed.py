@@ -262,3 +262,12 @@ def test_the_tap_runs_from_the_wheel_with_the_local_extra(user):
         assert up.wait(120) == 0
     assert _stack_left(set(pids.values()) | {up.pid}) == []
     assert _files(user["site"]) == user["before"]
+
+
+def test_a_store_without_its_sdk_is_refused_at_start_naming_the_extra(user, tmp_path):
+    """The wheel without the `attach` extra reads no object store: a configuration that lists one stops the gateway
+    at start with the pip command, instead of failing every video read from it."""
+    (tmp_path / "gateway.yaml").write_text("sources:\n  object_stores: [s3://uploads/videos/]\n")
+    done = lastmile(user, "gateway", "run", "--config", "gateway.yaml", cwd=tmp_path, timeout=60)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "s3:// is read with boto3, which is not installed: pip install 'lastmile-gateway[attach]'" in done.stderr

@@ -14,7 +14,7 @@ from gateway.core.inputs import InputSettings
 from gateway.core.kafka_settings import KafkaSettings
 from gateway.core.messages import MAX_FIELD_BYTES, MAX_URI_BYTES, score_event_bound
 from gateway.core.sources import SourceError, StoreSettings, allow_list
-from gateway.core.sources.stores import check_prefix
+from gateway.core.sources.stores import check_prefix, require_sdk
 from gateway.core.yaml_settings import YamlSettings
 from transforms.catalog import resolve_conditions
 from transforms.limits import Limits
@@ -81,11 +81,14 @@ def checked_hosts(hosts: list[str]) -> list[str]:
 
 def checked_prefixes(prefixes: list[str]) -> list[str]:
     """``prefixes`` as compared (:func:`gateway.core.sources.stores.check_prefix`), if each is an object store
-    prefix; else ``ValueError``."""
+    prefix whose SDK is installed (the ``attach`` extra); else ``ValueError``."""
     try:
-        return [check_prefix(p) for p in prefixes]
+        checked = [check_prefix(p) for p in prefixes]
+        for store in sorted({p.split(":", 1)[0] for p in checked}):
+            require_sdk(store)
     except SourceError as exc:
         raise ValueError(str(exc)) from exc
+    return checked
 
 
 class MessageSettings(BaseModel):

@@ -10,6 +10,7 @@ reason names the field and the expression: it is dead-lettered before anything i
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from datetime import datetime
 from pathlib import Path
@@ -83,6 +84,15 @@ class InputSettings(BaseModel):
             raise ValueError("input.format protobuf needs input.schema_file (a descriptor set) and input.message")
         if self.schema_registry is not None and "url" not in self.schema_registry:
             raise ValueError("input.schema_registry needs its 'url'")
+        if self.format != "json":
+            needed = ["fastavro"] if self.format == "avro" else ["google.protobuf"]
+            needed += ["authlib"] if self.schema_registry or self.format == "protobuf" else []
+            missing = [m for m in needed if not _installed(m)]
+            if missing:
+                raise ValueError(
+                    f"input.format {self.format} is read with confluent-kafka's serdes, which need "
+                    f"{', '.join(missing)}: pip install 'lastmile-gateway[attach]'"
+                )
         return self
 
     @property
@@ -97,6 +107,13 @@ class Mapped(BaseModel):
     model_config = ConfigDict(frozen=True)
     event: VideoEvent
     event_time: float | None = None
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # (its parent package missing)
+        return False
 
 
 def map_message(message: Any, settings: InputSettings) -> Mapped:

@@ -20,6 +20,7 @@ through ``AWS_ENDPOINT_URL`` or ``sources.s3_endpoint_url``), ``az://container/b
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 import re
 import time
@@ -47,6 +48,21 @@ DENIED = frozenset({
     "ExpiredToken", "AuthenticationFailed", "AuthorizationFailure", "AuthorizationPermissionMismatch",
 })  # fmt: skip
 CHANGED = frozenset({"PreconditionFailed", "412", "ConditionNotMet"})
+
+
+SDKS = {"s3": "boto3", "az": "azure.storage.blob", "gs": "google.cloud.storage"}  # what each store is read with
+EXTRA = "pip install 'lastmile-gateway[attach]'"
+
+
+def require_sdk(store: str) -> None:
+    """Nothing, if the SDK that reads ``store`` is installed; else :class:`SourceError` naming the extra (a
+    configuration that lists the store is refused at start, not every video read from it)."""
+    try:
+        found = importlib.util.find_spec(SDKS[store]) is not None
+    except ModuleNotFoundError:  # (a parent package missing: google, azure)
+        found = False
+    if not found:
+        raise SourceError(f"{store}:// is read with {SDKS[store].split('.')[0]}, which is not installed: {EXTRA}")
 
 
 def is_object_uri(uri: str) -> bool:
