@@ -10,13 +10,14 @@ import http.server
 import json
 import subprocess
 import sys
-import threading
+from types import SimpleNamespace
 
 import pytest
 import yaml
 
 from gateway.core.inputs import InputSettings
 from gateway.stream.inputs import EventReader
+from tests.support.stores import serving
 from tests.support.uploads import AVRO_FIELDS, AVRO_SCHEMA, avro_value
 
 UPLOAD = {
@@ -71,52 +72,36 @@ def test_a_video_outside_the_stores_is_said_and_exits_2(tmp_path):
     assert "bucket 'uploads', key 'videos/u-1.mp4': outside sources.object_stores (s3://uploads/other/)" in done.stderr
 
 
-class Registry:
-    """The Schema Registry's ``GET /schemas/ids/{id}`` for one Avro schema, on a thread; every path asked kept."""
+def registry_handler(schemas: dict[int, dict], asked: list[str]) -> type[http.server.BaseHTTPRequestHandler]:
+    """The Schema Registry's ``GET /schemas/ids/{id}`` for the ``schemas`` given; every path asked kept."""
 
-    def __init__(self, schemas: dict[int, dict]) -> None:
-        self.asked: list[str] = []
-        registry = self
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def log_message(self, *args: object) -> None:
-                pass
+        def do_GET(self) -> None:
+            asked.append(self.path)
+            parts = self.path.split("?")[0].strip("/").split("/")
+            found = parts[:2] == ["schemas", "ids"] and int(parts[2]) in schemas
+            if found:
+                body = {"schemaType": "AVRO", "schema": json.dumps(schemas[int(parts[2])])}
+            else:
+                body = {"error_code": 40403, "message": "Schema not found"}
+            data = json.dumps(body).encode()
+            self.send_response(200 if found else 404)
+            self.send_header("Content-Type", "application/vnd.schemaregistry.v1+json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
 
-            def do_GET(self) -> None:
-                registry.asked.append(self.path)
-                parts = self.path.split("?")[0].strip("/").split("/")
-                found = parts[:2] == ["schemas", "ids"] and int(parts[2]) in schemas
-                if found:
-                    body = {"schemaType": "AVRO", "schema": json.dumps(schemas[int(parts[2])])}
-                else:
-                    body = {"error_code": 40403, "message": "Schema not found"}
-                data = json.dumps(body).encode()
-                self.send_response(200 if found else 404)
-                self.send_header("Content-Type", "application/vnd.schemaregistry.v1+json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def __enter__(self) -> Registry:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    return Handler
 
 
 @pytest.fixture
 def registry():
-    with Registry({7: AVRO_SCHEMA}) as r:
-        yield r
+    asked: list[str] = []
+    with serving(registry_handler({7: AVRO_SCHEMA}, asked)) as url:
+        yield SimpleNamespace(url=url, asked=asked)
 
 
 def test_an_avro_event_is_read_with_the_writer_schema_its_registry_serves(registry):

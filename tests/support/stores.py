@@ -122,6 +122,20 @@ def azurite_connection(endpoint: str, key: str = AZURITE_KEY) -> str:
     return f"DefaultEndpointsProtocol=http;AccountName={AZURITE_ACCOUNT};AccountKey={key};BlobEndpoint={endpoint};"
 
 
+@contextlib.contextmanager
+def serving(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[str]:
+    """An HTTP server of the test's own on a free loopback port, on a thread, stopped on exit: its URL."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
 SLOW_DOWN = (
     b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
     b"<Message>Please reduce your request rate.</Message></Error>"
@@ -142,21 +156,15 @@ class Proxy:
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
+        self._serving = serving(_handler(self))
+        self.url = ""
 
     def __enter__(self) -> Proxy:
-        self.thread.start()
+        self.url = self._serving.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join()
+        self._serving.__exit__(None, None, None)
 
     def take(self, method: str) -> bool:
         """Record a request; whether it is answered 503."""
