@@ -46,11 +46,11 @@ if [ "${#missing[@]}" -gt 0 ]; then
   fi
 fi
 
-"$PY" -m pip install -q --disable-pip-version-check -e '.[test,triton-local]'
-# torch (extra `train`: the test models, the NPR reference) is large: installed once, when it is missing
-if ! "$PY" -c 'import torch' >/dev/null 2>&1; then
-  "$PY" -m pip install -q --disable-pip-version-check -e '.[train]'
-fi
+# torch (extra `train`: the test models, the NPR reference) is large: asked for only when it is missing, in the same
+# install (one resolution)
+extras=test,triton-local
+"$PY" -c 'import torch' >/dev/null 2>&1 || extras=$extras,train
+"$PY" -m pip install -q --disable-pip-version-check -e ".[$extras]"
 # the Triton server that the nvidia-pytriton wheel bundles (its numpy<2 pin would break pyarrow: no deps)
 if ! "$PY" -m pip show -q nvidia-pytriton >/dev/null 2>&1; then
   "$PY" -m pip install -q --disable-pip-version-check --no-deps 'nvidia-pytriton==0.7.0'
