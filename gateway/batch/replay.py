@@ -15,14 +15,14 @@ from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field
 from tqdm import tqdm
 
 from detectors.manifest import ManifestRow, read_manifest
 from detectors.proxy.corpus import marked_description
 from gateway import VERSION
 from gateway.batch.results import done_videos, drop_infra_videos, merge, write_part
-from gateway.core.config import OPERATIONAL_LIMITS, PipelineSettings, SourceSettings, checked_hosts, checked_prefixes
+from gateway.core.config import OPERATIONAL_LIMITS, AllowHosts, ObjectStores, PipelineSettings, SourceSettings
 from gateway.core.messages import ScoreRow, VideoFacts
 from gateway.core.wording import counted
 from gateway.scoring.assembly import build_pipeline
@@ -50,24 +50,14 @@ class ReplayConfig(PipelineSettings):
     file_roots: list[Path] = Field(
         default_factory=list, description="folders the manifest's videos may be read from, besides its own folder"
     )
-    http_allow_hosts: list[str] = Field(
+    http_allow_hosts: AllowHosts = Field(
         default_factory=list, description="hosts the manifest's http(s):// videos may be fetched from; none: no host"
     )
 
-    object_stores: list[str] = Field(
+    object_stores: ObjectStores = Field(
         default_factory=list,
-        description="prefixes the manifest's s3:// and az:// videos may be read under; none: no object",
+        description="prefixes the manifest's s3://, az:// and gs:// videos may be read under; none: no object",
     )
-
-    @field_validator("http_allow_hosts")
-    @classmethod
-    def _hosts_parse(cls, hosts: list[str]) -> list[str]:
-        return checked_hosts(hosts)
-
-    @field_validator("object_stores")
-    @classmethod
-    def _prefixes_parse(cls, prefixes: list[str]) -> list[str]:
-        return checked_prefixes(prefixes)
 
     def identity(self) -> str:
         """A hash of what changes results (not of how many workers run them, nor where files may be read)."""

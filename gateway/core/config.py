@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal, Self
+from typing import Annotated, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from detectors.runtimes.providers import ProviderSettings
@@ -19,55 +19,6 @@ from gateway.core.yaml_settings import YamlSettings
 from transforms.catalog import resolve_conditions
 from transforms.limits import Limits
 from transforms.spec import PROFILES, Condition, Profile
-
-
-class SourceSettings(BaseModel):
-    """Where videos sent by reference may be read from. The default reads nothing: no file, no host."""
-
-    model_config = ConfigDict(extra="forbid")
-    file_roots: list[Path] = Field(
-        default_factory=list,
-        description="file:// URIs must resolve (symlinks followed) under one of these; none: no file",
-    )
-    http_allow_hosts: list[str] = Field(
-        default_factory=list,
-        description="hosts http(s):// URIs and redirects may name: 'name' (ports 80 and 443), 'name:port', an IP "
-        "address, or a CIDR network that names may resolve into although private or loopback; none: no host",
-    )
-    http_timeout_s: float = Field(10.0, gt=0, description="connect and read timeout")
-    http_total_s: float = Field(120.0, gt=0, description="deadline of one whole download")
-    http_redirect_to_http: bool = Field(False, description="follow a redirect from https:// to http:// (drops TLS)")
-    object_stores: list[str] = Field(
-        default_factory=list,
-        description="s3://, az:// and gs:// URIs must start with one of these prefixes ('s3://uploads/videos/', "
-        "'az://media'); none: no object. Credentials: each SDK's own chain",
-    )
-    s3_endpoint_url: str | None = Field(
-        None, description="an S3-compatible endpoint (MinIO, Ceph, R2); None: the SDK's (AWS_ENDPOINT_URL, or AWS)"
-    )
-    s3_addressing_style: Literal["auto", "path", "virtual"] = Field(
-        "auto", description="'path' for an S3-compatible store without virtual-host buckets"
-    )
-    azure_account_url: str | None = Field(
-        None,
-        description="https://ACCOUNT.blob.core.windows.net (with DefaultAzureCredential); None: "
-        "AZURE_STORAGE_CONNECTION_STRING, or AZURE_STORAGE_ACCOUNT",
-    )
-
-    @field_validator("http_allow_hosts")
-    @classmethod
-    def _hosts_parse(cls, hosts: list[str]) -> list[str]:
-        return checked_hosts(hosts)
-
-    @field_validator("object_stores")
-    @classmethod
-    def _prefixes_parse(cls, prefixes: list[str]) -> list[str]:
-        return checked_prefixes(prefixes)
-
-    def stores(self) -> StoreSettings:
-        """What the object stores' SDKs are given (:mod:`gateway.core.sources.stores`)."""
-        urls = (self.s3_endpoint_url, self.s3_addressing_style, self.azure_account_url)
-        return StoreSettings(*urls, timeout_s=self.http_timeout_s, total_s=self.http_total_s)
 
 
 def checked_hosts(hosts: list[str]) -> list[str]:
@@ -89,6 +40,50 @@ def checked_prefixes(prefixes: list[str]) -> list[str]:
     except SourceError as exc:
         raise ValueError(str(exc)) from exc
     return checked
+
+
+# a list of allow-list entries, or of object store prefixes, each checked where a model holds one
+AllowHosts = Annotated[list[str], AfterValidator(checked_hosts)]
+ObjectStores = Annotated[list[str], AfterValidator(checked_prefixes)]
+
+
+class SourceSettings(BaseModel):
+    """Where videos sent by reference may be read from. The default reads nothing: no file, no host."""
+
+    model_config = ConfigDict(extra="forbid")
+    file_roots: list[Path] = Field(
+        default_factory=list,
+        description="file:// URIs must resolve (symlinks followed) under one of these; none: no file",
+    )
+    http_allow_hosts: AllowHosts = Field(
+        default_factory=list,
+        description="hosts http(s):// URIs and redirects may name: 'name' (ports 80 and 443), 'name:port', an IP "
+        "address, or a CIDR network that names may resolve into although private or loopback; none: no host",
+    )
+    http_timeout_s: float = Field(10.0, gt=0, description="connect and read timeout")
+    http_total_s: float = Field(120.0, gt=0, description="deadline of one whole download")
+    http_redirect_to_http: bool = Field(False, description="follow a redirect from https:// to http:// (drops TLS)")
+    object_stores: ObjectStores = Field(
+        default_factory=list,
+        description="s3://, az:// and gs:// URIs must start with one of these prefixes ('s3://uploads/videos/', "
+        "'az://media'); none: no object. Credentials: each SDK's own chain",
+    )
+    s3_endpoint_url: str | None = Field(
+        None, description="an S3-compatible endpoint (MinIO, Ceph, R2); None: the SDK's (AWS_ENDPOINT_URL, or AWS)"
+    )
+    s3_addressing_style: Literal["auto", "path", "virtual"] = Field(
+        "auto", description="'path' for an S3-compatible store without virtual-host buckets"
+    )
+    azure_account_url: str | None = Field(
+        None,
+        description="https://ACCOUNT.blob.core.windows.net (with DefaultAzureCredential); None: "
+        "AZURE_STORAGE_CONNECTION_STRING, or AZURE_STORAGE_ACCOUNT",
+    )
+
+    def stores(self) -> StoreSettings:
+        """What the object stores' SDKs are given (:mod:`gateway.core.sources.stores`)."""
+        urls = (self.s3_endpoint_url, self.s3_addressing_style, self.azure_account_url)
+        return StoreSettings(*urls, timeout_s=self.http_timeout_s, total_s=self.http_total_s)
 
 
 class MessageSettings(BaseModel):
