@@ -50,7 +50,8 @@ fi
 # install (one resolution)
 extras=test,triton-local
 "$PY" -c 'import torch' >/dev/null 2>&1 || extras=$extras,train
-"$PY" -m pip install -q --disable-pip-version-check -e ".[$extras]"
+# (--no-compile: bytecode is written as modules are first imported, not for every package up front)
+"$PY" -m pip install -q --disable-pip-version-check --no-compile -e ".[$extras]"
 # the Triton server that the nvidia-pytriton wheel bundles (its numpy<2 pin would break pyarrow: no deps)
 if ! "$PY" -m pip show -q nvidia-pytriton >/dev/null 2>&1; then
   "$PY" -m pip install -q --disable-pip-version-check --no-deps 'nvidia-pytriton==0.7.0'

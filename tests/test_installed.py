@@ -68,8 +68,11 @@ def user(wheel, tmp_path_factory) -> dict:
     py = tmp / "venv" / "bin" / "python"
     cfg = (tmp / "venv" / "pyvenv.cfg").read_text()
     assert "include-system-site-packages = false" in cfg
+    # (--no-compile: the packages' bytecode is written when a module is first imported, not all of it up front: a
+    # third of the install's time, and the same installed files)
     for args in ([f"{wheel}[local,triton-local]"], ["--no-deps", "nvidia-pytriton==0.7.0"]):
-        done = subprocess.run([str(py), *PIP, "install", *args], capture_output=True, text=True, timeout=900)
+        install = [str(py), *PIP, "install", "--no-compile", *args]
+        done = subprocess.run(install, capture_output=True, text=True, timeout=900)
         assert done.returncode == 0, done.stderr[-3000:]
     probe = "import gateway, pathlib; print(pathlib.Path(gateway.__file__).parents[1])"
     site = Path(
