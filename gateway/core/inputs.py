@@ -10,7 +10,6 @@ reason names the field and the expression: it is dead-lettered before anything i
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from datetime import datetime
 from pathlib import Path
@@ -21,6 +20,7 @@ import jmespath.exceptions
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from gateway.core.messages import InvalidMessage, VideoEvent
+from gateway.core.sources.stores import EXTRA, installed
 from transforms.config_errors import describe
 
 REQUIRED = ("video_id",)
@@ -87,11 +87,11 @@ class InputSettings(BaseModel):
         if self.format != "json":
             needed = ["fastavro"] if self.format == "avro" else ["google.protobuf"]
             needed += ["authlib"] if self.schema_registry or self.format == "protobuf" else []
-            missing = [m for m in needed if not _installed(m)]
+            missing = [m for m in needed if not installed(m)]
             if missing:
                 raise ValueError(
                     f"input.format {self.format} is read with confluent-kafka's serdes, which need "
-                    f"{', '.join(missing)}: pip install 'lastmile-gateway[attach]'"
+                    f"{', '.join(missing)}: {EXTRA}"
                 )
         return self
 
@@ -107,13 +107,6 @@ class Mapped(BaseModel):
     model_config = ConfigDict(frozen=True)
     event: VideoEvent
     event_time: float | None = None
-
-
-def _installed(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except ModuleNotFoundError:  # (its parent package missing)
-        return False
 
 
 def map_message(message: Any, settings: InputSettings) -> Mapped:

@@ -54,14 +54,18 @@ SDKS = {"s3": "boto3", "az": "azure.storage.blob", "gs": "google.cloud.storage"}
 EXTRA = "pip install 'lastmile-gateway[attach]'"
 
 
+def installed(module: str) -> bool:
+    """Whether ``module`` (a package of the ``attach`` extra) can be imported, without importing it."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # (a parent package missing: google, azure)
+        return False
+
+
 def require_sdk(store: str) -> None:
     """Nothing, if the SDK that reads ``store`` is installed; else :class:`SourceError` naming the extra (a
     configuration that lists the store is refused at start, not every video read from it)."""
-    try:
-        found = importlib.util.find_spec(SDKS[store]) is not None
-    except ModuleNotFoundError:  # (a parent package missing: google, azure)
-        found = False
-    if not found:
+    if not installed(SDKS[store]):
         raise SourceError(f"{store}:// is read with {SDKS[store].split('.')[0]}, which is not installed: {EXTRA}")
 
 
