@@ -1,4 +1,6 @@
-"""The model repository: one folder per detector, Triton's layout (``NAME/1/model.onnx``, ``NAME/card.yaml``).
+"""The model repository: one folder per detector, Triton's layout (``NAME/1/model.onnx``, ``NAME/card.yaml``), and
+beside it any further version of the same detector (``NAME/versions/VERSION/``, the same layout; Triton reads
+numbered folders only, so it serves each detector's default version).
 
 Two roots: the reference detectors shipped read-only in the package (``triton_models/``, so inference never
 needs torch; ``lastmile detectors build`` rebuilds them), and the user repository (``--repo``,
@@ -43,6 +45,16 @@ def user_repo(repo: str | Path | None = None) -> Path:
 SHIPPED_REPO = _shipped_repo()
 CARD_FILE = "card.yaml"
 MODEL_FILE = "model.onnx"
+VERSIONS_DIR = "versions"
+
+
+def split_key(text: str) -> tuple[str, str | None]:
+    """``NAME`` or ``NAME@VERSION`` as its two parts (surrounding spaces dropped): the one place a detector's name and
+    version are split. :class:`CardError` for an empty name, or an ``@`` with no version after it."""
+    name, at, version = text.strip().partition("@")
+    if not name or (at and not version):
+        raise CardError(f"a detector is NAME or NAME@VERSION, got {text!r}")
+    return name, version or None
 
 
 @dataclass(frozen=True)
@@ -50,10 +62,16 @@ class Installed:
     card: ModelCard
     model_path: Path
     origin: str = "user"  # "shipped" (read-only, in the package) or "user" (the user repository)
+    default: bool = True  # the detector's folder's own card; False for one under ``versions/``
 
     @property
     def folder(self) -> Path:
         return self.model_path.parent.parent
+
+    @property
+    def key(self) -> str:
+        """How a run names it: the detector's name for its default version, ``NAME@VERSION`` for another one."""
+        return self.card.name if self.default else f"{self.card.name}@{self.card.version}"
 
     @property
     def model_sha256(self) -> str | None:
@@ -76,18 +94,33 @@ def repository_path(repo: str | Path | None = None) -> Path:
 
 def _scan(root: Path, origin: str) -> dict[str, Installed]:
     found = {}
-    for card_path in sorted(root.glob(f"*/{CARD_FILE}")):
-        model = card_path.parent / "1" / MODEL_FILE
-        if model.exists():
+    for pattern, default in ((f"*/{CARD_FILE}", True), (f"*/{VERSIONS_DIR}/*/{CARD_FILE}", False)):
+        for card_path in sorted(root.glob(pattern)):
+            model = card_path.parent / "1" / MODEL_FILE
             card = load_card(card_path)
-            found[card.name] = Installed(card, model, origin)
-        elif (card := load_card(card_path)).served_elsewhere:  # the card is all there is
-            found[card.name] = Installed(card, model, origin)
+            # without a model file, the card is all there is for a detector served elsewhere
+            if model.exists() or card.served_elsewhere:
+                inst = Installed(card, model, origin, default)
+                if not default:
+                    _check_version(inst, found.get(card.name), card_path)
+                found[inst.key] = inst
     return found
 
 
+def _check_version(inst: Installed, main: Installed | None, card_path: Path) -> None:
+    """A further version sits beside its detector's default one, under its own version."""
+    if main is None or main.folder != inst.folder.parent.parent:
+        raise CardError(f"{card_path}: a version's card names its folder's detector, not {inst.card.name!r}")
+    if inst.card.version == main.card.version or inst.folder.name != inst.card.version:
+        raise CardError(
+            f"{card_path}: a further version's folder is named for its card's version, which differs from the "
+            f"default's ({main.card.version!r}); got folder {inst.folder.name!r}, version {inst.card.version!r}"
+        )
+
+
 def list_detectors(repo: str | Path | None = None) -> dict[str, Installed]:
-    """The shipped detectors and the user repository's (a user detector of the same name wins)."""
+    """The shipped detectors and the user repository's, by :attr:`Installed.key` (a user detector of the same name
+    wins)."""
     shipped = _scan(SHIPPED_REPO, "shipped")
     root = user_repo(repo)
     user = _scan(root, "user") if root.resolve() != SHIPPED_REPO.resolve() else {}
@@ -95,16 +128,29 @@ def list_detectors(repo: str | Path | None = None) -> dict[str, Installed]:
 
 
 def get_detectors(names: str | list[str], repo: str | Path | None = None) -> list[Installed]:
-    """Resolve ``"all"`` or comma-separated names; raise :class:`UnknownDetector` naming what is missing."""
+    """Resolve ``"all"`` (every detector's default version) or comma-separated ``NAME`` or ``NAME@VERSION``; raise
+    :class:`UnknownDetector` naming what is missing, :class:`CardError` for a name given twice."""
     have = list_detectors(repo)
-    wanted = (
-        list(have) if names == "all" else [n.strip() for n in (names.split(",") if isinstance(names, str) else names)]
-    )
-    missing = [n for n in wanted if n not in have]
+    if names == "all":
+        return [inst for inst in have.values() if inst.default]
+    wanted = [n.strip() for n in (names.split(",") if isinstance(names, str) else names)]
+    found = {n: _find(have, n) for n in wanted}
+    missing = [n for n, inst in found.items() if inst is None]
     if missing:
         hint = "" if have else " (the repository is empty: run `lastmile detectors build`)"
         raise UnknownDetector(f"unknown detector(s) {missing}; installed: {sorted(have)}{hint}")
-    return [have[n] for n in wanted]
+    keys = [inst.key for inst in found.values()]
+    if len(set(keys)) < len(keys) or len(found) < len(wanted):
+        raise CardError(f"a detector is named twice in {','.join(wanted)!r}")
+    return list(found.values())
+
+
+def _find(have: dict[str, Installed], text: str) -> Installed | None:
+    """The installed detector ``NAME`` or ``NAME@VERSION`` names (a default version answers to both)."""
+    name, version = split_key(text)
+    if version is None:
+        return have.get(name)
+    return next((i for i in have.values() if i.card.name == name and i.card.version == version), None)
 
 
 def prepare(model_path: str | Path, card: ModelCard) -> tuple[bytes, ModelCard]:
@@ -126,11 +172,24 @@ def prepare(model_path: str | Path, card: ModelCard) -> tuple[bytes, ModelCard]:
 
 
 def install(
-    model_path: str | Path, card: ModelCard, repo: str | Path | None = None, overwrite: bool = False
+    model_path: str | Path,
+    card: ModelCard,
+    repo: str | Path | None = None,
+    overwrite: bool = False,
+    beside: bool = False,
 ) -> Installed:
-    """Check ``card`` against ``model_path``, compose where needed, then write both into the user repository."""
+    """Check ``card`` against ``model_path``, compose where needed, then write both into the user repository: as the
+    detector's default version, or with ``beside`` as a further version next to the installed default one."""
     data, card = prepare(model_path, card)
     folder = user_repo(repo) / card.name
+    if beside:
+        main = _scan(user_repo(repo), "user").get(card.name)
+        if main is None or main.card.version == card.version:
+            have = "none" if main is None else main.card.version
+            raise CardError(
+                f"{card.name} {card.version}: a version goes beside another installed one (default: {have})"
+            )
+        folder = folder / VERSIONS_DIR / card.version
     if folder.exists() and not overwrite:
         raise CardError(f"{folder} exists; pass overwrite=True (--force) to replace it")
     (folder / "1").mkdir(parents=True, exist_ok=True)
@@ -138,7 +197,7 @@ def install(
     if Path(model_path).resolve() != target.resolve():
         target.write_bytes(data)
     dump_card(card, folder / CARD_FILE)
-    return Installed(card, target, "user")
+    return Installed(card, target, "user", default=not beside)
 
 
 def install_remote(
@@ -184,9 +243,16 @@ def set_threshold(inst: Installed, threshold: Threshold, repo: str | Path | None
     Raises :class:`CardError` where the copy's graph does not load or check."""
     card = inst.card.model_copy(update={"threshold": threshold})
     folder = user_repo(repo) / card.name
+    if not inst.default:
+        folder = folder / VERSIONS_DIR / card.version
     if inst.origin == "user" and inst.folder.resolve() == folder.resolve():
         dump_card(card, folder / CARD_FILE)
-        return Installed(card, inst.model_path, "user")
-    if card.served_elsewhere:
+        return Installed(card, inst.model_path, "user", inst.default)
+    if card.served_elsewhere and inst.default:
         return install_remote(card, repo, overwrite=True, card_dir=inst.folder)
-    return install(inst.model_path, card, repo, overwrite=True)
+    if not inst.default and (card.served_elsewhere or card.name not in _scan(user_repo(repo), "user")):
+        raise CardError(
+            f"{inst.key}: a version beside the default one is calibrated in the repository that holds both; "
+            f"install the default and this version there first (`lastmile detectors add --beside`)"
+        )
+    return install(inst.model_path, card, repo, overwrite=True, beside=not inst.default)

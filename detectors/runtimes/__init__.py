@@ -40,6 +40,18 @@ def make_runtime(
         from detectors.runtimes.embedded import EmbeddedRuntime
 
         return EmbeddedRuntime(inst.model_path, inst.card, intra_op_threads=1, settings=providers)
+    check_servable(inst, runtime)
     from detectors.runtimes.triton import TritonRuntime
 
     return TritonRuntime(inst.card, url=triton_url, startup_timeout_s=startup_timeout_s)
+
+
+def check_servable(inst: Installed, runtime: RuntimeName) -> None:
+    """:class:`~detectors.errors.CardError` for a version beside a detector's default one asked of Triton, which
+    serves the default version only (the repository's numbered folders)."""
+    if runtime == "triton" and not inst.default and not inst.card.served_elsewhere:
+        from detectors.errors import CardError
+
+        raise CardError(
+            f"{inst.key}: Triton serves each detector's default version only; score this one with `runtime: embedded`"
+        )

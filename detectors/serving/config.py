@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Protocol
 
 from detectors.card import ModelCard
-from detectors.repository import Installed, list_detectors
+from detectors.repository import VERSIONS_DIR, Installed, list_detectors
 
 MAX_BATCH = 16
 PREFERRED_BATCHES = (4, 8, 16)
@@ -155,16 +155,17 @@ def write_repository(repo: str | Path | None = None, out: str | Path | None = No
     their committed configs). With ``out``: stage a complete Triton model repository there, the shipped
     detectors and the user's (a user detector of the same name wins), ready to mount in a Triton server."""
     if out is None:
-        local = [inst for inst in list_detectors(repo).values() if inst.card.remote is None]
+        local = [inst for inst in list_detectors(repo).values() if inst.card.remote is None and inst.default]
         return [p for inst in local if inst.origin == "user" for p in write_configs(inst)]
     written = []
     for name, inst in list_detectors(repo).items():
-        if inst.card.remote is not None:  # served elsewhere
+        # served elsewhere, or a version beside the default one (Triton serves the default)
+        if inst.card.remote is not None or not inst.default:
             continue
         target = Path(out) / name
         if target.exists():
             shutil.rmtree(target)
-        shutil.copytree(inst.folder, target, ignore=shutil.ignore_patterns("__pycache__", "*.py"))
+        shutil.copytree(inst.folder, target, ignore=shutil.ignore_patterns("__pycache__", "*.py", VERSIONS_DIR))
         staged = Installed(inst.card, target / "1" / inst.model_path.name, inst.origin)
         written += [target / "1" / inst.model_path.name, *write_configs(staged)]
     return written

@@ -23,6 +23,7 @@ def build_pipeline(cfg: PipelineSettings, runtimes: bool = True) -> Pipeline:
     Triton or remote detectors lack tritonclient (:class:`~detectors.errors.TritonNotInstalled`).
     """
     from detectors.repository import get_detectors
+    from detectors.runtimes import check_servable
     from detectors.runtimes.providers import check_placement
     from detectors.runtimes.triton import require_client
     from gateway.scoring.pipeline import Detector, Pipeline
@@ -30,9 +31,9 @@ def build_pipeline(cfg: PipelineSettings, runtimes: bool = True) -> Pipeline:
     conditions, profile = cfg.resolve_conditions()
     engine = Engine(profile.with_determinism(cfg.deterministic), cfg.limits)
     installed = get_detectors(cfg.detectors, cfg.repo)
-    embedded = {
-        i.card.name: i.model_path for i in installed if not i.card.served_elsewhere and cfg.runtime == "embedded"
-    }
+    for inst in installed:
+        check_servable(inst, cfg.runtime)
+    embedded = {i.key: i.model_path for i in installed if not i.card.served_elsewhere and cfg.runtime == "embedded"}
     placed = check_placement(embedded, cfg.onnxruntime) if not runtimes else {}
     if not runtimes and any(_needs_grpc(i, cfg.runtime) for i in installed):
         require_client()
@@ -40,7 +41,8 @@ def build_pipeline(cfg: PipelineSettings, runtimes: bool = True) -> Pipeline:
     for inst in installed:
         runtime = _runtime(inst, cfg) if runtimes else None
         name = "chat" if inst.card.chat else "remote" if inst.card.remote else cfg.runtime
-        where = placed[inst.card.name].label if inst.card.name in placed else None  # else: the runtime's own
+        # an embedded detector's placement, checked here; any other runtime says where it scores
+        where = placed[inst.key].label if inst.key in placed else None
         detectors.append(Detector(inst, runtime, name, where))
     return Pipeline(engine, conditions, detectors)
 

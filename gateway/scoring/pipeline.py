@@ -120,11 +120,16 @@ class Detector:
     def card(self):
         return self.installed.card
 
+    @property
+    def key(self) -> str:
+        """How the run names it: ``NAME``, or ``NAME@VERSION`` for a version beside the detector's default one."""
+        return self.installed.key
+
 
 class Pipeline:
     def __init__(self, engine: Engine, conditions: Sequence[Condition], detectors: Sequence[Detector]) -> None:
         self.engine, self.conditions, self.detectors = engine, tuple(conditions), list(detectors)
-        self._model_sha = {d.card.name: d.installed.model_sha256 for d in self.detectors}
+        self._model_sha = {d.key: d.installed.model_sha256 for d in self.detectors}
 
     @property
     def limits(self) -> Limits:
@@ -138,10 +143,10 @@ class Pipeline:
         return tuple(c for c in self.conditions if c.name in wanted)
 
     def scorers(self, names: Sequence[str] | None) -> tuple[Detector, ...]:
-        """This pipeline's detectors named in ``names`` (in the pipeline's order); all of them for ``None``."""
+        """This pipeline's detectors named in ``names`` (their keys, in the pipeline's order); all for ``None``."""
         if names is None:
             return tuple(self.detectors)
-        return tuple(d for d in self.detectors if d.card.name in set(names))
+        return tuple(d for d in self.detectors if d.key in set(names))
 
     def process(self, item: VideoItem, conditions: Sequence[Condition] | None = None) -> list[ScoreRow]:
         """Every (condition, detector) row for one video. Never raises for a bad video."""
@@ -171,7 +176,7 @@ class Pipeline:
         unavailable: list[str] = []
         for det in detectors:
             rows.update(self._score_variants(item, det, conditions, result, sampled, transform_s, unavailable))
-        ordered = [rows[(c.name, d.card.name)] for c in conditions for d in detectors]
+        ordered = [rows[(c.name, d.key)] for c in conditions for d in detectors]
         return Scoring(ordered, unavailable[0] if unavailable else None)
 
     def error_rows(
@@ -219,14 +224,14 @@ class Pipeline:
         for c in conditions:
             failure = sampled[c.name].failure
             if failure is not None:
-                rows[(c.name, det.card.name)] = self._error_row(item, c, det, result.input_sha256, failure, "video")
+                rows[(c.name, det.key)] = self._error_row(item, c, det, result.input_sha256, failure, "video")
             else:
                 ready.append(c)
         frames = [sampled[c.name].frames[det.card.sampling] for c in ready]
         judged = hasattr(det.runtime, "judge")
         outcomes = judge_all(det.runtime, frames) if judged else score_batched(det.runtime, frames)
         for c, (outcome, infer_s) in zip(ready, outcomes, strict=True):
-            key = (c.name, det.card.name)
+            key = (c.name, det.key)
             if isinstance(outcome, RuntimeUnavailable):
                 unavailable.append(str(outcome) or type(outcome).__name__)
                 rows[key] = self._error_row(item, c, det, result.input_sha256, outcome, "infra")
@@ -290,7 +295,7 @@ class Pipeline:
             anchor_id=item.anchor_id,
             event_time=item.event_time,
             canary=item.canary,
-            model_sha256=self._model_sha[det.card.name],
+            model_sha256=self._model_sha[det.key],
         )
 
     def _error_row(

@@ -80,7 +80,7 @@ class Gateway:
         # no runtime here: the workers hold them; this one writes the rows of videos refused before the pool
         self.pipeline = build_pipeline(self.cfg, runtimes=False)
         self.condition_names = [c.name for c in self.pipeline.conditions]
-        self.detector_names = [d.card.name for d in self.pipeline.detectors]
+        self.detector_names = [d.key for d in self.pipeline.detectors]
         check_shadow(self.cfg.shadow.detectors, self.cfg.shadow.share, self.detector_names)
 
     def _start(self) -> None:

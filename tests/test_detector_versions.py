@@ -1,0 +1,94 @@
+"""A further version of a detector beside its default one: listed and picked as NAME@VERSION, scored side by side
+with the default in one pipeline, left out of ``all`` and of Triton, calibrated in its own folder."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from click.testing import CliRunner
+
+from detectors.errors import CardError, UnknownDetector
+from detectors.repository import VERSIONS_DIR, get_detectors, install, list_detectors, set_threshold
+from detectors.runtimes import check_servable
+from gateway.cli.app import main as cli
+
+NEW = "9.9.9-test"
+
+
+@pytest.fixture
+def repo(tmp_path):
+    """A user repository holding spectral's shipped default and, beside it, the same graph as version NEW."""
+    shipped = list_detectors()["spectral"]
+    repo = tmp_path / "models"
+    shutil.copytree(shipped.folder, repo / "spectral", ignore=shutil.ignore_patterns(VERSIONS_DIR))
+    install(shipped.model_path, shipped.card.model_copy(update={"version": NEW}), repo, beside=True)
+    return repo
+
+
+def test_both_versions_are_listed_and_picked_by_name_and_version(repo):
+    have = list_detectors(repo)
+    default = have["spectral"]
+    assert have[f"spectral@{NEW}"].card.version == NEW and not have[f"spectral@{NEW}"].default
+    assert have[f"spectral@{NEW}"].folder == repo / "spectral" / VERSIONS_DIR / NEW
+    # `all` is every detector's default version: what a run scored before a version was added
+    assert f"spectral@{NEW}" not in {i.key for i in get_detectors("all", repo)}
+    picked = get_detectors(f"spectral@{default.card.version},spectral@{NEW}", repo)
+    assert [(i.card.version, i.default) for i in picked] == [(default.card.version, True), (NEW, False)]
+    with pytest.raises(UnknownDetector, match=r"spectral@0\.0\.1"):
+        get_detectors("spectral@0.0.1", repo)
+    with pytest.raises(CardError, match="named twice"):
+        get_detectors(f"spectral,spectral@{default.card.version}", repo)
+
+
+def test_detectors_list_shows_both_versions(repo):
+    done = CliRunner().invoke(cli, ["detectors", "list", "--repo", str(repo)])
+    assert done.exit_code == 0, done.output
+    lines = [line for line in done.output.splitlines() if line.startswith("spectral")]
+    assert len(lines) == 2 and any(f"spectral@{NEW}" in line and NEW in line for line in lines)
+
+
+def test_a_version_goes_beside_an_installed_other_one(tmp_path):
+    shipped = list_detectors()["spectral"]
+    with pytest.raises(CardError, match="beside another installed one"):
+        install(shipped.model_path, shipped.card.model_copy(update={"version": NEW}), tmp_path / "empty", beside=True)
+
+
+def test_one_pipeline_scores_both_versions_of_one_detector(repo):
+    from gateway.core.config import PipelineSettings
+    from gateway.core.messages import VideoItem
+    from gateway.scoring.assembly import build_pipeline
+    from tests.support.media import ramp_clip
+
+    default = list_detectors(repo)["spectral"].card.version
+    settings = PipelineSettings(
+        detectors=f"spectral,spectral@{NEW}", conditions="original,spatial", profile="throughput", repo=repo
+    )
+    rows = build_pipeline(settings).score(VideoItem(video_id="v", data=ramp_clip(frames=24))).rows
+    assert [(r.condition, r.detector, r.detector_version) for r in rows] == [
+        ("original", "spectral", default),
+        ("original", "spectral", NEW),
+        ("spatial", "spectral", default),
+        ("spatial", "spectral", NEW),
+    ]
+    # the same graph under two versions: the same scores, two keys
+    assert rows[0].score == rows[1].score and rows[0].key != rows[1].key
+    assert all(r.error is None for r in rows)
+
+
+def test_triton_is_not_asked_for_a_version_beside_the_default(repo):
+    have = list_detectors(repo)
+    check_servable(have["spectral"], "triton")
+    with pytest.raises(CardError, match="Triton serves each detector's default version only"):
+        check_servable(have[f"spectral@{NEW}"], "triton")
+
+
+def test_a_version_is_calibrated_in_its_own_folder(repo):
+    from detectors.card import Threshold
+
+    have = list_detectors(repo)
+    moved = set_threshold(have[f"spectral@{NEW}"], Threshold(value=1.5, calibration="test"), repo)
+    assert moved.folder == repo / "spectral" / VERSIONS_DIR / NEW
+    after = list_detectors(repo)
+    assert after[f"spectral@{NEW}"].card.threshold.value == 1.5
+    assert after["spectral"].card.threshold == have["spectral"].card.threshold
