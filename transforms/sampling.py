@@ -59,6 +59,19 @@ def sample_frames(data: bytes, policy: SamplingPolicy, limits: Limits | None = N
     return np.stack(selected[: policy.frames])
 
 
+def every_frame(data: bytes, limits: Limits | None = None) -> np.ndarray:
+    """Every frame of ``data`` as ``[N, H, W, 3]`` uint8 RGB at its own size, upright (an augmentation's frames
+    when no sampling policy is given)."""
+    frames = []
+    for frame in _frames(data, limits or Limits()):
+        rgb = frame.to_ndarray(format="rgb24")
+        rot = frame.rotation % 360
+        frames.append(np.ascontiguousarray(np.rot90(rgb, k=rot // 90)) if rot else rgb)
+    if not frames:
+        raise InvalidVideo("no frame could be decoded")
+    return np.stack(frames)
+
+
 def _select(data: bytes, policy: SamplingPolicy, limits: Limits) -> Iterator[av.VideoFrame]:
     if policy.mode == "uniform":
         total = count_frames(data)

@@ -37,7 +37,7 @@ class Split:
     sources: list[str]
 
 
-def _load(rows: list[ManifestRow], root: Path, policies: dict[str, SamplingPolicy]) -> Split:
+def load_split(rows: list[ManifestRow], root: Path, policies: dict[str, SamplingPolicy]) -> Split:
     frames: dict[str, list[np.ndarray]] = {k: [] for k in policies}
     for row in rows:
         data = (root / row.uri).read_bytes()
@@ -91,29 +91,43 @@ def build(cfg: BuildConfig, out: Path, log: Callable[[str], None] = print, workd
     policies = {ref.name: ref.sampling for ref in REFERENCE_DETECTORS}
     with tempfile.TemporaryDirectory(prefix="lastmile-build-") as tmp:
         root = workdir or Path(tmp)
-        log(f"synthesising the training corpus (seed {cfg.seed}, {cfg.anchors} anchors) in {root}")
-        manifest = corpus.synthesize(corpus.CorpusConfig(anchors=cfg.anchors, seed=cfg.seed), root)
-        rows = read_manifest(manifest)
-        anchors = sorted({r.anchor_id for r in rows})
-        n_cal = max(2, round(len(anchors) * cfg.calibration_share))
-        cal_ids = set(anchors[-n_cal:])
-        log(f"sampling frames of {len(rows)} videos")
-        train = _load([r for r in rows if r.anchor_id not in cal_ids], root, policies)
-        cal = _load([r for r in rows if r.anchor_id in cal_ids], root, policies)
+        train_rows, cal_rows = corpus_split(cfg, root, log)
+        train = load_split(train_rows, root, policies)
+        cal = load_split(cal_rows, root, policies)
+    n_cal = len({r.anchor_id for r in cal_rows})
     summary: dict = {"seed": cfg.seed, "anchors": cfg.anchors, "calibration_anchors": n_cal, "detectors": {}}
     for ref in REFERENCE_DETECTORS:
         graph, reference = ref.fit(train.frames[ref.name], train.labels, cfg, log)
-        summary["detectors"][ref.name] = _finish(ref, graph, reference, cal, cfg, out)
+        summary["detectors"][ref.name] = finish_detector(ref, graph, reference, cal, cfg, out)
         log(f"{ref.name}: " + ", ".join(f"{k} {v:.4g}" for k, v in summary["detectors"][ref.name].items()))
     (Path(out) / "BUILD.json").write_text(json.dumps(summary, indent=2, default=float))
     write_repository(out)  # Triton configs beside each model
     return summary
 
 
-def _finish(
-    ref: ReferenceDetector, graph: onnx.ModelProto, reference: Reference, cal: Split, cfg: BuildConfig, out: Path
+def corpus_split(
+    cfg: BuildConfig, root: Path, log: Callable[[str], None]
+) -> tuple[list[ManifestRow], list[ManifestRow]]:
+    """The proxy corpus of ``cfg`` synthesised in ``root``, split by anchor: (training rows, calibration rows)."""
+    log(f"synthesising the training corpus (seed {cfg.seed}, {cfg.anchors} anchors) in {root}")
+    rows = read_manifest(corpus.synthesize(corpus.CorpusConfig(anchors=cfg.anchors, seed=cfg.seed), root))
+    anchors = sorted({r.anchor_id for r in rows})
+    cal_ids = set(anchors[-max(2, round(len(anchors) * cfg.calibration_share)) :])
+    log(f"sampling frames of {len(rows)} videos")
+    return [r for r in rows if r.anchor_id not in cal_ids], [r for r in rows if r.anchor_id in cal_ids]
+
+
+def finish_detector(
+    ref: ReferenceDetector,
+    graph: onnx.ModelProto,
+    reference: Reference,
+    cal: Split,
+    cfg: BuildConfig,
+    out: Path,
+    card_update: dict | None = None,
 ) -> dict:
-    """Check the graph against its reference on the calibration split, fix the threshold there, install it."""
+    """Check the graph against its reference on the calibration split, fix the threshold there, install it (with
+    ``card_update``, e.g. another version and its training, as a version beside the default one)."""
     import onnxruntime as ort
 
     sess = ort.InferenceSession(graph.SerializeToString(), providers=["CPUExecutionProvider"])
@@ -129,5 +143,6 @@ def _finish(
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "model.onnx"
         onnx.save(graph, path)
-        install(path, _card(ref, thr, cfg, cal_auc), out, overwrite=True)
+        card = _card(ref, thr, cfg, cal_auc).model_copy(update=card_update or {})
+        install(path, card, out, overwrite=True, beside=card_update is not None)
     return {"calibration_auc": round(cal_auc, 4), "threshold": thr, "onnx_vs_reference": gap}

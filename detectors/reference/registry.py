@@ -34,7 +34,10 @@ class ReferenceDetector:
     name: str
     sampling: SamplingPolicy
     card: CardText
-    fit: Fit  # (frames, labels, config, log) -> (ONNX graph, reference implementation)
+    # (frames, labels, config, log) -> (ONNX graph, reference implementation)
+    fit: Fit
+    # trained by epochs, each of which can take its own frames (an augmentation's); else fitted at once
+    by_epoch: bool = False
 
 
 def _training_free(graph: Callable[[], onnx.ModelProto], reference: Reference) -> Fit:
@@ -55,6 +58,7 @@ REFERENCE_DETECTORS: tuple[ReferenceDetector, ...] = (
             "128x128 native-pixel crops",
         ),
         fit_npr,
+        by_epoch=True,
     ),
     ReferenceDetector(
         "spectral",

@@ -24,17 +24,21 @@ class BuildConfig:
     threads: int = 2
 
 
-def train_npr(x: np.ndarray, y: np.ndarray, cfg: BuildConfig, log: Callable[[str], None]) -> tuple[dict, object]:
+def train_npr(
+    x: np.ndarray | Callable[[int], np.ndarray], y: np.ndarray, cfg: BuildConfig, log: Callable[[str], None]
+) -> tuple[dict, object]:
+    """NPR's CNN by AdamW on the frames ``x``, or on ``x(epoch)``: each epoch's own frames (an augmentation's)."""
     import torch
 
     torch.manual_seed(cfg.seed)
     model = npr.torch_model()
     opt = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=1e-4)
-    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
+    yt = torch.from_numpy(y)
     pos_weight = torch.tensor((y == 0).sum() / max((y == 1).sum(), 1))
     loss_fn = torch.nn.BCEWithLogitsLoss(pos_weight=pos_weight)
     gen = torch.Generator().manual_seed(cfg.seed)
     for epoch in range(cfg.npr_epochs):
+        xt = torch.from_numpy(x(epoch) if callable(x) else x)
         model.train()
         order = torch.randperm(len(xt), generator=gen)
         total = 0.0

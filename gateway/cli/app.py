@@ -17,6 +17,7 @@ def main() -> None:
 for command in (
     examples.examples,
     media.transform,
+    media.augment,
     media.corpus,
     bench.bench,
     detector_repo.detectors_group,

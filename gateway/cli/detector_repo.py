@@ -49,8 +49,22 @@ def detectors_list(repo) -> None:
 @click.option("--seed", default=1000, show_default=True, type=int, help="seed of the training corpus and the weights")
 @click.option("--anchors", default=64, show_default=True, type=int, help="real anchors of the training corpus")
 @click.option("--epochs", default=12, show_default=True, type=int, help="NPR training epochs")
-def detectors_build(out, seed, anchors, epochs) -> None:
-    """Train (torch, extra `train`) and export the four reference detectors with their model cards."""
+@click.option(
+    "--augment",
+    "augment",
+    is_flag=True,
+    help="retrain npr and spectral with the dissemination augmentation, each installed beside its default version",
+)
+@click.option(
+    "--augment-config",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="with --augment: the augmentation's distribution (YAML; default: the six conditions, equal weights)",
+)
+@click.option("--rounds", default=4, show_default=True, type=int, help="with --augment: draws rendered per video")
+@click.option("--workers", default=2, show_default=True, type=int, help="with --augment: rendering processes")
+def detectors_build(out, seed, anchors, epochs, augment, augment_config, rounds, workers) -> None:
+    """Train (torch, extra `train`) and export the four reference detectors with their model cards; with
+    --augment, npr and spectral again against dissemination, as a second version of each."""
     try:
         import torch  # noqa: F401
     except ImportError as exc:
@@ -58,11 +72,18 @@ def detectors_build(out, seed, anchors, epochs) -> None:
     from detectors.reference.build import BuildConfig, build
     from detectors.repository import SHIPPED_REPO
 
-    summary = build(
-        BuildConfig(seed=seed, anchors=anchors, npr_epochs=epochs),
-        out or SHIPPED_REPO,
-        log=lambda m: click.echo(m, err=True),
-    )
+    cfg = BuildConfig(seed=seed, anchors=anchors, npr_epochs=epochs)
+    log = lambda m: click.echo(m, err=True)  # noqa: E731
+    if augment:
+        from detectors.reference.augmented import build_augmented
+        from transforms.augment import AugmentConfig, load_augment_config
+
+        aug = load_augment_config(augment_config) if augment_config else AugmentConfig()
+        summary = build_augmented(cfg, aug, out or SHIPPED_REPO, rounds=rounds, workers=workers, log=log)
+    elif augment_config:
+        raise click.UsageError("--augment-config applies with --augment")
+    else:
+        summary = build(cfg, out or SHIPPED_REPO, log=log)
     click.echo(json.dumps(summary, indent=2, default=float))
 
 
@@ -78,7 +99,12 @@ def detectors_build(out, seed, anchors, epochs) -> None:
 @REPO
 @click.option("--force", is_flag=True, help="replace an installed detector of the same name")
 @click.option("--dry-run", is_flag=True, help="print what would be composed and the checks; install nothing")
-def detectors_add(model, card_path, repo, force, dry_run) -> None:
+@click.option(
+    "--beside",
+    is_flag=True,
+    help="install as a further version beside the installed one of the same name (picked as NAME@VERSION)",
+)
+def detectors_add(model, card_path, repo, force, dry_run, beside) -> None:
     """Check a user's ONNX detector against its model card, compose it to the gateway's contract where its
     card says it takes another (layout, dtype, normalisation, channel order, per-frame, two classes), install.
     Without MODEL, the card must name a remote Open Inference Protocol server (remote:) or a Chat Completions
@@ -101,13 +127,15 @@ def detectors_add(model, card_path, repo, force, dry_run) -> None:
             _, served = prepare(model, card)
             click.echo(_dry_run_report(card, served, user_repo(repo)))
             return
-        inst = install(model, card, repo, overwrite=force)
+        inst = install(model, card, repo, overwrite=force, beside=beside)
     except ConfigError:
         raise  # a card file that cannot be read as written: one line, exit status 2
     except CardError as exc:
         raise click.ClickException(str(exc)) from exc
-    write_configs(inst)  # Triton's configs for this model; the others stay as they are
-    click.echo(f"installed {inst.card.name} {inst.card.version} at {inst.model_path}")
+    # Triton's configs for this model (a version beside the default one is not Triton's); the others stay as they are
+    if inst.default:
+        write_configs(inst)
+    click.echo(f"installed {inst.key if beside else inst.card.name} {inst.card.version} at {inst.model_path}")
 
 
 def _served_at(card) -> tuple[str, str]:

@@ -1,5 +1,5 @@
-"""Videos in and out: ``lastmile transform`` (condition variants of a video) and ``lastmile corpus`` (the proxy
-corpus)."""
+"""Videos in and out: ``lastmile transform`` (condition variants of a video), ``lastmile augment`` (a manifest's
+videos under drawn conditions, for training) and ``lastmile corpus`` (the proxy corpus)."""
 
 from __future__ import annotations
 
@@ -104,3 +104,37 @@ def corpus_synth(anchors, seed, size, fps, seconds, real_dir, out) -> None:
     with tqdm(total=cfg.anchors, desc="corpus", unit="anchor", file=sys.stderr) as bar:
         manifest = synthesize(cfg, out, reals, progress=bar.update)
     click.echo(f"{manifest}\n{USER_ANCHORS_NOTICE if reals else PROXY_NOTICE}")
+
+
+@click.command()
+@click.argument("manifest", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="folder to write to")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="the augmentation's distribution, profile and sampling (YAML; default: the six conditions, equal weights)",
+)
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="the draws' seed")
+@click.option("--epochs", default=1, show_default=True, type=click.IntRange(1, 1000), help="variants per video")
+@click.option(
+    "--file-root",
+    "file_roots",
+    multiple=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="a folder the manifest's files may be in, besides the manifest's own (repeatable)",
+)
+def augment(manifest, out, config_path, seed, epochs, file_roots) -> None:
+    """Render each video of MANIFEST under a condition drawn per (seed, video, epoch): MP4s, a JSON sidecar each and
+    OUT/manifest.jsonl (for training ahead of time; the same draws as the Python API's)."""
+    from gateway.batch.augment import FAILURES, MANIFEST, augment_manifest
+    from transforms.augment import AugmentConfig, load_augment_config
+
+    config = load_augment_config(config_path) if config_path else AugmentConfig()
+    run = augment_manifest(manifest, out, config, seed, epochs, file_roots, log=lambda line: click.echo(line, err=True))
+    drawn = ", ".join(f"{name} {n}" for name, n in sorted(run.drawn.items()))
+    click.echo(f"{len(run.written)} variants written to {out} ({MANIFEST}); drawn: {drawn or 'none'}")
+    if run.failed:
+        raise click.ClickException(
+            f"{len(run.failed)} of {len(run.failed) + len(run.written)} (video, epoch) pairs failed: {out / FAILURES}"
+        )

@@ -35,8 +35,8 @@ BROKER = frozenset({
     "test_record_limits", "test_replay", "test_shadow", "test_source_urls",
 })  # fmt: skip
 PROCESS = frozenset({
-    "test_bench_gateway", "test_bench_gpu", "test_calibrate_replay", "test_cards", "test_chart", "test_chart_checks",
-    "test_chat_replay",
+    "test_augment", "test_bench_gateway", "test_bench_gpu", "test_calibrate_replay", "test_cards", "test_chart",
+    "test_chart_checks", "test_chat_replay",
     "test_cli_errors", "test_cli_transform", "test_compose", "test_conditions", "test_corpus", "test_demo",
     "test_deploy", "test_engine", "test_gpu_placement", "test_input_check", "test_layout", "test_logs", "test_measure",
     "test_memory",
