@@ -21,10 +21,14 @@ def detectors_group() -> None:
 @detectors_group.command("list")
 @REPO
 def detectors_list(repo) -> None:
-    """The shipped reference detectors and the user repository's (a user detector of the same name wins)."""
+    """The shipped reference detectors and the user repository's (a user detector of the same name wins), each
+    version on its line (a further one as NAME@VERSION)."""
     from detectors.repository import list_detectors
 
-    for name, inst in list_detectors(repo).items():
+    installed = list_detectors(repo)
+    width = max([12, *(len(name) for name in installed)])
+    # each detector's versions together, its default one first
+    for name, inst in sorted(installed.items(), key=lambda item: (item[1].card.name, not item[1].default)):
         c = inst.card
         decides = f"threshold {c.threshold.value:+.4f}"
         where = str(inst.model_path)
@@ -36,7 +40,7 @@ def detectors_list(repo) -> None:
             where = f"chat: {c.chat.model} at {c.chat.endpoint}, prompt {c.chat.prompt}"
         elif c.remote is not None:
             where = f"remote: {c.remote.model} at {c.remote.endpoint}"
-        click.echo(f"{name:12s} {inst.origin:8s} {c.version:18s} {c.family:45s} {decides}  {where}")
+        click.echo(f"{name:{width}s} {inst.origin:8s} {c.version:18s} {c.family:45s} {decides}  {where}")
 
 
 @detectors_group.command("build")

@@ -295,11 +295,17 @@ def report(run_dir, replicates, seed, comparisons, calibrate, flips) -> None:
     help="flipped videos shown with their frame strip per detector, condition and kind (missed fakes and false "
     "alarms first)",
 )
+@click.option(
+    "--versions",
+    is_flag=True,
+    help="also each reference detector's further version (npr and spectral trained with the augmentation), "
+    "compared with its default version",
+)
 @MAX_INFRA_ERRORS
-def demo(out, anchors, profile, workers, sweeps, flips, max_infra_errors) -> None:
+def demo(out, anchors, profile, workers, sweeps, flips, versions, max_infra_errors) -> None:
     """Proxy corpus -> six LastMile conditions -> four reference detectors -> report, in one go; exit 1 where a
     (detector, condition) has no score or infrastructure errors exceed --max-infra-errors."""
     from gateway.ops.demo import run_demo
 
-    done = run_demo(out, anchors, profile, workers, click.echo, sweeps, flips)
+    done = run_demo(out, anchors, profile, workers, click.echo, sweeps, flips, versions)
     _fail_loudly(check_results(done["results"], max_infra_errors), "demo", "the results and the report are")

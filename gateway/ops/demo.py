@@ -11,6 +11,7 @@ from pathlib import Path
 import yaml
 
 from detectors.proxy.corpus import CorpusConfig, synthesize
+from detectors.repository import get_detectors, list_detectors
 from gateway.batch.replay import ReplayConfig, replay
 from gateway.evaluation.provenance import PROXY_WARNING
 from gateway.evaluation.report import build_report, evaluate_run
@@ -33,7 +34,10 @@ def run_demo(
     echo: Callable[[str], None] = print,
     sweeps: bool = False,
     flips: int = DEMO_FLIPS,
+    versions: bool = False,
 ) -> dict:
+    """Corpus, replay, report; with ``versions``, every further version of a reference detector too (the augmented
+    npr and spectral), each compared with its default version (champion against challenger)."""
     t0 = time.perf_counter()
     if out.exists():
         shutil.rmtree(out)
@@ -41,16 +45,20 @@ def run_demo(
     echo(f"1/3 synthesising a proxy corpus: {anchors} anchors x (1 real + 5 pseudo-generated), seed {DEMO_SEED}")
     manifest = synthesize(CorpusConfig(anchors=anchors, seed=DEMO_SEED), corpus_dir)
     t1 = time.perf_counter()
-    cfg = ReplayConfig(manifest=manifest, profile=profile)
+    pairs = version_pairs() if versions else []
+    detectors = ",".join([*(i.key for i in get_detectors("all")), *(challenger for _, challenger in pairs)])
+    cfg = ReplayConfig(manifest=manifest, profile=profile, detectors=detectors if pairs else "all")
     if sweeps:
         (out / "sweeps.yaml").write_text(yaml.safe_dump(DEMO_SWEEPS, sort_keys=False))
         cfg = cfg.model_copy(update={"conditions_file": out / "sweeps.yaml"})
     n = len(cfg.resolve_conditions()[0])
-    echo(f"2/3 replaying {anchors * 6} videos through {n} conditions x 4 detectors (profile {profile}, deterministic)")
+    scorers = len(get_detectors(cfg.detectors)) if pairs else 4
+    what = f"{anchors * 6} videos through {n} conditions x {scorers} detectors"
+    echo(f"2/3 replaying {what} (profile {profile}, deterministic)")
     results = replay(cfg, run_dir, workers=workers)
     t2 = time.perf_counter()
     echo("3/3 evaluating (2,000 bootstrap replicates) and writing the report")
-    paths = build_report(run_dir, flips=flips)
+    paths = build_report(run_dir, flips=flips, comparisons=[f"{a}:{b}" for a, b in pairs])
     _rows, _info, ev = evaluate_run(run_dir)
     t3 = time.perf_counter()
     echo("")
@@ -58,6 +66,9 @@ def run_demo(
     echo("")
     echo("AUC (%) per condition, 95% CI, (drift from original):")
     echo(main_table(ev).to_markdown())
+    if pairs:
+        echo("")
+        echo((run_dir / "comparison.md").read_text().strip())
     timings = {
         "corpus_s": round(t1 - t0, 1),
         "replay_s": round(t2 - t1, 1),
@@ -66,3 +77,14 @@ def run_demo(
     }
     echo(f"report: {paths['html']} (also {paths['md'].name}, {paths['json'].name}); took {timings['total_s']} s")
     return {"paths": paths, "timings": timings, "evaluation": ev, "results": results}
+
+
+def version_pairs() -> list[tuple[str, str]]:
+    """(default, further version) of every installed detector that has a further version: ``npr@1.0.0-proxy1000``
+    against ``npr@1.1.0-proxy1000-aug``."""
+    have = list_detectors()
+    return [
+        (f"{i.card.name}@{have[i.card.name].card.version}", i.key)
+        for i in have.values()
+        if not i.default and i.card.name in have
+    ]
