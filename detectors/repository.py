@@ -118,19 +118,25 @@ def _check_version(inst: Installed, main: Installed | None, card_path: Path) -> 
         )
 
 
-def list_detectors(repo: str | Path | None = None) -> dict[str, Installed]:
-    """The shipped detectors and the user repository's, by :attr:`Installed.key` (a user detector of the same name
-    wins)."""
+def list_versions(repo: str | Path | None = None) -> dict[str, Installed]:
+    """Every version of the shipped detectors and the user repository's, by :attr:`Installed.key` (``NAME`` for a
+    detector's default version, ``NAME@VERSION`` for a further one; the user repository's wins)."""
     shipped = _scan(SHIPPED_REPO, "shipped")
     root = user_repo(repo)
     user = _scan(root, "user") if root.resolve() != SHIPPED_REPO.resolve() else {}
     return {**shipped, **user}
 
 
+def list_detectors(repo: str | Path | None = None) -> dict[str, Installed]:
+    """The shipped detectors and the user repository's, each in its default version, by name (a user detector of
+    the same name wins)."""
+    return {key: inst for key, inst in list_versions(repo).items() if inst.default}
+
+
 def get_detectors(names: str | list[str], repo: str | Path | None = None) -> list[Installed]:
     """Resolve ``"all"`` (every detector's default version) or comma-separated ``NAME`` or ``NAME@VERSION``; raise
     :class:`UnknownDetector` naming what is missing, :class:`CardError` for a name given twice."""
-    have = list_detectors(repo)
+    have = list_versions(repo)
     if names == "all":
         return [inst for inst in have.values() if inst.default]
     wanted = [n.strip() for n in (names.split(",") if isinstance(names, str) else names)]

@@ -51,6 +51,8 @@ def test_demo_writes_a_report_with_the_main_table(tmp_path):
     assert report["notice"] and report["context"]["anchors"] == 3 and report["context"]["videos"] == 18
     conditions = {c["condition"] for c in report["cells"]}
     assert conditions == {"original", "transcode", "spatial", "temporal", "presentation", "full"}
+    # the default versions alone: a further version shipped beside one joins only with --versions
+    assert {c["detector"] for c in report["cells"]} == {"npr", "spectral", "restrav_px", "d3_px"}
     html = (out / "run" / "report.html").read_text()
     assert html.count("data:image/png;base64,") == 5 and "proxy" in html
     page = _Page()

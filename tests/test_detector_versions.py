@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from detectors.errors import CardError, UnknownDetector
-from detectors.repository import VERSIONS_DIR, get_detectors, install, list_detectors, set_threshold
+from detectors.repository import VERSIONS_DIR, get_detectors, install, list_detectors, list_versions, set_threshold
 from detectors.runtimes import check_servable
 from gateway.cli.app import main as cli
 
@@ -27,8 +27,10 @@ def repo(tmp_path):
 
 
 def test_both_versions_are_listed_and_picked_by_name_and_version(repo):
-    have = list_detectors(repo)
+    have = list_versions(repo)
     default = have["spectral"]
+    # the default versions alone by name, as before any version was added
+    assert f"spectral@{NEW}" not in list_detectors(repo) and list_detectors(repo)["spectral"] == default
     assert have[f"spectral@{NEW}"].card.version == NEW and not have[f"spectral@{NEW}"].default
     assert have[f"spectral@{NEW}"].folder == repo / "spectral" / VERSIONS_DIR / NEW
     # `all` is every detector's default version: what a run scored before a version was added
@@ -44,8 +46,14 @@ def test_both_versions_are_listed_and_picked_by_name_and_version(repo):
 def test_detectors_list_shows_both_versions(repo):
     done = CliRunner().invoke(cli, ["detectors", "list", "--repo", str(repo)])
     assert done.exit_code == 0, done.output
-    lines = [line for line in done.output.splitlines() if line.startswith("spectral")]
-    assert len(lines) == 2 and any(f"spectral@{NEW}" in line and NEW in line for line in lines)
+    lines = [line.split()[:3] for line in done.output.splitlines() if line.startswith("spectral")]
+    default = list_detectors(repo)["spectral"].card.version
+    # each version on its line, the default one first; the shipped augmented version beside the user's two
+    assert lines == [
+        ["spectral", "user", default],
+        ["spectral@1.1.0-proxy1000-aug", "shipped", "1.1.0-proxy1000-aug"],
+        [f"spectral@{NEW}", "user", NEW],
+    ]
 
 
 def test_a_version_goes_beside_an_installed_other_one(tmp_path):
@@ -77,7 +85,7 @@ def test_one_pipeline_scores_both_versions_of_one_detector(repo):
 
 
 def test_triton_is_not_asked_for_a_version_beside_the_default(repo):
-    have = list_detectors(repo)
+    have = list_versions(repo)
     check_servable(have["spectral"], "triton")
     with pytest.raises(CardError, match="Triton serves each detector's default version only"):
         check_servable(have[f"spectral@{NEW}"], "triton")
@@ -86,9 +94,23 @@ def test_triton_is_not_asked_for_a_version_beside_the_default(repo):
 def test_a_version_is_calibrated_in_its_own_folder(repo):
     from detectors.card import Threshold
 
-    have = list_detectors(repo)
+    have = list_versions(repo)
     moved = set_threshold(have[f"spectral@{NEW}"], Threshold(value=1.5, calibration="test"), repo)
     assert moved.folder == repo / "spectral" / VERSIONS_DIR / NEW
-    after = list_detectors(repo)
+    after = list_versions(repo)
     assert after[f"spectral@{NEW}"].card.threshold.value == 1.5
     assert after["spectral"].card.threshold == have["spectral"].card.threshold
+
+
+def test_the_augmented_reference_versions_ship_beside_their_defaults_and_the_demo_pairs_them():
+    from gateway.ops.demo import version_pairs
+
+    shipped = list_versions()
+    for name in ("npr", "spectral"):
+        beside = [i for i in shipped.values() if i.card.name == name and not i.default]
+        assert [i.card.version for i in beside] == ["1.1.0-proxy1000-aug"]
+        assert "augmentation" in beside[0].card.training_data and "PROXY CORPUS" in beside[0].card.training_data
+    assert version_pairs() == [
+        ("npr@1.0.0-proxy1000", "npr@1.1.0-proxy1000-aug"),
+        ("spectral@1.0.0-proxy1000", "spectral@1.1.0-proxy1000-aug"),
+    ]

@@ -155,12 +155,11 @@ def write_repository(repo: str | Path | None = None, out: str | Path | None = No
     their committed configs). With ``out``: stage a complete Triton model repository there, the shipped
     detectors and the user's (a user detector of the same name wins), ready to mount in a Triton server."""
     if out is None:
-        local = [inst for inst in list_detectors(repo).values() if inst.card.remote is None and inst.default]
+        local = [inst for inst in list_detectors(repo).values() if inst.card.remote is None]
         return [p for inst in local if inst.origin == "user" for p in write_configs(inst)]
     written = []
     for name, inst in list_detectors(repo).items():
-        # served elsewhere, or a version beside the default one (Triton serves the default)
-        if inst.card.remote is not None or not inst.default:
+        if inst.card.remote is not None:  # served elsewhere
             continue
         target = Path(out) / name
         if target.exists():

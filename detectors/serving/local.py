@@ -105,10 +105,8 @@ class LocalTriton:
         """
         stage = self._work / "repo"
         source = python_model_source()
-        # the shipped detectors and the user's, each in its default version
-        for name, inst in list_detectors(self.repo).items():
-            # served elsewhere, or a version beside the default one
-            if inst.card.remote is not None or not inst.default:
+        for name, inst in list_detectors(self.repo).items():  # the shipped detectors and the user's
+            if inst.card.remote is not None:  # served elsewhere
                 continue
             folder, target = inst.folder, stage / name
             (target / "1").mkdir(parents=True, exist_ok=True)

@@ -23,12 +23,12 @@ def detectors_group() -> None:
 def detectors_list(repo) -> None:
     """The shipped reference detectors and the user repository's (a user detector of the same name wins), each
     version on its line (a further one as NAME@VERSION)."""
-    from detectors.repository import list_detectors
+    from detectors.repository import list_versions
 
-    installed = list_detectors(repo)
+    installed = list_versions(repo)
     width = max([12, *(len(name) for name in installed)])
     # each detector's versions together, its default one first
-    for name, inst in sorted(installed.items(), key=lambda item: (item[1].card.name, not item[1].default)):
+    for name, inst in sorted(installed.items(), key=lambda item: (item[1].card.name, not item[1].default, item[0])):
         c = inst.card
         decides = f"threshold {c.threshold.value:+.4f}"
         where = str(inst.model_path)
@@ -208,7 +208,7 @@ def detectors_calibrate(run, target, names, force, repo) -> None:
     import hashlib
 
     from detectors.card import Recalibration, Threshold
-    from detectors.repository import list_detectors, set_threshold
+    from detectors.repository import list_detectors, list_versions, set_threshold
     from detectors.serving.config import write_configs
     from gateway.batch.results import ResultsError, read_results
     from gateway.evaluation.calibration import calibrate_run
@@ -222,8 +222,11 @@ def detectors_calibrate(run, target, names, force, repo) -> None:
         done = calibrate_run(rows, target, [n.strip() for n in names.split(",")] if names else None)
     except (EvaluationError, ResultsError) as exc:
         raise click.ClickException(str(exc)) from exc
+    versions = list_versions(repo).values()
     for c in done:  # every one checked before any card is written
-        inst = installed.get(c.detector)
+        # the version the run scored where it is installed beside the default one, else the default
+        same = [i for i in versions if i.card.name == c.detector and i.card.version == c.version]
+        inst = same[0] if same else installed.get(c.detector)
         if inst is None:
             raise click.ClickException(f"{c.detector}: not installed here (lastmile detectors list)")
         if inst.card.version != c.version or (c.model_sha256 and inst.model_sha256 not in (None, c.model_sha256)):

@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 
 from detectors.proxy.corpus import CorpusConfig, synthesize
-from detectors.repository import get_detectors, list_detectors
+from detectors.repository import get_detectors, list_versions
 from gateway.batch.replay import ReplayConfig, replay
 from gateway.evaluation.provenance import PROXY_WARNING
 from gateway.evaluation.report import build_report, evaluate_run
@@ -82,7 +82,7 @@ def run_demo(
 def version_pairs() -> list[tuple[str, str]]:
     """(default, further version) of every installed detector that has a further version: ``npr@1.0.0-proxy1000``
     against ``npr@1.1.0-proxy1000-aug``."""
-    have = list_detectors()
+    have = list_versions()
     return [
         (f"{i.card.name}@{have[i.card.name].card.version}", i.key)
         for i in have.values()
