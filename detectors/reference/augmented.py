@@ -3,9 +3,10 @@ version beside its default one.
 
 The corpus, its split and the calibration are :func:`detectors.reference.build.build`'s; only the training frames
 differ. Each training video is rendered under ``rounds`` conditions the augmentation draws for
-``(seed, video, round)`` (:mod:`transforms.augment`). A detector trained by epochs sees one round per epoch, in turn;
-one fitted at once fits the original frames and every round together. Thresholds are fixed as the default
-versions' are (RealR 95% on ``original`` of the calibration split), so the two versions differ in training alone.
+``(seed, video, round)`` (:mod:`transforms.augment`). A detector trained by epochs sees, each epoch, the original
+frames and one round, in turn; one fitted at once fits the original frames and every round together. Thresholds are
+fixed as the default versions' are (RealR 95% on ``original`` of the calibration split), so the two versions differ in
+training alone.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import tempfile
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -66,8 +68,10 @@ def build_augmented(
     for ref in refs:
         frames = rendered[ref.name]
         if ref.by_epoch:
-            x: np.ndarray | Callable[[int], np.ndarray] = lambda epoch, f=frames: f[epoch % rounds]  # noqa: E731
-            y = train.labels
+            # each epoch: the original frames and one rendering, so the clean cues stay in every epoch
+            clean = train.frames[ref.name]
+            x: np.ndarray | Callable[[int], np.ndarray] = partial(_with_clean, clean, frames)
+            y = np.tile(train.labels, 2)
         else:
             x = np.concatenate([train.frames[ref.name], *frames])
             y = np.tile(train.labels, rounds + 1)
@@ -79,6 +83,11 @@ def build_augmented(
     recorded = json.loads(build_file.read_text()) if build_file.exists() else {}
     build_file.write_text(json.dumps({**recorded, "augmented": summary}, indent=2, default=float))
     return summary
+
+
+def _with_clean(clean: np.ndarray, rounds: list[np.ndarray], epoch: int) -> np.ndarray:
+    """An epoch's frames: the original ones, then the epoch's round of renderings."""
+    return np.concatenate([clean, rounds[epoch % len(rounds)]])
 
 
 def render_rounds(
@@ -112,7 +121,11 @@ def _render(
 
 def _training_text(cfg: BuildConfig, aug: AugmentConfig, rounds: int, videos: int, by_epoch: bool) -> str:
     weights = ", ".join(f"{c.name} {p:.2f}" for c, p in aug.expanded())
-    use = "one round per epoch, in turn" if by_epoch else "the original frames and every round, fitted together"
+    use = (
+        "each epoch the original frames and one round, in turn"
+        if by_epoch
+        else "the original frames and every round, fitted together"
+    )
     return (
         f"{corpus.PROXY_NOTICE} Trained on seed {cfg.seed}'s {videos} training videos (the default version's split) "
         f"under the dissemination augmentation (lastmile augment: {weights}; profile {aug.resolved_profile().name}; "
