@@ -153,3 +153,20 @@ def check_flips(run_dir):
     assert all(len(v) == (min(3, section.kinds[k]) if k in drawn else 0) for k, v in section.shown.items())
     harm = section.shown["missed_fake"] + section.shown["false_alarm"]
     assert harm and all(st.path is not None for st in harm)  # (npr under full misses fakes: harm to show)
+
+
+def test_demo_versions_adds_the_further_versions_and_prints_each_comparison(tmp_path):
+    """Only with --versions: the augmented npr and spectral join, each compared with its default version."""
+    out = tmp_path / "demo"
+    cmd = [sys.executable, "-m", "gateway.cli", "demo", "--anchors", "2", "--profile", "throughput", "--flips", "0"]
+    res = subprocess.run([*cmd, "--versions", "--out", str(out)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "x 6 detectors" in res.stdout
+    for name in ("npr", "spectral"):
+        assert f"## {name}@1.1.0-proxy1000-aug (challenger) vs {name}@1.0.0-proxy1000 (champion)" in res.stdout
+    report = json.loads((out / "run" / "report.json").read_text())
+    pairs = [(c["champion"], c["challenger"]) for c in report["comparisons"]]
+    assert pairs == [
+        ("npr@1.0.0-proxy1000", "npr@1.1.0-proxy1000-aug"),
+        ("spectral@1.0.0-proxy1000", "spectral@1.1.0-proxy1000-aug"),
+    ]
