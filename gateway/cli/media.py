@@ -11,7 +11,7 @@ from click.core import ParameterSource
 from tqdm import tqdm
 
 from gateway.cli.errors import LastmileGroup
-from gateway.cli.options import profile_option
+from gateway.cli.options import FILE_ROOTS, profile_option
 
 VIDEO_SUFFIXES = {".mp4", ".mov", ".webm", ".mkv"}  # what `corpus synth --real-dir` takes as an anchor
 
@@ -117,13 +117,7 @@ def corpus_synth(anchors, seed, size, fps, seconds, real_dir, out) -> None:
 )
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="the draws' seed")
 @click.option("--epochs", default=1, show_default=True, type=click.IntRange(1, 1000), help="variants per video")
-@click.option(
-    "--file-root",
-    "file_roots",
-    multiple=True,
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    help="a folder the manifest's files may be in, besides the manifest's own (repeatable)",
-)
+@FILE_ROOTS
 def augment(manifest, out, config_path, seed, epochs, file_roots) -> None:
     """Render each video of MANIFEST under a condition drawn per (seed, video, epoch): MP4s, a JSON sidecar each and
     OUT/manifest.jsonl (for training ahead of time; the same draws as the Python API's)."""

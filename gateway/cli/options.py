@@ -26,6 +26,13 @@ REPO = click.option(
 )
 JSON_OUT = click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), help="write JSON here")
 BOOTSTRAP = click.option("--bootstrap", default=None, help="overrides the config's kafka.bootstrap")
+FILE_ROOTS = click.option(
+    "--file-root",
+    "file_roots",
+    multiple=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="a folder the manifest's videos may be read from, besides the manifest's own (repeatable)",
+)
 WORKERS = click.option("--workers", type=click.IntRange(min=1), default=None, help="parallel videos (default: cores)")
 LOG_LEVEL = click.option(
     "--log-level",

@@ -12,7 +12,7 @@ import click
 
 from gateway.batch.failures import RunFailures, check_results
 from gateway.cli.errors import notify
-from gateway.cli.options import MAX_INFRA_ERRORS, REPO, WORKERS, distinct_pairs_option, profile_option
+from gateway.cli.options import FILE_ROOTS, MAX_INFRA_ERRORS, REPO, WORKERS, distinct_pairs_option, profile_option
 from gateway.cli.signals import interrupted_by_signal
 from gateway.evaluation.errors import EvaluationError
 from transforms.config_errors import ConfigError
@@ -77,13 +77,7 @@ def _fail_loudly(failures: RunFailures, what: str, kept: str) -> None:
     show_default=True,
     help="with --via kafka: the most seconds to wait for every score event",
 )
-@click.option(
-    "--file-root",
-    "file_roots",
-    multiple=True,
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    help="a folder the manifest's videos may be read from, besides the manifest's own (repeatable)",
-)
+@FILE_ROOTS
 @click.option(
     "--http-allow-host",
     "http_allow_hosts",
