@@ -128,12 +128,16 @@ def test_a_bad_video_is_named_and_the_others_are_written(tmp_path, clips):
     assert [r.video_id for r in read_manifest(out / "manifest.jsonl")] == ["r0.e0", "g0.e0"]
 
 
-def test_a_file_outside_the_roots_stops_the_run_before_any_work(tmp_path, clips):
+def test_a_file_outside_the_roots_or_a_url_stops_the_run_before_any_work(tmp_path, clips):
     manifest = _manifest(tmp_path, clips)
+    with manifest.open("a") as f:
+        row = {"video_id": "g2", "uri": "https://example.com/v.mp4", "label": "generated", "source": "gen"}
+        f.write(json.dumps({**row, "anchor_id": "r0"}) + "\n")
     out = tmp_path / "out"
     result = run_cli("augment", str(manifest), "--out", str(out))
     assert result.returncode != 0
     assert "outside the folders the replay reads" in result.stderr
+    assert "https://example.com/v.mp4: augment reads local files only" in result.stderr
     assert not out.exists()
 
 

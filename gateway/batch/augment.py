@@ -19,6 +19,8 @@ from pathlib import Path
 from detectors.manifest import ManifestRow, read_manifest
 from gateway.batch.manifest_files import MissingFiles, unreadable
 from gateway.core.sources.files import local_path
+from gateway.core.sources.stores import is_object_uri
+from gateway.core.sources.urls import is_web_url
 from transforms.augment import AugmentConfig, Augmenter
 from transforms.errors import VideoError
 
@@ -48,7 +50,7 @@ def augment_manifest(
     a readable local file under the manifest's folder or ``file_roots`` (:class:`MissingFiles` before any work)."""
     rows = read_manifest(manifest)
     roots = [manifest.resolve().parent, *(Path(r).resolve() for r in file_roots)]
-    problems = [p for r in rows if (p := unreadable(manifest, r, roots)) is not None]
+    problems = [p for r in rows if (p := _unreadable(manifest, r, roots)) is not None]
     if problems:
         raise MissingFiles(manifest, len(rows), problems)
     out.mkdir(parents=True, exist_ok=True)
@@ -66,6 +68,14 @@ def augment_manifest(
                 run.drawn[entry["condition"]] = run.drawn.get(entry["condition"], 0) + 1
                 listing.write(json.dumps(entry) + "\n")
     return run
+
+
+def _unreadable(manifest: Path, row: ManifestRow, roots: Sequence[Path]) -> str | None:
+    """Why ``row``'s file cannot be read here: augment reads local files only (a URL or an object is downloaded
+    by the replay, with its allow-lists), under ``roots``."""
+    if is_web_url(row.uri) or is_object_uri(row.uri):
+        return f"video {row.video_id}: {row.uri}: augment reads local files only (download it first)"
+    return unreadable(manifest, row, roots)
 
 
 def _one(augmenter: Augmenter, manifest: Path, row: ManifestRow, index: int, epoch: int, out: Path) -> dict:
