@@ -153,3 +153,29 @@ def test_bench_augment_measures_a_worker_against_its_floor(tmp_path):
     ratio = row["worker"]["cpu_s"] / row["floor"]["cpu_s"]
     assert row["worker_cpu_vs_floor"] == pytest.approx(ratio, abs=1e-3)
     assert set(report["targets"]) == {"worker_cpu_vs_floor <= 1.15", "peak_rss_mb <= 1024"}
+
+
+def test_an_augmented_build_installs_each_version_beside_its_default(tmp_path):
+    import shutil
+
+    from detectors.reference.augmented import build_augmented
+    from detectors.reference.build import BuildConfig
+    from detectors.repository import SHIPPED_REPO, list_detectors, list_versions
+
+    # the shipped default versions, copied: what an augmented build goes beside
+    repo, cfg = tmp_path / "repo", BuildConfig(seed=7, anchors=3, npr_epochs=1)
+    shutil.copytree(SHIPPED_REPO, repo, ignore=shutil.ignore_patterns("versions", "__pycache__", "*.py"))
+    before = {name: inst.card for name, inst in list_detectors(repo).items()}
+    summary = build_augmented(cfg, AugmentConfig(), repo, rounds=1, workers=1, log=lambda m: None)
+    # 3 anchors: 2 calibrate, 1 trains (its real video and 5 generated ones), each rendered once
+    assert sorted(summary["detectors"]) == ["npr", "spectral"] and sum(summary["drawn"].values()) == 6
+    assert json.loads((repo / "BUILD.json").read_text())["augmented"]["version"] == "1.1.0-proxy7-aug"
+    # the default versions as they were; the new ones beside them, saying how they were trained
+    assert {name: inst.card for name, inst in list_detectors(repo).items()} == before
+    versions = list_versions(repo)
+    for name in ("npr", "spectral"):
+        new = versions[f"{name}@1.1.0-proxy7-aug"]
+        assert new.folder == repo / name / "versions" / "1.1.0-proxy7-aug"
+        assert "augmentation" in new.card.training_data and "PROXY CORPUS" in new.card.training_data
+        assert summary["detectors"][name]["onnx_vs_reference"] < 1e-3
+    assert "restrav_px@1.1.0-proxy7-aug" not in versions
