@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from detectors.manifest import Sha256
 from detectors.thresholds import CARD_THRESHOLD
-from transforms.config_errors import describe
+from transforms.support.config_errors import describe
 
 SCHEMA_VERSION = 2  # 2: score events carry event_time and canary
 READ_VERSIONS = (1, 2)  # video events the gateway reads (version 2 changed only score events)

@@ -1,6 +1,6 @@
 """Configuration errors told in one line: the file, the line (or row) the bad key stands on, the key path,
-what is wrong and what is allowed there. Shared by the conditions files (here), the manifests (``detectors``)
-and the gateway's and monitor's settings (``gateway``), so the lowest layer owns it."""
+what is wrong and what is allowed there: for the conditions files (``transforms``), the manifests and cards
+(``detectors``) and the gateway's and monitor's settings (``gateway``)."""
 
 from __future__ import annotations
 
