@@ -35,7 +35,7 @@ from gateway.evaluation.caveats import ZERO_WIDTH_EXAMPLES, small_sample_warning
 from gateway.evaluation.cells import Layout
 from gateway.evaluation.errors import EvaluationError
 from gateway.evaluation.paired import REPLICATES, SEED, ordered_conditions
-from gateway.evaluation.tables import ZERO_WIDTH, Row, Table, pct, points, zero_width
+from gateway.evaluation.tables import ZERO_WIDTH, Table, TableRow, pct, points, zero_width
 from gateway.evaluation.thresholds import decision_thresholds, threshold_text
 
 ROLES = ("champion", "challenger")
@@ -251,7 +251,7 @@ def _marked(e: Estimate | None, key: str) -> str:
 
 def comparison_table(cmp: Comparison) -> Table:
     rows = tuple(
-        Row((c.condition, str(c.videos), *(_marked(getattr(c, key), key) for key, _ in QUANTITIES)))
+        TableRow((c.condition, str(c.videos), *(_marked(getattr(c, key), key) for key, _ in QUANTITIES)))
         for c in cmp.conditions
     )
     title = f"{cmp.challenger} (challenger) vs {cmp.champion} (champion)"

@@ -40,7 +40,7 @@ from gateway.evaluation.bootstrap import anchor_resamples
 from gateway.evaluation.compare import ROLES, Contender, Estimate, estimate_cell, thresholds_note
 from gateway.evaluation.errors import EvaluationError
 from gateway.evaluation.paired import REPLICATES, SEED, by_version, ordered_conditions
-from gateway.evaluation.tables import Row, Table
+from gateway.evaluation.tables import Table, TableRow
 from gateway.evaluation.thresholds import decision_thresholds, has_threshold
 
 
@@ -271,7 +271,7 @@ def _contrast(
 def reals_comparison_table(cmp: RealsComparison) -> Table:
     """The comparison as the report shows it: one row per condition."""
     rows = tuple(
-        Row(
+        TableRow(
             (
                 c.condition,
                 str(c.videos),

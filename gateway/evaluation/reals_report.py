@@ -28,7 +28,7 @@ from gateway.evaluation.reals import (
     reals_comparisons_json,
 )
 from gateway.evaluation.rendering import environment
-from gateway.evaluation.tables import Row, Table, defined, interval, pct, points
+from gateway.evaluation.tables import Table, TableRow, defined, interval, pct, points
 from gateway.evaluation.thresholds import UNDECIDED
 
 REALS_ONLY = (
@@ -122,10 +122,10 @@ def reals_table(ev: RealsEvaluation) -> Table:
             return "-"
         return f"{pct(c.flips_to_generated)}{interval(c.flips_to_generated_ci)}"
 
-    def row(c: RealsCell) -> Row:
+    def row(c: RealsCell) -> TableRow:
         recall = f"{pct(c.real_recall)}{interval(c.real_recall_ci)}"
         counts = (str(c.n_real), str(c.failures), str(c.infra_errors))
-        return Row((c.detector, c.condition, recall, drift(c), flips(c), *counts))
+        return TableRow((c.detector, c.condition, recall, drift(c), flips(c), *counts))
 
     rows = tuple(row(c) for c in ev.cells)
     header = (

@@ -90,12 +90,12 @@ def _value(v: float | None) -> str:
 
 def sweep_tables(ev: Evaluation) -> list:
     """One breaking-point table per sweep."""
-    from gateway.evaluation.tables import Row, Table
+    from gateway.evaluation.tables import Table, TableRow
 
     out = []
     for curve in sweeps_of(ev.conditions):
         rows = tuple(
-            Row((b.detector, _value(b.auc_drift_below), _value(b.fake_recall_halved)))
+            TableRow((b.detector, _value(b.auc_drift_below), _value(b.fake_recall_halved)))
             for b in breaking_points(ev, curve)
         )
         note = (

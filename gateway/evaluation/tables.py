@@ -22,7 +22,7 @@ ZERO_WIDTH = "†"  # marks an interval every bootstrap replicate agreed on (the
 
 
 @dataclass(frozen=True)
-class Row:
+class TableRow:
     """One table row; an emphasised row (a mean, a correlation) is a summary of the rows above it."""
 
     cells: tuple[str, ...]
@@ -33,7 +33,7 @@ class Row:
 class Table:
     title: str
     header: tuple[str, ...]
-    rows: tuple[Row, ...]
+    rows: tuple[TableRow, ...]
     notes: tuple[str, ...] = ()  # read under the table
     cautions: tuple[str, ...] = ()  # read before it, as the report's own cautions are
 
@@ -110,11 +110,11 @@ def main_table(ev: Evaluation) -> Table:
         cells = []
         for cond in ev.conditions:
             cells.append(auc_text(ev.cell(det, cond)))
-        rows.append(Row((det, *cells)))
+        rows.append(TableRow((det, *cells)))
     m = means(ev)
-    rows.append(Row(("mean", *(pct(m[c]["auc"]) for c in ev.conditions)), emphasis=True))
+    rows.append(TableRow(("mean", *(pct(m[c]["auc"]) for c in ev.conditions)), emphasis=True))
     rho = [ev.rank_correlation.get(c, np.nan) for c in ev.conditions]
-    rows.append(Row(("Spearman vs original", *("-" if not np.isfinite(r) else f"{r:.2f}" for r in rho)), True))
+    rows.append(TableRow(("Spearman vs original", *("-" if not np.isfinite(r) else f"{r:.2f}" for r in rho)), True))
     title = "AUC (%) per condition, 95% CI, (drift from original)"
     return Table(title, ("detector", *ev.conditions), tuple(rows), _zero_width_note(rows))
 
@@ -132,7 +132,7 @@ def operating_table(ev: Evaluation) -> Table:
         return f"{points(c.fake_recall_drift)}{interval(c.fake_recall_drift_ci)}"
 
     rows = tuple(
-        Row(
+        TableRow(
             (
                 c.detector,
                 c.condition,
@@ -161,7 +161,7 @@ def operating_table(ev: Evaluation) -> Table:
     return Table("Operating points at the fixed threshold", (*header, "FakeR drift", "failures"), rows, notes)
 
 
-def _zero_width_note(rows: list[Row] | tuple[Row, ...]) -> tuple[str, ...]:
+def _zero_width_note(rows: list[TableRow] | tuple[TableRow, ...]) -> tuple[str, ...]:
     if not any(ZERO_WIDTH in cell for row in rows for cell in row.cells):
         return ()
     return (
@@ -172,7 +172,9 @@ def _zero_width_note(rows: list[Row] | tuple[Row, ...]) -> tuple[str, ...]:
 
 def source_table(ev: Evaluation) -> Table:
     """AUC of each generation source against its matched real anchors, per detector and condition."""
-    rows = tuple(Row((c.detector, c.condition, *(pct(c.per_source_auc.get(s)) for s in ev.sources))) for c in ev.cells)
+    rows = tuple(
+        TableRow((c.detector, c.condition, *(pct(c.per_source_auc.get(s)) for s in ev.sources))) for c in ev.cells
+    )
     return Table("Per-source AUC (%)", ("detector", "condition", *ev.sources), rows)
 
 
@@ -186,7 +188,7 @@ def chat_table(ev: Evaluation) -> Table:
         c = ev.cell(chat.detector, chat.condition)
         cached = f" ({chat.cached} cached)" if chat.cached else ""
         rows.append(
-            Row(
+            TableRow(
                 (
                     c.detector,
                     c.condition,
@@ -220,7 +222,7 @@ def aspect_table(ev: Evaluation) -> Table:
             drift = "" if a is None or not defined(a.drift) else f" ({points(a.drift)})"
             cells.append("-" if a is None else f"{pct(a.auc)}{interval(a.auc_ci)}{drift}")
         collapse = f"{pct(chat.collapse)}{interval(chat.collapse_ci)} ({chat.collapsed} of {chat.diagnosed})"
-        rows.append(Row((chat.detector, chat.condition, *cells, collapse)))
+        rows.append(TableRow((chat.detector, chat.condition, *cells, collapse)))
     notes = (
         "Collapse: the share of parsed diagnostic replies that give every aspect the same value (RA-Bench's "
         "exact-five collapse), Wilson 95% interval; a collapsed reply carries one number, not five.",

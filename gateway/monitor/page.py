@@ -80,7 +80,7 @@ def _fmt(x: float, percent: bool = False) -> str:
 
 
 @dataclass
-class Row:
+class ConditionMetrics:
     """One condition of a detector: the labelled metrics and their drift from ``original``."""
 
     condition: str
@@ -109,11 +109,11 @@ class Signals:
 class Panel:
     detector: str
     version: str
-    rows: list[Row] = field(default_factory=list)
+    rows: list[ConditionMetrics] = field(default_factory=list)
     signals: list[Signals] = field(default_factory=list)
 
     @property
-    def worst(self) -> Row | None:
+    def worst(self) -> ConditionMetrics | None:
         """The condition where it loses most AUC against ``original`` (its drift's value lowest), if any drift is
         known."""
         drifts = [r for r in self.rows if r.condition != ORIGINAL and r.auc_drift and not math.isnan(r.auc_drift.value)]
@@ -301,7 +301,7 @@ def _panels(s: Samples, window: str, population: str) -> list[Panel]:
             at = {**labelled, "condition": cond}
             videos = s.value(mc.WINDOW_SAMPLES.name, **at)  # labelled videos, of either label
             panel.rows.append(
-                Row(
+                ConditionMetrics(
                     cond,
                     auc=s.estimate(mc.AUC, **at),
                     fake_recall=s.estimate(mc.FAKE_RECALL, **at),

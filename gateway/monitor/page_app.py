@@ -14,7 +14,7 @@ import jinja2
 from prometheus_client import CollectorRegistry
 
 from gateway.monitor.alerts import AlertSource
-from gateway.monitor.page import Comparison, Estimate, Page, Row, build
+from gateway.monitor.page import Comparison, ConditionMetrics, Estimate, Page, build
 from gateway.toolkit.http import Pages, StartResponse
 
 MAX_QUERY = 200  # characters of a query string read
@@ -33,7 +33,7 @@ class Bar:
     mark: float | None = None  # where a threshold (a comparison's margin) lies
 
 
-def auc_bar(row: Row, width: int = 120) -> Bar | None:
+def auc_bar(row: ConditionMetrics, width: int = 120) -> Bar | None:
     """A row's AUC interval on a 0-1 scale."""
     e = row.auc
     if e is None or not e.drawable:
