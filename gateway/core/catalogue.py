@@ -19,6 +19,8 @@ from enum import StrEnum
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from gateway.core import ab_quantities as ab
+
 
 class Kind(StrEnum):
     COUNTER = "counter"
@@ -248,24 +250,24 @@ COMPARISON_VIDEOS = _compared(
 )
 COMPARISON_SAMPLES = _compared("lastmile_comparison_samples", "Labelled videos among the comparison's videos")
 COMPARISON_AUC_DIFFERENCE = _compared(
-    "lastmile_comparison_auc_difference", "Challenger's AUC minus champion's on the same videos", interval=True
+    ab.AUC_DIFFERENCE.series, "Challenger's AUC minus champion's on the same videos", interval=True
 )
 COMPARISON_ROBUSTNESS_DIFFERENCE = _compared(
-    "lastmile_comparison_robustness_difference",
+    ab.ROBUSTNESS_DIFFERENCE.series,
     "Challenger's AUC drift from original minus champion's, all four AUCs on the same videos",
     interval=True,
 )
 COMPARISON_FAKE_RECALL_DIFFERENCE = _compared(
-    "lastmile_comparison_fake_recall_difference", "Challenger's FakeR minus champion's", interval=True
+    ab.FAKE_RECALL_DIFFERENCE.series, "Challenger's FakeR minus champion's", interval=True
 )
 COMPARISON_REAL_RECALL_DIFFERENCE = _compared(
-    "lastmile_comparison_real_recall_difference", "Challenger's RealR minus champion's", interval=True
+    ab.REAL_RECALL_DIFFERENCE.series, "Challenger's RealR minus champion's", interval=True
 )
 COMPARISON_DISAGREEMENT = _compared(
-    "lastmile_comparison_disagreement", "Share of the comparison's videos the two decide differently"
+    ab.DISAGREEMENT.series, "Share of the comparison's videos the two decide differently"
 )
 COMPARISON_FLIP_RATE_DIFFERENCE = _compared(
-    "lastmile_comparison_flip_rate_difference",
+    ab.FLIP_RATE_DIFFERENCE.series,
     "Challenger's share of decisions flipped from original minus champion's (Newcombe's paired interval)",
     interval=True,
 )

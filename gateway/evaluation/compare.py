@@ -26,6 +26,8 @@ import numpy as np
 
 from detectors.stats import estimates
 from detectors.stats.bootstrap import percentile_interval
+from gateway.core import ab_quantities as ab
+from gateway.core.ab_quantities import ROLES
 from gateway.core.contenders import Contender, PairError, distinct_pairs, split_pair
 from gateway.core.messages import ScoreRow
 from gateway.core.wording import counted
@@ -38,7 +40,6 @@ from gateway.evaluation.paired import REPLICATES, SEED, ordered_conditions
 from gateway.evaluation.tables import ZERO_WIDTH, Table, TableRow, pct, points, zero_width
 from gateway.evaluation.thresholds import decision_thresholds, threshold_text
 
-ROLES = ("champion", "challenger")
 Estimate = estimates.Estimate  # point estimate, 95% interval
 
 
@@ -145,24 +146,27 @@ class _AUCs:
         """Challenger minus champion under ``cond``, on the videos both scored there."""
         keys = [(role, cond) for role in ROLES]
         (champ, b_champ), (chall, b_chall) = self.layout.aucs_on_same_videos(keys, self.selections, self.computed)
-        return float(chall - champ), percentile_interval(b_chall - b_champ)
+        return float(ab.difference(chall, champ)), percentile_interval(ab.difference(b_chall, b_champ))
 
     def robustness(self, cond: str) -> Estimate:
         """(challenger's AUC under ``cond`` minus on original) minus the champion's, on the videos all four scored."""
-        keys = [(role, c) for role in ROLES for c in (cond, "original")]
+        keys = list(ab.ROBUSTNESS_DIFFERENCE.needs(cond))
         (h, bh), (h0, bh0), (c, bc), (c0, bc0) = self.layout.aucs_on_same_videos(keys, self.selections, self.computed)
-        return float((c - c0) - (h - h0)), percentile_interval((bc - bc0) - (bh - bh0))
+        point = ab.robustness_difference((h, h0), (c, c0))
+        return float(point), percentile_interval(ab.robustness_difference((bh, bh0), (bc, bc0)))
 
 
 def _contrast(cond: str, computed: dict, aucs: _AUCs, conditions: list[str], decided: dict, everyone: dict):
     def diff(key: str, score: Estimate) -> Estimate:
         (champ, b_champ), (chall, b_chall) = computed["champion", cond], computed["challenger", cond]
-        point = getattr(chall, key) - getattr(champ, key)
-        if not np.isfinite(point):  # (a contender that scored nothing decided nothing: no difference to bound)
+        point = ab.difference(getattr(chall, key), getattr(champ, key))
+        # a contender that scored nothing decided nothing: no difference to bound
+        if not np.isfinite(point):
             return estimates.NO_PAIRS
-        return estimates.widened((float(point), percentile_interval(b_chall[key] - b_champ[key])), score)
+        return estimates.widened((float(point), percentile_interval(ab.difference(b_chall[key], b_champ[key]))), score)
 
-    rob = aucs.robustness(cond) if "original" in conditions and cond != "original" else None
+    robust = "original" in conditions and ab.ROBUSTNESS_DIFFERENCE.defined_under(cond)
+    rob = aucs.robustness(cond) if robust else None
     fake, real = proportions.recall_differences(*(decided.get((role, cond), {}) for role in ("challenger", "champion")))
     disagreement, flips = _label_free(everyone, cond, aucs.layout)
     n_gen, n_real = computed["champion", cond][0].n_generated, computed["champion", cond][0].n_real
@@ -205,24 +209,15 @@ def _label_free(decided: proportions.Decisions, cond: str, layout: Layout) -> tu
     w = layout.weights
     with np.errstate(invalid="ignore", divide="ignore"):
         flips = (
-            float(np.mean(flipped[0]) - np.mean(flipped[1])) if both.any() else float("nan"),
+            float(ab.difference(np.mean(flipped[0]), np.mean(flipped[1]))) if both.any() else float("nan"),
             percentile_interval((w @ delta) / (w @ both)),
         )
     disagreement, _ = estimates.clustered_share(differ, n, w)
     return disagreement, estimates.widened(flips, estimates.paired_difference(*flipped)) if both.any() else None
 
 
-BOOTSTRAPPED = (  # (attribute, heading): the bootstrap's alone, so their intervals can have zero width
-    ("auc_difference", "ΔAUC"),
-    ("robustness_difference", "Δrobustness"),
-)
-QUANTITIES = (  # (attribute, heading): every one challenger minus champion, in percentage points
-    *BOOTSTRAPPED,
-    ("fake_recall_difference", "ΔFakeR"),
-    ("real_recall_difference", "ΔRealR"),
-    ("disagreement", "disagree"),
-    ("flip_rate_difference", "Δflip rate"),
-)
+# the quantities whose interval is the bootstrap's alone, so it can have zero width
+BOOTSTRAPPED = (ab.AUC_DIFFERENCE, ab.ROBUSTNESS_DIFFERENCE)
 NOTE = (
     "Challenger minus champion on the videos both scored, in percentage points, with 95% intervals: ΔAUC and "
     "Δrobustness anchor-clustered paired bootstrap, on the videos every AUC compared scored; ΔFakeR, ΔRealR, "
@@ -243,19 +238,19 @@ def estimate_cell(e: Estimate | None, signed: bool = True) -> str:
     return f"{points(point) if signed else pct(point)} [{pct(lo)}, {pct(hi)}]"
 
 
-def _marked(e: Estimate | None, key: str) -> str:
+def _marked(e: Estimate | None, quantity: ab.Quantity) -> str:
     """A cell of the table, its interval marked † by the caution's own rule (a bootstrap-only zero width)."""
-    zero = key in dict(BOOTSTRAPPED) and e is not None and math.isfinite(e[0]) and zero_width(e[1])
-    return estimate_cell(e, key != "disagreement") + (ZERO_WIDTH if zero else "")
+    zero = quantity in BOOTSTRAPPED and e is not None and math.isfinite(e[0]) and zero_width(e[1])
+    return estimate_cell(e, quantity.signed) + (ZERO_WIDTH if zero else "")
 
 
 def comparison_table(cmp: Comparison) -> Table:
     rows = tuple(
-        TableRow((c.condition, str(c.videos), *(_marked(getattr(c, key), key) for key, _ in QUANTITIES)))
+        TableRow((c.condition, str(c.videos), *(_marked(getattr(c, q.name), q) for q in ab.QUANTITIES)))
         for c in cmp.conditions
     )
     title = f"{cmp.challenger} (challenger) vs {cmp.champion} (champion)"
-    header = ("condition", "videos", *(h for _, h in QUANTITIES))
+    header = ("condition", "videos", *(q.heading for q in ab.QUANTITIES))
     return Table(title, header, rows, (NOTE, thresholds_note(cmp)), tuple(cmp.warnings))
 
 
@@ -310,10 +305,10 @@ def comparison_warnings(cmp: Comparison, rows: list[ScoreRow]) -> list[str]:
     which never has), and a contender whose card's threshold keeps under half its scored reals real."""
     out = small_sample_warnings(rows)
     zero = [
-        f"{heading} under {c.condition} {cell}"
+        f"{q.heading} under {c.condition} {cell}"
         for c in cmp.conditions
-        for key, heading in BOOTSTRAPPED
-        if ZERO_WIDTH in (cell := _marked(getattr(c, key), key))
+        for q in BOOTSTRAPPED
+        if ZERO_WIDTH in (cell := _marked(getattr(c, q.name), q))
     ]
     if zero:
         out.append(

@@ -13,8 +13,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from detectors.stats import metrics
+from gateway.core.ab_quantities import QUANTITIES
 from gateway.core.messages import ScoreRow
-from gateway.evaluation.compare import QUANTITIES, Comparison
+from gateway.evaluation.compare import Comparison
 from gateway.evaluation.paired import Evaluation, by_version
 
 RECALLS = {"fake_recall": "FakeR (fixed threshold)", "real_recall": "RealR (fixed threshold)"}  # panel titles
@@ -263,9 +264,9 @@ def forest_plot(cmp: Comparison, path: Path) -> Path:
     """One panel per quantity, one row per condition: the estimate with its interval; the line marks 0."""
     names = [c.condition for c in cmp.conditions]
     fig, axes = plt.subplots(1, len(QUANTITIES), figsize=(3.0 * len(QUANTITIES), 0.5 * len(names) + 1.5), sharey=True)
-    for ax, (key, heading) in zip(axes, QUANTITIES, strict=True):
+    for ax, quantity in zip(axes, QUANTITIES, strict=True):
         for y, c in enumerate(cmp.conditions):
-            e = getattr(c, key)
+            e = getattr(c, quantity.name)
             if e is None:
                 continue
             point, (lo, hi) = e
@@ -273,7 +274,7 @@ def forest_plot(cmp: Comparison, path: Path) -> Path:
                 [100 * point], [y], xerr=[[100 * (point - lo)], [100 * (hi - point)]], fmt="o", capsize=3, color="C0"
             )
         ax.axvline(0, color="grey", linestyle="--", linewidth=1)
-        ax.set_title(heading)
+        ax.set_title(quantity.heading)
         ax.set_xlabel("points")
     axes[0].set_yticks(range(len(names)), names)
     axes[0].invert_yaxis()
