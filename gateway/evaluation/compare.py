@@ -18,9 +18,12 @@ a forest plot with one row per condition and one panel per quantity, and the num
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -94,6 +97,33 @@ def shared_rows(rows: list[ScoreRow], champion: Contender, challenger: Contender
     return [picked[role][k] for role in ROLES for k in sorted(both)]
 
 
+class Prepared:
+    """A pair's rows (:func:`shared_rows`) as every comparison of them starts, the paired one here and the reals-only
+    one (:func:`gateway.evaluation.reals.compare_reals`): the rows scored (an infrastructure failure is in no
+    quantity), the conditions, the anchors, and, computed when first asked for, each role's threshold (its card's,
+    or the one giving RealR ``calibrate`` on its ``original`` reals), every decision at it, and the anchor-clustered
+    bootstrap draw that serves both roles and every condition."""
+
+    def __init__(self, rows: list[ScoreRow], replicates: int, seed: int, calibrate: float | None) -> None:
+        self.rows, self.replicates, self.seed, self.calibrated = rows, replicates, seed, calibrate
+        self.scored = [r for r in rows if r.error_kind != "infra"]
+        self.conditions = ordered_conditions(rows)
+        self.anchors = sorted({r.anchor_id for r in rows if r.anchor_id})
+
+    @functools.cached_property
+    def thresholds(self) -> dict[str, float]:
+        return decision_thresholds(self.scored, list(ROLES), None, self.calibrated)
+
+    @functools.cached_property
+    def decided(self) -> proportions.Decisions:
+        """Every video's decision per (role, condition), whether or not its anchor is paired."""
+        return proportions.decisions(self.scored, self.thresholds, paired=False)
+
+    @functools.cached_property
+    def weights(self) -> np.ndarray:
+        return anchor_resamples(self.rows, self.anchors, self.replicates, self.seed)
+
+
 def compare(
     rows: list[ScoreRow],
     champion: Contender,
@@ -104,34 +134,26 @@ def compare(
 ) -> Comparison:
     """Every quantity of the comparison per condition, with 95% intervals. Each contender's decisions are at its
     card's threshold, or at the one giving RealR ``calibrate`` on the shared videos' ``original`` reals."""
-    pair = shared_rows(rows, champion, challenger)
-    return compare_shared(pair, champion, challenger, replicates, seed, calibrate)
+    pair = Prepared(shared_rows(rows, champion, challenger), replicates, seed, calibrate)
+    return compare_shared(pair, champion, challenger)
 
 
-def compare_shared(
-    pair: list[ScoreRow],
-    champion: Contender,
-    challenger: Contender,
-    replicates: int = REPLICATES,
-    seed: int = SEED,
-    calibrate: float | None = None,
-) -> Comparison:
+def compare_shared(pair: Prepared, champion: Contender, challenger: Contender) -> Comparison:
     """:func:`compare` on what :func:`shared_rows` gave for ``champion`` and ``challenger``."""
-    scored = [r for r in pair if r.error_kind != "infra"]
-    conditions = ordered_conditions(pair)
-    sources = sorted({r.source for r in pair if r.label == "generated" and r.source})
-    anchors = sorted({r.anchor_id for r in pair if r.anchor_id})
-    if not (sources and anchors):
+    sources = sorted({r.source for r in pair.rows if r.label == "generated" and r.source})
+    if not (sources and pair.anchors):
         raise EvaluationError("the shared videos hold no generated videos paired with real anchors")
-    thr = decision_thresholds(scored, list(ROLES), None, calibrate)
-    layout = Layout(sources, anchors, anchor_resamples(pair, anchors, replicates, seed))
+    thr, conditions = pair.thresholds, pair.conditions
+    layout = Layout(sources, pair.anchors, pair.weights)
     keys = [(role, c) for role in ROLES for c in conditions]
-    selections = {(role, c): [r for r in scored if r.detector == role and r.condition == c] for role, c in keys}
+    selections = {(role, c): [r for r in pair.scored if r.detector == role and r.condition == c] for role, c in keys}
     computed = {key: layout.cell(*key, sel, thr[key[0]]) for key, sel in selections.items()}
     aucs = _AUCs(layout, selections, computed)
-    decided = proportions.decisions(scored, thr), proportions.decisions(scored, thr, paired=False)
+    decided = proportions.decisions(pair.scored, thr), pair.decided
     out = [_contrast(cond, computed, aucs, conditions, *decided) for cond in conditions]
-    return Comparison(str(champion), str(challenger), thr, out, len(anchors), replicates, seed, calibrate)
+    return Comparison(
+        str(champion), str(challenger), thr, out, len(pair.anchors), pair.replicates, pair.seed, pair.calibrated
+    )
 
 
 @dataclass(frozen=True)
@@ -168,7 +190,7 @@ def _contrast(cond: str, computed: dict, aucs: _AUCs, conditions: list[str], dec
     robust = "original" in conditions and ab.ROBUSTNESS_DIFFERENCE.defined_under(cond)
     rob = aucs.robustness(cond) if robust else None
     fake, real = proportions.recall_differences(*(decided.get((role, cond), {}) for role in ("challenger", "champion")))
-    disagreement, flips = _label_free(everyone, cond, aucs.layout)
+    disagreement, flips = label_free(everyone, cond, aucs.layout.anchors, aucs.layout.weights)
     n_gen, n_real = computed["champion", cond][0].n_generated, computed["champion", cond][0].n_real
     return ConditionContrast(
         condition=cond,
@@ -184,12 +206,14 @@ def _contrast(cond: str, computed: dict, aucs: _AUCs, conditions: list[str], dec
     )
 
 
-def _label_free(decided: proportions.Decisions, cond: str, layout: Layout) -> tuple[Estimate, Estimate | None]:
+def label_free(
+    decided: proportions.Decisions, cond: str, anchors: list[str], weights: np.ndarray
+) -> tuple[Estimate, Estimate | None]:
     """The share of the videos both scored under ``cond`` that the two decide differently, and the challenger's
     flip rate minus the champion's on the videos both scored under ``cond`` and ``original`` (a flip: a decision
     under ``cond`` other than on ``original``): over the videos, each interval the hull of the anchor-clustered
     bootstrap's and the score interval's (Wilson's, Newcombe's)."""
-    index = {a: i for i, a in enumerate(layout.anchors)}
+    index = {a: i for i, a in enumerate(anchors)}
     n, differ, both, delta = (np.zeros(len(index)) for _ in range(4))
     champ, champ0, chall, chall0 = (decided.get((role, c), {}) for role in ROLES for c in (cond, "original"))
     flipped = ([], [])  # per video: flipped (challenger, champion)
@@ -206,7 +230,7 @@ def _label_free(decided: proportions.Decisions, cond: str, layout: Layout) -> tu
             flipped[0].append(c.flagged != c0.flagged)
             flipped[1].append(h.flagged != h0.flagged)
             delta[i] += flipped[0][-1] - flipped[1][-1]
-    w = layout.weights
+    w = weights
     with np.errstate(invalid="ignore", divide="ignore"):
         flips = (
             float(ab.difference(np.mean(flipped[0]), np.mean(flipped[1]))) if both.any() else float("nan"),
@@ -282,6 +306,25 @@ def paired_rows(rows: list[ScoreRow], pairs: list[tuple[Contender, Contender]]) 
     return [shared_rows(rows, champion, challenger) for champion, challenger in pairs]
 
 
+Measured = TypeVar("Measured")
+
+
+def compare_each(
+    measure: Callable[[Prepared, Contender, Contender], Measured],
+    shared: list[list[ScoreRow]],
+    pairs: list[tuple[Contender, Contender]],
+    replicates: int,
+    seed: int | None = None,
+    calibrate: float | None = None,
+) -> list[Measured]:
+    """``measure`` (:func:`compare_shared`, or the reals-only comparison) on each (champion, challenger) of ``pairs``
+    and its rows of ``shared`` (:func:`paired_rows`); ``seed`` None: :data:`~gateway.evaluation.paired.SEED`."""
+    seed = SEED if seed is None else seed
+    return [
+        measure(Prepared(rows, replicates, seed, calibrate), *pair) for rows, pair in zip(shared, pairs, strict=True)
+    ]
+
+
 def compare_pairs(
     shared: list[list[ScoreRow]],
     pairs: list[tuple[Contender, Contender]],
@@ -291,12 +334,11 @@ def compare_pairs(
 ) -> list[Comparison]:
     """Every (champion, challenger) of ``pairs`` compared on its rows of ``shared`` (:func:`paired_rows`), with
     its :func:`comparison_warnings`."""
-    extra = {"seed": seed} if seed is not None else {}
-    out = []
-    for rows, pair in zip(shared, pairs, strict=True):
-        cmp = compare_shared(rows, *pair, replicates, calibrate=calibrate, **extra)
-        out.append(dataclasses.replace(cmp, warnings=comparison_warnings(cmp, rows)))
-    return out
+    compared = compare_each(compare_shared, shared, pairs, replicates, seed, calibrate)
+    return [
+        dataclasses.replace(cmp, warnings=comparison_warnings(cmp, rows))
+        for cmp, rows in zip(compared, shared, strict=True)
+    ]
 
 
 def comparison_warnings(cmp: Comparison, rows: list[ScoreRow]) -> list[str]:

@@ -34,10 +34,19 @@ import numpy as np
 
 from detectors.stats import estimates
 from detectors.stats.bootstrap import percentile_interval
+from gateway.core import ab_quantities as ab
+from gateway.core.ab_quantities import ROLES
 from gateway.core.messages import ScoreRow
 from gateway.evaluation import proportions
 from gateway.evaluation.bootstrap import anchor_resamples
-from gateway.evaluation.compare import ROLES, Contender, Estimate, estimate_cell, thresholds_note
+from gateway.evaluation.compare import (
+    Contender,
+    Estimate,
+    Prepared,
+    estimate_cell,
+    label_free,
+    thresholds_note,
+)
 from gateway.evaluation.errors import EvaluationError
 from gateway.evaluation.paired import REPLICATES, SEED, by_version, ordered_conditions
 from gateway.evaluation.tables import Table, TableRow
@@ -217,53 +226,39 @@ class RealsComparison:
         return next(c for c in self.conditions if c.condition == name)
 
 
-def compare_reals(
-    pair: list[ScoreRow],
-    champion: Contender,
-    challenger: Contender,
-    replicates: int = REPLICATES,
-    seed: int = SEED,
-    calibrate: float | None = None,
-) -> RealsComparison:
-    """The comparison of ``pair`` (:func:`~gateway.evaluation.compare.shared_rows`' rows of a reals-only run), each
-    contender deciding at its card's threshold or at the one giving RealR ``calibrate`` on its original reals."""
-    pair = own_anchors(pair)
-    scored = [r for r in pair if r.error_kind != "infra"]
-    thr = decision_thresholds(scored, list(ROLES), None, calibrate)
-    decided = proportions.decisions(scored, thr, paired=False)
-    anchors = sorted({r.anchor_id for r in pair})
-    weights = anchor_resamples(pair, anchors, replicates, seed)
-    index = {a: i for i, a in enumerate(anchors)}
+def compare_reals(pair: Prepared, champion: Contender, challenger: Contender) -> RealsComparison:
+    """The comparison of ``pair`` (:func:`~gateway.evaluation.compare.shared_rows`' rows of a reals-only run, each
+    video with an anchor: :func:`own_anchors`), each contender deciding at its card's threshold or at the one giving
+    RealR ``calibrate`` on its original reals."""
+    thr = pair.thresholds
+    index = {a: i for i, a in enumerate(pair.anchors)}
     decides = tuple(has_threshold(thr[role]) for role in ROLES)
-    contrasts = [_contrast(cond, decided, index, weights, decides) for cond in ordered_conditions(pair)]
-    return RealsComparison(str(champion), str(challenger), thr, contrasts, len(anchors), replicates, seed, calibrate)
+    contrasts = [_contrast(cond, pair, index, decides) for cond in pair.conditions]
+    anchors, replicates, seed = len(pair.anchors), pair.replicates, pair.seed
+    return RealsComparison(str(champion), str(challenger), thr, contrasts, anchors, replicates, seed, pair.calibrated)
 
 
-def _contrast(
-    cond: str, decided: proportions.Decisions, index: dict[str, int], weights: np.ndarray, decides: tuple[bool, bool]
-) -> RealsContrast:
+def _contrast(cond: str, pair: Prepared, index: dict[str, int], decides: tuple[bool, bool]) -> RealsContrast:
     """Both RealRs, their difference and the disagreement under ``cond``; ``decides``: whether each contender
     has a threshold (a contender that scored nothing has none, and its RealR and the difference are undefined)."""
-    champ, chall = (decided.get((role, cond), {}) for role in ROLES)
+    champ, chall = (pair.decided.get((role, cond), {}) for role in ROLES)
     shared = sorted(champ.keys() & chall.keys())
-    n, kept_h, kept_c, both, differ = (np.zeros(len(index)) for _ in range(5))
+    n, kept_h, kept_c = (np.zeros(len(index)) for _ in range(3))
     for video in shared:
-        h, c = champ[video], chall[video]
-        i = index[h.anchor]
+        i = index[champ[video].anchor]
         n[i] += 1
-        kept_h[i] += h.correct
-        kept_c[i] += c.correct
-        if None not in (h.flagged, c.flagged):  # (decided by both: a failure is no decision to disagree with)
-            both[i] += 1
-            differ[i] += h.flagged != c.flagged
-    (recall_h, boot_h), (recall_c, boot_c) = (estimates.clustered_share(k, n, weights) for k in (kept_h, kept_c))
+        kept_h[i] += champ[video].correct
+        kept_c[i] += chall[video].correct
+    kept = (kept_h, kept_c)
+    (recall_h, boot_h), (recall_c, boot_c) = (estimates.clustered_share(k, n, pair.weights) for k in kept)
     if not all(decides):
         pairs = zip((recall_h, recall_c), decides, strict=True)
         recall_h, recall_c = (r if ok else estimates.NO_PAIRS for r, ok in pairs)
         return RealsContrast(cond, recall_h, recall_c, estimates.NO_PAIRS, estimates.NO_PAIRS, len(shared))
-    bootstrap = (recall_c[0] - recall_h[0], percentile_interval(boot_c - boot_h))
-    _, newcombe = proportions.recall_differences(chall, champ)  # (on the videos both decided, as above)
-    disagreement, _ = estimates.clustered_share(differ, both, weights)
+    bootstrap = (ab.difference(recall_c[0], recall_h[0]), percentile_interval(ab.difference(boot_c, boot_h)))
+    # Newcombe's on the videos both decided, as above
+    _, newcombe = proportions.recall_differences(chall, champ)
+    disagreement, _ = label_free(pair.decided, cond, pair.anchors, pair.weights)
     difference = estimates.widened(bootstrap, newcombe) if shared else estimates.NO_PAIRS
     return RealsContrast(cond, recall_h, recall_c, difference, disagreement, len(shared))
 

@@ -16,6 +16,7 @@ from gateway.evaluation.caveats import sample_warnings
 from gateway.evaluation.compare import (
     Comparison,
     clear_comparisons,
+    compare_each,
     compare_pairs,
     comparison_table,
     comparisons_json,
@@ -29,7 +30,7 @@ from gateway.evaluation.glossary import glossary
 from gateway.evaluation.paired import Evaluation, by_version, evaluate
 from gateway.evaluation.plots import Figure, comparison_figures, make_plots
 from gateway.evaluation.provenance import corpus_notice, in_run_order, read_run, report_json, run_context
-from gateway.evaluation.reals import compare_reals, evaluate_reals, is_reals_only
+from gateway.evaluation.reals import compare_reals, evaluate_reals, is_reals_only, own_anchors
 from gateway.evaluation.reals_report import build_reals_report
 from gateway.evaluation.rendering import environment
 from gateway.evaluation.sweeps import sweep_figures, sweep_json, sweep_tables
@@ -110,11 +111,8 @@ def _reals_report(
     (:mod:`gateway.evaluation.reals`) per pair."""
     shared = paired_rows(rows, pairs)  # raises where a contender has no rows, before the bootstrap
     ev = _measured(evaluate_reals, rows, info, replicates, seed, calibrate)
-    extra = {"seed": seed} if seed is not None else {}
-    contests = [
-        compare_reals(s, *pair, ev.replicates, calibrate=calibrate, **extra)
-        for s, pair in zip(shared, pairs, strict=True)
-    ]
+    reals = [own_anchors(s) for s in shared]  # (a video without an anchor is its own)
+    contests = compare_each(compare_reals, reals, pairs, ev.replicates, seed, calibrate)
     clear_strips(run_dir)
     flipped = flip_sections(rows, ev.conditions, run_dir, flips, {c.detector: c.threshold for c in ev.cells})
     return build_reals_report(run_dir, rows, info, ev, contests, flipped)
