@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from detectors.manifest import ManifestRow, read_manifest, unread_keys_notice
 from gateway import bus
-from gateway.core.messages import VideoEvent, inline_headers
+from gateway.core.messages import VideoEvent, VideoMessage
 from gateway.core.sources import SourceError, admit_remote, is_object_uri, is_remote, local_path
 
 if TYPE_CHECKING:
@@ -165,6 +165,22 @@ def check_manifest_digest(name: str, digest: str, expected: str) -> None:
         raise SendError(f"{name}: {why} ({since})")
 
 
+def video_message(item: Item, data: bytes | None = None, digests: bool = True, canary: bool = False) -> VideoMessage:
+    """``item``'s input-topic message: inline with ``data`` (its file's bytes), else by reference. ``digests``
+    False leaves its sha256 out (a gateway from before 2026-12-04 refuses the key); ``canary``: fed by
+    ``lastmile canary run``."""
+    fields = {"video_id": item.video_id, "label": item.label, "source": item.source, "anchor_id": item.anchor_id}
+    fields["uri"] = item.uri if data is None else None
+    return VideoMessage.of(VideoEvent(**fields, sha256=item.sha256 if digests else None, canary=canary), data)
+
+
+def check_digest(item: Item, hashes: FileDigests) -> None:
+    """Refuse a manifest row's local file that is not the one its manifest hashed (:func:`check_manifest_digest`;
+    ``hashes`` hashes it again only once its size or mtime changed)."""
+    if item.path is not None and item.from_manifest and item.sha256 is not None:
+        check_manifest_digest(item.name, hashes(item.path), item.sha256)
+
+
 class Sender:
     """Videos onto the input topic. ``digests=False`` leaves their sha256 out of the events, for a gateway from
     before 2026-12-04 (it refuses the key); the gateway then does not check the bytes it reads."""
@@ -196,9 +212,9 @@ class Sender:
                 roots = ", ".join(map(str, self.roots)) or "none configured"
                 where = f"lies outside the folders the gateway reads ({roots})"
                 raise SendError(f"{item.name} {where}; {self.advice.outside_roots}")
-            # (a file argument's was hashed just now; a file over the gateway's limit is refused there, unread)
-            if item.from_manifest and item.sha256 is not None and size <= self.cfg.limits.max_bytes:
-                check_manifest_digest(item.name, self.hashes(path), item.sha256)
+            # a file argument's was hashed just now; a file over the gateway's limit is refused there, unread
+            if size <= self.cfg.limits.max_bytes:
+                check_digest(item, self.hashes)
 
     def _check_url(self, item: Item) -> None:
         if self.inline:
@@ -212,11 +228,9 @@ class Sender:
             raise SendError(f"{item.name}: {exc} (the gateway's sources.{setting}: {listed or 'none'})") from exc
 
     def message(self, item: Item) -> tuple[bytes, list[tuple[str, bytes]] | None]:
-        fields = {"video_id": item.video_id, "label": item.label, "source": item.source, "anchor_id": item.anchor_id}
-        fields["sha256"] = item.sha256 if self.digests else None
-        if self.inline:
-            return item.path.read_bytes(), inline_headers(VideoEvent(**fields))
-        return VideoEvent(**fields, uri=item.uri).model_dump_json(exclude_none=True).encode(), None
+        """The value and headers of ``item``'s message (:func:`video_message`)."""
+        message = video_message(item, item.path.read_bytes() if self.inline else None, self.digests)
+        return message.value, message.headers
 
     def send(self, items: list[Item], progress: bool = True) -> int:
         """Send every item, each acknowledged by the broker; returns how many."""

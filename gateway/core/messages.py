@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -169,6 +170,23 @@ def inline_headers(event: VideoEvent) -> list[tuple[str, bytes]]:
     fields = event.model_dump(exclude_none=True, exclude={"uri"})
     headers = [("content-type", INLINE_CONTENT_TYPE.encode())]
     return headers + [(HEADER_PREFIX + k.replace("_", "-"), str(v).encode()) for k, v in fields.items()]
+
+
+@dataclass(frozen=True)
+class VideoMessage:
+    """An input-topic message as it is sent, keyed by its video id: by reference, the event as JSON; inline, the
+    video's bytes with the event in headers (:func:`inline_headers`). :func:`parse_video_message` reads one."""
+
+    key: bytes
+    value: bytes
+    headers: list[tuple[str, bytes]] | None = None
+
+    @classmethod
+    def of(cls, event: VideoEvent, data: bytes | None = None) -> VideoMessage:
+        """``event`` by reference (``data`` None: its ``uri`` names the video), else inline with ``data``."""
+        if data is None:
+            return cls(event.video_id.encode(), event.model_dump_json(exclude_none=True).encode())
+        return cls(event.video_id.encode(), data, inline_headers(event))
 
 
 def parse_video_message(
