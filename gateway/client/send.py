@@ -41,8 +41,10 @@ class Item:
     source: str | None = None
     anchor_id: str | None = None
     url: str | None = None
-    sha256: str | None = None  # a manifest row's, or a file's as read here: the gateway checks the bytes it reads
-    origin: str = ""  # where it was named, for errors: "manifest.jsonl, video v1"; empty for a file argument
+    # a manifest row's, or a file's as read here: the gateway checks the bytes it reads
+    sha256: str | None = None
+    # where it was named, for errors: "manifest.jsonl, video v1"; empty for a file argument
+    origin: str = ""
 
     @property
     def from_manifest(self) -> bool:
@@ -73,7 +75,8 @@ def expand(args: Iterable[Path | str], label: str | None = None, notes: list[str
         arg = Path(given)
         if arg.is_dir():
             items += [_item(p, label) for p in _videos(arg)]
-        elif not arg.is_file():  # a FIFO, a device or a socket would block the read, or never end it
+        elif not arg.is_file():
+            # a FIFO, a device or a socket would block the read, or never end it
             raise SendError(f"{arg}: not a regular file" if arg.exists() else f"{arg}: no such file or folder")
         elif arg.suffix == ".jsonl":
             rows = read_manifest(arg)
@@ -111,12 +114,14 @@ def manifest_item(manifest: Path, r: ManifestRow) -> Item:
 
 def _item(path: Path, label: str | None) -> Item:
     digest = file_sha256(path)
-    return Item(path, f"{path.stem}-{digest[:10]}", label, sha256=digest)  # (its id names these bytes: checked)
+    # its id names these bytes: checked
+    return Item(path, f"{path.stem}-{digest[:10]}", label, sha256=digest)
 
 
 def file_sha256(path: Path) -> str:
     with path.open("rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()  # in chunks: a large file is never all in memory
+        # in chunks: a large file is never all in memory
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 class FileDigests:
@@ -128,7 +133,8 @@ class FileDigests:
 
     def __call__(self, path: Path) -> str:
         path = path.resolve()
-        info = path.stat()  # (before hashing: a file that changes while hashed is hashed again next time)
+        # before hashing: a file that changes while hashed is hashed again next time
+        info = path.stat()
         stamp = (info.st_size, info.st_mtime_ns)
         seen = self._seen.get(path)
         if seen is None or seen[0] != stamp:
@@ -141,7 +147,8 @@ def _regular_file(item: Item) -> tuple[Path, int]:
     try:
         path = item.path.resolve()
         info = path.stat()
-    except (OSError, ValueError) as exc:  # missing, unreadable, a NUL in the name
+    except (OSError, ValueError) as exc:
+        # missing, unreadable, a NUL in the name
         raise SendError(f"{item.name}: {getattr(exc, 'strerror', None) or exc}") from exc
     if not stat.S_ISREG(info.st_mode):
         raise SendError(f"{item.name}: not a regular file")
@@ -194,7 +201,8 @@ class Sender:
         hashes: FileDigests | None = None,
     ) -> None:
         self.cfg, self.inline, self.advice, self.digests = cfg, inline, advice, digests
-        self.hashes = hashes or FileDigests()  # (a canary feed's own: its first messages do not hash them again)
+        # a canary feed's own: its first messages do not hash them again
+        self.hashes = hashes or FileDigests()
         self.roots = [Path(r).resolve() for r in cfg.sources.file_roots]
 
     def check(self, items: list[Item]) -> None:
@@ -237,7 +245,8 @@ class Sender:
         from tqdm import tqdm
 
         self.check(items)
-        bus.ping(self.cfg.kafka)  # a broker that does not answer: one line within seconds, nothing half-sent
+        # a broker that does not answer: one line within seconds, nothing half-sent
+        bus.ping(self.cfg.kafka)
         producer = bus.producer(self.cfg.kafka)
         topic = self.cfg.kafka.input_topic
         try:

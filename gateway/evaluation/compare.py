@@ -1,18 +1,17 @@
-"""Champion against challenger on the same videos (issue 25): per condition, paired differences.
+"""Champion against challenger on the same videos, offline: per condition, each quantity of
+:mod:`gateway.core.ab_quantities` with its 95 % interval, by the anchor-clustered bootstrap.
 
-Only (video, condition) pairs both detectors have a row for count; of those, a pair one detector scored and the
-other failed on stays (the failure is that detector's miss in FakeR/RealR), and infrastructure failures are left out
-of every quantity. Per condition: the AUC difference (challenger minus champion, on the videos both scored there)
-and the *robustness difference* (challenger's AUC drift from ``original`` minus the champion's, on the videos all
-four AUCs scored), with the anchor-clustered bootstrap of :mod:`gateway.evaluation.paired` (one anchor draw serves
-both detectors and every condition, so each replicate keeps their covariance); the FakeR and RealR differences at
-each contender's threshold (its card's, or recalibrated; sources weighted equally, as the report's cells are), the
-difference of their flip rates (the share of videos whose decision under the condition differs from the decision on
-``original``) and the share of videos on which the two decide differently, each interval the hull of the same
-bootstrap's and a score interval's, Newcombe's or Wilson's (:mod:`gateway.evaluation.proportions` says why).
+Only (video, condition) pairs both detectors have a row for count (:func:`shared_rows`); of those, a pair one
+detector scored and the other failed on stays (the failure is that detector's miss in FakeR/RealR), and
+infrastructure failures are left out of every quantity. :class:`Prepared` is what every comparison of a pair starts
+from, this one and the reals-only one (:mod:`gateway.evaluation.reals`): thresholds (the cards', or recalibrated),
+decisions, and one anchor draw of :mod:`gateway.evaluation.bootstrap` that serves both detectors and every
+condition, so each replicate keeps their covariance. The AUC and robustness differences take the bootstrap's
+interval; the FakeR, RealR and flip-rate differences and the disagreement share the hull of the bootstrap's and a
+score interval's, Newcombe's or Wilson's (:mod:`gateway.evaluation.proportions` says why).
 
-A comparison written out: a table per comparison (Markdown, from :class:`~gateway.evaluation.tables.Table`),
-a forest plot with one row per condition and one panel per quantity, and the numbers as JSON.
+A comparison written out: a table per comparison (Markdown, from :class:`~gateway.evaluation.tables.Table`), a
+forest plot per comparison (:mod:`gateway.evaluation.plots`), and the numbers as JSON.
 """
 
 from __future__ import annotations
@@ -43,7 +42,8 @@ from gateway.evaluation.paired import REPLICATES, SEED, ordered_conditions
 from gateway.evaluation.tables import ZERO_WIDTH, Table, TableRow, pct, points, zero_width
 from gateway.evaluation.thresholds import decision_thresholds, threshold_text
 
-Estimate = estimates.Estimate  # point estimate, 95% interval
+# point estimate, 95% interval
+Estimate = estimates.Estimate
 
 
 @dataclass
@@ -52,12 +52,14 @@ class ConditionContrast:
 
     condition: str
     auc_difference: Estimate
-    robustness_difference: Estimate | None  # None on original itself
+    # None on original itself
+    robustness_difference: Estimate | None
     fake_recall_difference: Estimate
     real_recall_difference: Estimate
     disagreement: Estimate
     flip_rate_difference: Estimate | None
-    videos: int  # scored by both under this condition
+    # scored by both under this condition
+    videos: int
     generated: int
     real: int
 
@@ -71,8 +73,10 @@ class Comparison:
     anchors: int
     replicates: int
     seed: int
-    calibrated: float | None = None  # the RealR the thresholds were recalibrated to on original; None: the cards'
-    warnings: list[str] = field(default_factory=list)  # what a reader must know first (compare_report's)
+    # the RealR the thresholds were recalibrated to on original; None: the cards'
+    calibrated: float | None = None
+    # what a reader must know first (compare_report's)
+    warnings: list[str] = field(default_factory=list)
 
     def condition(self, name: str) -> ConditionContrast:
         return next(c for c in self.conditions if c.condition == name)
@@ -216,7 +220,8 @@ def label_free(
     index = {a: i for i, a in enumerate(anchors)}
     n, differ, both, delta = (np.zeros(len(index)) for _ in range(4))
     champ, champ0, chall, chall0 = (decided.get((role, c), {}) for role in ROLES for c in (cond, "original"))
-    flipped = ([], [])  # per video: flipped (challenger, champion)
+    # per video: flipped (challenger, champion)
+    flipped = ([], [])
     for v, h in champ.items():
         c = chall.get(v)
         if c is None or None in (h.flagged, c.flagged):

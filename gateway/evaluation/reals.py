@@ -62,12 +62,17 @@ class RealsCell:
     real_recall: float
     real_recall_ci: tuple[float, float]
     threshold: float
-    n_real: int  # real videos decided, failures included
-    failures: int  # of them, video errors (misses)
-    infra_errors: int  # rows without a decision, in no metric
-    real_recall_drift: float | None = None  # None on original
+    # real videos decided, failures included
+    n_real: int
+    # of them, video errors (misses)
+    failures: int
+    # rows without a decision, in no metric
+    infra_errors: int
+    # None on original
+    real_recall_drift: float | None = None
     real_recall_drift_ci: tuple[float, float] | None = None
-    flips_to_generated: float | None = None  # of the videos kept real on original and decided here; None on original
+    # of the videos kept real on original and decided here; None on original
+    flips_to_generated: float | None = None
     flips_to_generated_ci: tuple[float, float] | None = None
 
 
@@ -80,7 +85,8 @@ class RealsEvaluation:
     seed: int
     anchors: int
     videos: int
-    calibrated: float | None = None  # the RealR the thresholds were recalibrated to on original; None: the cards'
+    # the RealR the thresholds were recalibrated to on original; None: the cards'
+    calibrated: float | None = None
 
     def cell(self, detector: str, condition: str) -> RealsCell:
         return next(c for c in self.cells if c.detector == detector and c.condition == condition)
@@ -113,7 +119,8 @@ def evaluate_reals(
     rows = own_anchors(by_version(rows))
     scored = [r for r in rows if r.error_kind != "infra"]
     detectors, conditions = sorted({r.detector for r in rows}), ordered_conditions(rows)
-    anchors = sorted({r.anchor_id for r in rows})  # (a video without one is its own: none is left out)
+    # a video without one is its own: none is left out
+    anchors = sorted({r.anchor_id for r in rows})
     thr = decision_thresholds(scored, detectors, thresholds, calibrate_on_original)
     decided = proportions.decisions(scored, thr, paired=False)
     weights = anchor_resamples(rows, anchors, replicates, seed)
@@ -125,7 +132,8 @@ def evaluate_reals(
             here = decided.get((det, cond), {})
             kept, n = _per_anchor(here, index)
             (point, ci), boots[det, cond] = estimates.clustered_share(kept, n, weights)
-            if not has_threshold(thr[det]):  # (it scored nothing: no decision, no RealR; its failures are counted)
+            if not has_threshold(thr[det]):
+                # it scored nothing: no decision, no RealR; its failures are counted
                 point, ci = float("nan"), (float("nan"), float("nan"))
             failures = sum(d.flagged is None for d in here.values())
             cells.append(RealsCell(det, cond, point, ci, thr[det], int(n.sum()), failures, infra[det, cond]))
@@ -183,7 +191,8 @@ def _flips(ev: RealsEvaluation, decided: proportions.Decisions, index: dict[str,
         flipped, kept = np.zeros(len(index)), np.zeros(len(index))
         for video, d in decided.get((c.detector, c.condition), {}).items():
             b = base.get(video)
-            if d.flagged is None or b is None or b.flagged is not False:  # (kept real on original, decided here)
+            if d.flagged is None or b is None or b.flagged is not False:
+                # kept real on original, decided here
                 continue
             kept[index[d.anchor]] += 1
             flipped[index[d.anchor]] += d.flagged
@@ -205,7 +214,8 @@ class RealsContrast:
     condition: str
     champion_real_recall: Estimate
     challenger_real_recall: Estimate
-    real_recall_difference: Estimate  # challenger minus champion
+    # challenger minus champion
+    real_recall_difference: Estimate
     disagreement: Estimate
     videos: int
 

@@ -68,7 +68,8 @@ def build_reals_report(
     section per champion vs challenger of ``comparisons`` (and comparison.md/.json beside it), and the flipped
     videos' section (:func:`~gateway.evaluation.flips_report.flip_sections`)."""
     ctx = _context(ev, rows, info)
-    figures = []  # a run without a single score has nothing to plot: its banner says so
+    # a run without a single score has nothing to plot: its banner says so
+    figures = []
     if ctx["failures"]["scored_rows"]:
         (run_dir / "plots").mkdir(exist_ok=True)
         path = write(recall_figure(ev, ("real_recall",)), run_dir / "plots" / "real_recall.png")

@@ -83,15 +83,18 @@ def build_report(
     rows, info = read_run(run_dir)
     if is_reals_only(rows):
         return _reals_report(run_dir, rows, info, replicates, seed, pairs, calibrate, flips)
-    shared = paired_rows(rows, pairs)  # raises where a contender has no rows
+    # raises where a contender has no rows
+    shared = paired_rows(rows, pairs)
     ev = evaluate_rows(rows, info, replicates, seed, calibrate)
     contests = compare_pairs(shared, pairs, ev.replicates, seed, calibrate)
     ctx = _context(ev, rows, info)
-    figures = []  # a run without a single score has nothing to plot: its banner says so
+    # a run without a single score has nothing to plot: its banner says so
+    figures = []
     if ctx["failures"]["scored_rows"]:
         figures = make_plots(ev, rows, run_dir / "plots") + sweep_figures(ev, run_dir / "plots")
     clear_comparisons(run_dir)
-    forests = comparison_figures(contests, run_dir / "plots")  # a contrast without a score draws no marker
+    # a contrast without a score draws no marker
+    forests = comparison_figures(contests, run_dir / "plots")
     sections = [(comparison_table(c), f) for c, f in zip(contests, forests, strict=True)]
     clear_strips(run_dir)
     flipped = flip_sections(rows, ev.conditions, run_dir, flips, {c.detector: c.threshold for c in ev.cells})
@@ -109,9 +112,11 @@ def _reals_report(
 ) -> dict[str, Path]:
     """The report of a run of real videos only (:mod:`gateway.evaluation.reals_report`), with a RealR comparison
     (:mod:`gateway.evaluation.reals`) per pair."""
-    shared = paired_rows(rows, pairs)  # raises where a contender has no rows, before the bootstrap
+    # raises where a contender has no rows, before the bootstrap
+    shared = paired_rows(rows, pairs)
     ev = _measured(evaluate_reals, rows, info, replicates, seed, calibrate)
-    reals = [own_anchors(s) for s in shared]  # (a video without an anchor is its own)
+    # a video without an anchor is its own
+    reals = [own_anchors(s) for s in shared]
     contests = compare_each(compare_reals, reals, pairs, ev.replicates, seed, calibrate)
     clear_strips(run_dir)
     flipped = flip_sections(rows, ev.conditions, run_dir, flips, {c.detector: c.threshold for c in ev.cells})

@@ -17,8 +17,10 @@ from gateway.evaluation.cells import CellMetrics
 from gateway.evaluation.paired import Evaluation
 
 MEAN_KEYS = ("auc", "fake_recall", "real_recall", "bacc", "tpr_at_5")
-RESOLVES = {0.01: 100, 0.05: 20}  # real videos per source needed to resolve T@x% (one false positive = x)
-ZERO_WIDTH = "†"  # marks an interval every bootstrap replicate agreed on (the glossary and the warnings say why)
+# real videos per source needed to resolve T@x% (one false positive = x)
+RESOLVES = {0.01: 100, 0.05: 20}
+# marks an interval every bootstrap replicate agreed on (the glossary and the warnings say why)
+ZERO_WIDTH = "†"
 
 
 @dataclass(frozen=True)
@@ -34,8 +36,10 @@ class Table:
     title: str
     header: tuple[str, ...]
     rows: tuple[TableRow, ...]
-    notes: tuple[str, ...] = ()  # read under the table
-    cautions: tuple[str, ...] = ()  # read before it, as the report's own cautions are
+    # read under the table
+    notes: tuple[str, ...] = ()
+    # read before it, as the report's own cautions are
+    cautions: tuple[str, ...] = ()
 
     def to_markdown(self) -> str:
         lines = [f"> **Caution:** {c}\n" for c in self.cautions]
@@ -60,7 +64,8 @@ def md_alt(text: str) -> str:
 def means(ev: Evaluation) -> dict[str, dict[str, float]]:
     """Per condition, the mean over detectors of AUC, FakeR, RealR, BAcc and T@5%."""
     out = {}
-    with warnings.catch_warnings():  # a condition where no detector has a value: nan, shown as "-"
+    with warnings.catch_warnings():
+        # a condition where no detector has a value: nan, shown as "-"
         warnings.simplefilter("ignore", RuntimeWarning)
         for cond in ev.conditions:
             cells = [ev.cell(d, cond) for d in ev.detectors]
@@ -123,7 +128,8 @@ def operating_table(ev: Evaluation) -> Table:
     """FakeR, RealR (with intervals), BAcc, macro-F1, T@1%, T@5%, F@95% and FakeR drift per cell."""
     header = ("detector", "condition", "FakeR", "RealR", "BAcc", "macro-F1", "T@1%", "T@5%", "F@95%")
 
-    def star(x: float, fpr: float, c: CellMetrics) -> str:  # T@x% that this sample cannot resolve
+    def star(x: float, fpr: float, c: CellMetrics) -> str:
+        # T@x% that this sample cannot resolve
         return pct(x) + ("*" if np.isfinite(x) and c.min_real_per_source < RESOLVES[fpr] else "")
 
     def drift(c: CellMetrics) -> str:
@@ -139,7 +145,8 @@ def operating_table(ev: Evaluation) -> Table:
                 f"{pct(c.fake_recall)}{interval(c.fake_recall_ci)}",
                 f"{pct(c.real_recall)}{interval(c.real_recall_ci)}",
                 pct(c.bacc),
-                pct(c.macro_f1 if np.isfinite(c.fake_recall) or np.isfinite(c.real_recall) else np.nan),  # no video
+                # no video
+                pct(c.macro_f1 if np.isfinite(c.fake_recall) or np.isfinite(c.real_recall) else np.nan),
                 star(c.tpr_at_1, 0.01, c),
                 star(c.tpr_at_5, 0.05, c),
                 pct(c.fpr_at_95),

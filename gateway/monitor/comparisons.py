@@ -1,12 +1,11 @@
-"""Champion against challenger in the monitor's windowed computation (issue 25).
+"""Champion against challenger in the monitor's windowed computation: per configured comparison and condition,
+each quantity of :mod:`gateway.core.ab_quantities` with its live interval (DeLong for the AUC and robustness
+differences, Newcombe's paired interval for the FakeR, RealR and flip-rate differences).
 
-Per configured comparison and condition, on the videos of its population (traffic, or the labelled canaries of
-``lastmile canary run``) scored by both under the condition and, away from
-``original``, by both under ``original`` too (so all four AUCs are on the same videos): the AUC difference
-(challenger minus champion, DeLong), the robustness difference (challenger's AUC drift minus champion's, DeLong's
-contrast of four correlated AUCs), the FakeR and RealR differences at each one's own decisions (Newcombe's paired
-interval), the share of videos they decide differently and the difference of their flip rates. Windows as for
-the other series: ``time`` (every such video of the last ``windows.seconds``) and ``count`` (the latest
+The videos of the comparison's population (traffic, or the labelled canaries of ``lastmile canary run``) scored by
+both under the condition and, away from ``original``, by both under ``original`` too
+(:func:`~gateway.core.ab_quantities.scores_needed`), so every series of a window counts the same videos. Windows
+as for the other series: ``time`` (every such video of the last ``windows.seconds``) and ``count`` (the latest
 ``windows.count`` of them; labelled ones for the labelled quantities).
 """
 
@@ -35,7 +34,8 @@ def resolve(frame: Frame, cols: FrameColumns, contender: str, population: str) -
         v: _latest(frame, cols, (det, v), population) for v in sorted({v for (d, v, _c) in frame.rows if d == det})
     }
     versions = [v for v, t in latest.items() if t > -np.inf]
-    if ver:  # (a pinned version and its recalibrations, VERSION+cal-...: the newest of them)
+    if ver:
+        # a pinned version and its recalibrations, VERSION+cal-...: the newest of them
         versions = [v for v in versions if v == ver or v.startswith(f"{ver}+cal-")]
     return (det, max(versions, key=latest.__getitem__)) if versions else None
 
@@ -63,7 +63,8 @@ def comparison_samples(
             Sample(mc.COMPARISON_MARGIN, ident, cmp.margin),
             Sample(mc.COMPARISON_MIN_SAMPLES, ident, cmp.min_samples),
         ]
-        champ = resolve(frame, cols, cmp.champion, cmp.population)  # scored in the comparison's population
+        # scored in the comparison's population
+        champ = resolve(frame, cols, cmp.champion, cmp.population)
         chall = resolve(frame, cols, cmp.challenger, cmp.population)
         for role, found in zip(ab.ROLES, (champ, chall), strict=True):
             out.append(Sample(mc.COMPARISON_CONTENDER_SCORED, {**ident, "role": role}, float(found is not None)))
@@ -78,7 +79,8 @@ def comparison_samples(
     return out
 
 
-Scores = dict[tuple[str, str], np.ndarray]  # per (role, condition) of :func:`ab.scores_needed`, on the same videos
+# per (role, condition) of :func:`ab.scores_needed`, on the same videos
+Scores = dict[tuple[str, str], np.ndarray]
 
 
 def _condition(

@@ -17,7 +17,8 @@ from gateway.monitor.alerts import AlertSource
 from gateway.monitor.page import Comparison, ConditionMetrics, Estimate, Page, build
 from gateway.toolkit.http import Pages, StartResponse
 
-MAX_QUERY = 200  # characters of a query string read
+# characters of a query string read
+MAX_QUERY = 200
 
 
 # -- drawing: where an interval's marks go on a cell's small SVG --------------------------------------------------
@@ -29,8 +30,10 @@ class Bar:
     hi: float
     at: float
     width: int
-    zero: float | None = None  # where 0 lies, on a scale around it
-    mark: float | None = None  # where a threshold (a comparison's margin) lies
+    # where 0 lies, on a scale around it
+    zero: float | None = None
+    # where a threshold (a comparison's margin) lies
+    mark: float | None = None
 
 
 def auc_bar(row: ConditionMetrics, width: int = 120) -> Bar | None:
@@ -76,11 +79,13 @@ def render(page: Page, whole: bool = True) -> str:
 
 
 _ENV = environment()
-STATIC = {  # the page's own files, read once from the package: nothing is fetched from elsewhere
+# the page's own files, read once from the package: nothing is fetched from elsewhere
+STATIC = {
     f"/static/{name}": (resources.files("gateway.monitor").joinpath("static", name).read_bytes(), kind)
     for name, kind in (("page.css", "text/css; charset=utf-8"), ("page.js", "text/javascript; charset=utf-8"))
 }
-HEADERS = [  # the page runs only its own script and style, talks only to its own origin, in no frame
+# the page runs only its own script and style, talks only to its own origin, in no frame
+HEADERS = [
     (
         "Content-Security-Policy",
         "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; "
