@@ -22,7 +22,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Generic, Self, TypeVar
 
 import numpy as np
 
@@ -64,22 +64,42 @@ class ConditionContrast:
     real: int
 
 
+Contrast = TypeVar("Contrast")
+
+
 @dataclass
-class Comparison:
+class PairComparison(Generic[Contrast]):
+    """What every comparison of a pair states, this one and the reals-only one: its contenders, their thresholds,
+    a contrast per condition, and the bootstrap it took."""
+
     champion: str
     challenger: str
     thresholds: dict[str, float]
-    conditions: list[ConditionContrast]
+    conditions: list[Contrast]
     anchors: int
     replicates: int
     seed: int
     # the RealR the thresholds were recalibrated to on original; None: the cards'
     calibrated: float | None = None
-    # what a reader must know first (compare_report's)
-    warnings: list[str] = field(default_factory=list)
 
-    def condition(self, name: str) -> ConditionContrast:
+    @classmethod
+    def of(cls, pair: Prepared, champion: Contender, challenger: Contender, conditions: list[Contrast]) -> Self:
+        """The comparison of ``pair`` with a contrast per condition."""
+        anchors, replicates, seed = len(pair.anchors), pair.replicates, pair.seed
+        return cls(
+            str(champion), str(challenger), pair.thresholds, conditions, anchors, replicates, seed, pair.calibrated
+        )
+
+    def condition(self, name: str) -> Contrast:
         return next(c for c in self.conditions if c.condition == name)
+
+
+@dataclass
+class Comparison(PairComparison[ConditionContrast]):
+    """The comparison of a run with generated videos, and its cautions (:func:`comparison_warnings`): what a reader
+    must know first."""
+
+    warnings: list[str] = field(default_factory=list)
 
 
 def shared_rows(rows: list[ScoreRow], champion: Contender, challenger: Contender) -> list[ScoreRow]:
@@ -155,9 +175,7 @@ def compare_shared(pair: Prepared, champion: Contender, challenger: Contender) -
     aucs = _AUCs(layout, selections, computed)
     decided = proportions.decisions(pair.scored, thr), pair.decided
     out = [_contrast(cond, computed, aucs, conditions, *decided) for cond in conditions]
-    return Comparison(
-        str(champion), str(challenger), thr, out, len(pair.anchors), pair.replicates, pair.seed, pair.calibrated
-    )
+    return Comparison.of(pair, champion, challenger, out)
 
 
 @dataclass(frozen=True)

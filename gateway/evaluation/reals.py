@@ -42,6 +42,7 @@ from gateway.evaluation.bootstrap import anchor_resamples
 from gateway.evaluation.compare import (
     Contender,
     Estimate,
+    PairComparison,
     Prepared,
     estimate_cell,
     label_free,
@@ -221,19 +222,10 @@ class RealsContrast:
 
 
 @dataclass
-class RealsComparison:
-    champion: str
-    challenger: str
-    thresholds: dict[str, float]
-    conditions: list[RealsContrast]
-    anchors: int
-    replicates: int
-    seed: int
-    calibrated: float | None = None
-    kind: str = "reals_only"
+class RealsComparison(PairComparison[RealsContrast]):
+    """The comparison of a run of real videos only (its ``kind`` says so in report.json)."""
 
-    def condition(self, name: str) -> RealsContrast:
-        return next(c for c in self.conditions if c.condition == name)
+    kind: str = "reals_only"
 
 
 def compare_reals(pair: Prepared, champion: Contender, challenger: Contender) -> RealsComparison:
@@ -244,8 +236,7 @@ def compare_reals(pair: Prepared, champion: Contender, challenger: Contender) ->
     index = {a: i for i, a in enumerate(pair.anchors)}
     decides = tuple(has_threshold(thr[role]) for role in ROLES)
     contrasts = [_contrast(cond, pair, index, decides) for cond in pair.conditions]
-    anchors, replicates, seed = len(pair.anchors), pair.replicates, pair.seed
-    return RealsComparison(str(champion), str(challenger), thr, contrasts, anchors, replicates, seed, pair.calibrated)
+    return RealsComparison.of(pair, champion, challenger, contrasts)
 
 
 def _contrast(cond: str, pair: Prepared, index: dict[str, int], decides: tuple[bool, bool]) -> RealsContrast:
