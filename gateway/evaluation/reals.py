@@ -44,10 +44,9 @@ from gateway.evaluation.compare import (
     Estimate,
     PairComparison,
     Prepared,
-    estimate_cell,
     label_free,
-    thresholds_note,
 )
+from gateway.evaluation.compare_report import estimate_cell, thresholds_note
 from gateway.evaluation.errors import EvaluationError
 from gateway.evaluation.paired import REPLICATES, SEED, by_version, ordered_conditions
 from gateway.evaluation.tables import Table, TableRow

@@ -14,7 +14,7 @@ from gateway.core.messages import ScoreRow
 from gateway.core.wording import counted
 from gateway.evaluation import jsonout
 from gateway.evaluation.caveats import SMALL_SAMPLE_ANCHORS, UNFIT_REAL_RECALL
-from gateway.evaluation.compare import clear_comparisons
+from gateway.evaluation.compare_report import clear_comparisons
 from gateway.evaluation.findings import real_recall_drops
 from gateway.evaluation.flips_report import ARROWS, KINDS, FlipSection
 from gateway.evaluation.glossary import Term

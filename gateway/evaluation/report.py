@@ -13,15 +13,12 @@ from pathlib import Path
 from gateway.core.messages import ScoreRow
 from gateway.evaluation import jsonout
 from gateway.evaluation.caveats import sample_warnings
-from gateway.evaluation.compare import (
-    Comparison,
+from gateway.evaluation.compare import Comparison, compare_each, paired_rows, parse_pairs
+from gateway.evaluation.compare_report import (
     clear_comparisons,
-    compare_each,
     compare_pairs,
     comparison_table,
     comparisons_json,
-    paired_rows,
-    parse_pairs,
     write_comparisons,
 )
 from gateway.evaluation.findings import key_findings
