@@ -11,7 +11,8 @@ from typing import TypeVar
 ROLES = ("champion", "challenger")
 ORIGINAL = "original"
 
-Value = TypeVar("Value")  # a float, or an array of them (the bootstrap's replicates)
+# a float, or an array of them (the bootstrap's replicates)
+Value = TypeVar("Value")
 
 
 @dataclass(frozen=True)
