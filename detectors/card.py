@@ -15,8 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from detectors.errors import CardError, CardFileError
 from detectors.thresholds import CARD_THRESHOLD, calibration_id
-from transforms.config_errors import describe_error, one_line
 from transforms.sampling import SamplingPolicy
+from transforms.support.config_errors import describe_error, one_line
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 

@@ -16,7 +16,7 @@ DetectorError
 
 from __future__ import annotations
 
-from transforms.config_errors import ConfigError
+from transforms.support.config_errors import ConfigError
 
 
 class DetectorError(Exception):

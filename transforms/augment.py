@@ -19,7 +19,7 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from transforms.config_errors import describe, one_line
+from transforms.support.config_errors import describe, one_line
 from transforms.engine import Engine, Variant
 from transforms.errors import SpecError
 from transforms.limits import Limits

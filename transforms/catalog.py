@@ -9,9 +9,9 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from transforms.config_errors import describe, one_line
 from transforms.errors import SpecError
 from transforms.spec import LASTMILE, Condition, Profile
+from transforms.support.config_errors import describe, one_line
 from transforms.sweeps import Repost, Sweep, expand_repost, expand_sweep
 
 

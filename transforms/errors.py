@@ -6,7 +6,7 @@ as the reason, and keeps going.
 
 from __future__ import annotations
 
-from transforms.config_errors import ConfigError
+from transforms.support.config_errors import ConfigError
 
 
 class VideoError(Exception):

@@ -20,10 +20,10 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from detectors.backoff import Backoff
 from detectors.card import ChatSpec
 from detectors.errors import BadRequest, CardError, RuntimeUnavailable
 from detectors.http import ReplyTooLarge, read_bounded
+from transforms.support.backoff import Backoff
 
 RETRY_AFTER_MAX_S = 60.0  # the longest wait a Retry-After may ask
 BACKOFF = (0.5, 8.0)  # first and longest wait between tries without a Retry-After

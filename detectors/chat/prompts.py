@@ -18,7 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from detectors.errors import CardError
-from transforms.config_errors import describe, one_line
+from transforms.support.config_errors import describe, one_line
 
 if TYPE_CHECKING:
     from detectors.card import ModelCard

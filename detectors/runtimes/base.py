@@ -15,9 +15,9 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from detectors.backoff import Backoff
 from detectors.card import ModelCard
 from detectors.errors import BadRequest, DetectorError, NonFiniteScore, RuntimeUnavailable
+from transforms.support.backoff import Backoff
 
 
 @runtime_checkable

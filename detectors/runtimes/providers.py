@@ -19,7 +19,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from detectors.errors import DetectorError
-from transforms.config_errors import ConfigError, one_line
+from transforms.support.config_errors import ConfigError, one_line
 
 log = logging.getLogger("lastmile.runtime")
 

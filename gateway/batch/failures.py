@@ -9,7 +9,7 @@ from pathlib import Path
 
 from gateway.core.messages import ScoreRow
 from gateway.core.wording import counted
-from transforms.config_errors import one_line
+from transforms.support.config_errors import one_line
 
 DEFAULT_MAX_INFRA_ERRORS = 0  # infrastructure-error rows a run may have and still succeed (`--max-infra-errors`)
 

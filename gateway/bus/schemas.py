@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from transforms.config_errors import ConfigError, one_line
+from transforms.support.config_errors import ConfigError, one_line
 
 MAGIC = 0
 HEADER_BYTES = 5

@@ -10,7 +10,7 @@ import click
 from detectors.errors import CardError
 from gateway.cli.errors import LastmileGroup
 from gateway.cli.options import REPO
-from transforms.config_errors import ConfigError
+from transforms.support.config_errors import ConfigError
 
 
 @click.group("detectors", cls=LastmileGroup)

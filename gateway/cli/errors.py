@@ -14,7 +14,7 @@ from gateway.bus import BusError, ClientConfigError
 from gateway.ops.stack import StackError
 from gateway.toolkit.http import CannotListen
 from gateway.toolkit.tansu import BrokerError
-from transforms.config_errors import ConfigError, describe, one_line
+from transforms.support.config_errors import ConfigError, describe, one_line
 
 
 def notify(command: str, notes: Iterable[str | None]) -> None:

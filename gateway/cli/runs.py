@@ -15,7 +15,7 @@ from gateway.cli.errors import notify
 from gateway.cli.options import FILE_ROOTS, MAX_INFRA_ERRORS, REPO, WORKERS, distinct_pairs_option, profile_option
 from gateway.cli.signals import interrupted_by_signal
 from gateway.evaluation.errors import EvaluationError
-from transforms.config_errors import ConfigError
+from transforms.support.config_errors import ConfigError
 
 
 def _fail_loudly(failures: RunFailures, what: str, kept: str) -> None:

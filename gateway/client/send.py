@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from detectors.manifest import ManifestRow, read_manifest, unread_keys_notice
 from gateway import bus
-from gateway.core.messages import VideoEvent, inline_headers
+from gateway.core.messages import VideoEvent, VideoMessage
 from gateway.core.sources import SourceError, admit_remote, is_object_uri, is_remote, local_path
 
 if TYPE_CHECKING:
@@ -41,8 +41,10 @@ class Item:
     source: str | None = None
     anchor_id: str | None = None
     url: str | None = None
-    sha256: str | None = None  # a manifest row's, or a file's as read here: the gateway checks the bytes it reads
-    origin: str = ""  # where it was named, for errors: "manifest.jsonl, video v1"; empty for a file argument
+    # a manifest row's, or a file's as read here: the gateway checks the bytes it reads
+    sha256: str | None = None
+    # where it was named, for errors: "manifest.jsonl, video v1"; empty for a file argument
+    origin: str = ""
 
     @property
     def from_manifest(self) -> bool:
@@ -73,7 +75,8 @@ def expand(args: Iterable[Path | str], label: str | None = None, notes: list[str
         arg = Path(given)
         if arg.is_dir():
             items += [_item(p, label) for p in _videos(arg)]
-        elif not arg.is_file():  # a FIFO, a device or a socket would block the read, or never end it
+        elif not arg.is_file():
+            # a FIFO, a device or a socket would block the read, or never end it
             raise SendError(f"{arg}: not a regular file" if arg.exists() else f"{arg}: no such file or folder")
         elif arg.suffix == ".jsonl":
             rows = read_manifest(arg)
@@ -111,12 +114,14 @@ def manifest_item(manifest: Path, r: ManifestRow) -> Item:
 
 def _item(path: Path, label: str | None) -> Item:
     digest = file_sha256(path)
-    return Item(path, f"{path.stem}-{digest[:10]}", label, sha256=digest)  # (its id names these bytes: checked)
+    # its id names these bytes: checked
+    return Item(path, f"{path.stem}-{digest[:10]}", label, sha256=digest)
 
 
 def file_sha256(path: Path) -> str:
     with path.open("rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()  # in chunks: a large file is never all in memory
+        # in chunks: a large file is never all in memory
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 class FileDigests:
@@ -128,7 +133,8 @@ class FileDigests:
 
     def __call__(self, path: Path) -> str:
         path = path.resolve()
-        info = path.stat()  # (before hashing: a file that changes while hashed is hashed again next time)
+        # before hashing: a file that changes while hashed is hashed again next time
+        info = path.stat()
         stamp = (info.st_size, info.st_mtime_ns)
         seen = self._seen.get(path)
         if seen is None or seen[0] != stamp:
@@ -141,7 +147,8 @@ def _regular_file(item: Item) -> tuple[Path, int]:
     try:
         path = item.path.resolve()
         info = path.stat()
-    except (OSError, ValueError) as exc:  # missing, unreadable, a NUL in the name
+    except (OSError, ValueError) as exc:
+        # missing, unreadable, a NUL in the name
         raise SendError(f"{item.name}: {getattr(exc, 'strerror', None) or exc}") from exc
     if not stat.S_ISREG(info.st_mode):
         raise SendError(f"{item.name}: not a regular file")
@@ -165,6 +172,22 @@ def check_manifest_digest(name: str, digest: str, expected: str) -> None:
         raise SendError(f"{name}: {why} ({since})")
 
 
+def video_message(item: Item, data: bytes | None = None, digests: bool = True, canary: bool = False) -> VideoMessage:
+    """``item``'s input-topic message: inline with ``data`` (its file's bytes), else by reference. ``digests``
+    False leaves its sha256 out (a gateway from before 2026-12-04 refuses the key); ``canary``: fed by
+    ``lastmile canary run``."""
+    fields = {"video_id": item.video_id, "label": item.label, "source": item.source, "anchor_id": item.anchor_id}
+    fields["uri"] = item.uri if data is None else None
+    return VideoMessage.of(VideoEvent(**fields, sha256=item.sha256 if digests else None, canary=canary), data)
+
+
+def check_digest(item: Item, hashes: FileDigests) -> None:
+    """Refuse a manifest row's local file that is not the one its manifest hashed (:func:`check_manifest_digest`;
+    ``hashes`` hashes it again only once its size or mtime changed)."""
+    if item.path is not None and item.from_manifest and item.sha256 is not None:
+        check_manifest_digest(item.name, hashes(item.path), item.sha256)
+
+
 class Sender:
     """Videos onto the input topic. ``digests=False`` leaves their sha256 out of the events, for a gateway from
     before 2026-12-04 (it refuses the key); the gateway then does not check the bytes it reads."""
@@ -178,7 +201,8 @@ class Sender:
         hashes: FileDigests | None = None,
     ) -> None:
         self.cfg, self.inline, self.advice, self.digests = cfg, inline, advice, digests
-        self.hashes = hashes or FileDigests()  # (a canary feed's own: its first messages do not hash them again)
+        # a canary feed's own: its first messages do not hash them again
+        self.hashes = hashes or FileDigests()
         self.roots = [Path(r).resolve() for r in cfg.sources.file_roots]
 
     def check(self, items: list[Item]) -> None:
@@ -196,9 +220,9 @@ class Sender:
                 roots = ", ".join(map(str, self.roots)) or "none configured"
                 where = f"lies outside the folders the gateway reads ({roots})"
                 raise SendError(f"{item.name} {where}; {self.advice.outside_roots}")
-            # (a file argument's was hashed just now; a file over the gateway's limit is refused there, unread)
-            if item.from_manifest and item.sha256 is not None and size <= self.cfg.limits.max_bytes:
-                check_manifest_digest(item.name, self.hashes(path), item.sha256)
+            # a file argument's was hashed just now; a file over the gateway's limit is refused there, unread
+            if size <= self.cfg.limits.max_bytes:
+                check_digest(item, self.hashes)
 
     def _check_url(self, item: Item) -> None:
         if self.inline:
@@ -212,18 +236,17 @@ class Sender:
             raise SendError(f"{item.name}: {exc} (the gateway's sources.{setting}: {listed or 'none'})") from exc
 
     def message(self, item: Item) -> tuple[bytes, list[tuple[str, bytes]] | None]:
-        fields = {"video_id": item.video_id, "label": item.label, "source": item.source, "anchor_id": item.anchor_id}
-        fields["sha256"] = item.sha256 if self.digests else None
-        if self.inline:
-            return item.path.read_bytes(), inline_headers(VideoEvent(**fields))
-        return VideoEvent(**fields, uri=item.uri).model_dump_json(exclude_none=True).encode(), None
+        """The value and headers of ``item``'s message (:func:`video_message`)."""
+        message = video_message(item, item.path.read_bytes() if self.inline else None, self.digests)
+        return message.value, message.headers
 
     def send(self, items: list[Item], progress: bool = True) -> int:
         """Send every item, each acknowledged by the broker; returns how many."""
         from tqdm import tqdm
 
         self.check(items)
-        bus.ping(self.cfg.kafka)  # a broker that does not answer: one line within seconds, nothing half-sent
+        # a broker that does not answer: one line within seconds, nothing half-sent
+        bus.ping(self.cfg.kafka)
         producer = bus.producer(self.cfg.kafka)
         topic = self.cfg.kafka.input_topic
         try:

@@ -19,24 +19,32 @@ from enum import StrEnum
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from gateway.core import ab_quantities as ab
+
 
 class Kind(StrEnum):
     COUNTER = "counter"
     GAUGE = "gauge"
     HISTOGRAM = "histogram"
-    INFO = "info"  # a gauge of value 1 whose labels carry the information (``*_info``)
+    # a gauge of value 1 whose labels carry the information (``*_info``)
+    INFO = "info"
 
 
 class Exporter(StrEnum):
     """Who exports a family: a gateway, the monitor's own operational series, or the monitor's windows."""
 
-    GATEWAY = "gateway"  # gateway.stream.live.LiveMetrics
-    MONITOR = "monitor"  # gateway.monitor.exporter.MonitorMetrics
-    WINDOWS = "windows"  # gateway.monitor.signals, computed from the store on the monitor's computing thread
-    COMPARISONS = "comparisons"  # gateway.monitor.comparisons: the monitor's, where comparisons are configured
+    # gateway.stream.live.LiveMetrics
+    GATEWAY = "gateway"
+    # gateway.monitor.exporter.MonitorMetrics
+    MONITOR = "monitor"
+    # gateway.monitor.signals, computed from the store on the monitor's computing thread
+    WINDOWS = "windows"
+    # gateway.monitor.comparisons: the monitor's, where comparisons are configured
+    COMPARISONS = "comparisons"
 
 
-SUFFIXES = {  # the series a family of each kind is scraped as
+# the series a family of each kind is scraped as
+SUFFIXES = {
     Kind.COUNTER: ("_total", "_created"),
     Kind.HISTOGRAM: ("_bucket", "_sum", "_count", "_created"),
     Kind.GAUGE: ("",),
@@ -45,7 +53,8 @@ SUFFIXES = {  # the series a family of each kind is scraped as
 SCORE_BUCKETS = (-20, -10, -5, -3, -2, -1, -0.5, -0.25, 0, 0.25, 0.5, 1, 2, 3, 5, 10, 20)
 STAGE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 SERIES = ("detector", "version", "condition")
-WINDOW = (*SERIES, "window", "population")  # every windowed family of the monitor
+# every windowed family of the monitor
+WINDOW = (*SERIES, "window", "population")
 
 
 @dataclass(frozen=True)
@@ -55,9 +64,12 @@ class Family:
     kind: Kind
     labels: tuple[str, ...] = ()
     exporters: tuple[Exporter, ...] = (Exporter.GATEWAY,)
-    unit: str = ""  # the base unit the name ends with, if any
-    buckets: tuple[float, ...] = ()  # a histogram's; none: prometheus_client's defaults
-    interval: bool = False  # also exported as ``<name>_lower`` and ``<name>_upper``, its 95% interval's bounds
+    # the base unit the name ends with, if any
+    unit: str = ""
+    # a histogram's; none: prometheus_client's defaults
+    buckets: tuple[float, ...] = ()
+    # also exported as ``<name>_lower`` and ``<name>_upper``, its 95% interval's bounds
+    interval: bool = False
 
     @property
     def series(self) -> tuple[str, ...]:
@@ -235,7 +247,8 @@ ZERO_WIDTH = _windowed(
 
 # -- the monitor's comparisons (gateway.monitor.comparisons): challenger minus champion on the same videos --------
 CONTENDERS = ("champion", "challenger")
-COMPARISON = (*CONTENDERS, "population")  # a comparison: its pair, on traffic or on canaries
+# a comparison: its pair, on traffic or on canaries
+COMPARISON = (*CONTENDERS, "population")
 COMPARED = (*COMPARISON, "condition", "window")
 
 
@@ -248,24 +261,24 @@ COMPARISON_VIDEOS = _compared(
 )
 COMPARISON_SAMPLES = _compared("lastmile_comparison_samples", "Labelled videos among the comparison's videos")
 COMPARISON_AUC_DIFFERENCE = _compared(
-    "lastmile_comparison_auc_difference", "Challenger's AUC minus champion's on the same videos", interval=True
+    ab.AUC_DIFFERENCE.series, "Challenger's AUC minus champion's on the same videos", interval=True
 )
 COMPARISON_ROBUSTNESS_DIFFERENCE = _compared(
-    "lastmile_comparison_robustness_difference",
+    ab.ROBUSTNESS_DIFFERENCE.series,
     "Challenger's AUC drift from original minus champion's, all four AUCs on the same videos",
     interval=True,
 )
 COMPARISON_FAKE_RECALL_DIFFERENCE = _compared(
-    "lastmile_comparison_fake_recall_difference", "Challenger's FakeR minus champion's", interval=True
+    ab.FAKE_RECALL_DIFFERENCE.series, "Challenger's FakeR minus champion's", interval=True
 )
 COMPARISON_REAL_RECALL_DIFFERENCE = _compared(
-    "lastmile_comparison_real_recall_difference", "Challenger's RealR minus champion's", interval=True
+    ab.REAL_RECALL_DIFFERENCE.series, "Challenger's RealR minus champion's", interval=True
 )
 COMPARISON_DISAGREEMENT = _compared(
-    "lastmile_comparison_disagreement", "Share of the comparison's videos the two decide differently"
+    ab.DISAGREEMENT.series, "Share of the comparison's videos the two decide differently"
 )
 COMPARISON_FLIP_RATE_DIFFERENCE = _compared(
-    "lastmile_comparison_flip_rate_difference",
+    ab.FLIP_RATE_DIFFERENCE.series,
     "Challenger's share of decisions flipped from original minus champion's (Newcombe's paired interval)",
     interval=True,
 )

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from gateway.core.messages import InvalidMessage, VideoEvent
 from gateway.core.sources.stores import EXTRA, installed
-from transforms.config_errors import describe
+from transforms.support.config_errors import describe
 
 REQUIRED = ("video_id",)
 LABELS = {"real": "real", "generated": "generated", "fake": "generated"}

@@ -3,21 +3,28 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from detectors.manifest import Sha256
 from detectors.thresholds import CARD_THRESHOLD
-from transforms.config_errors import describe
+from transforms.support.config_errors import describe
 
-SCHEMA_VERSION = 2  # 2: score events carry event_time and canary
-READ_VERSIONS = (1, 2)  # video events the gateway reads (version 2 changed only score events)
+# 2: score events carry event_time and canary
+SCHEMA_VERSION = 2
+# video events the gateway reads (version 2 changed only score events)
+READ_VERSIONS = (1, 2)
 MAX_VIDEO_ID_CHARS = 256
-MAX_FIELD_BYTES = 1024  # default bound of a video message's string fields (``messages.max_field_bytes``)
-MAX_URI_BYTES = 8192  # default bound of its ``uri`` (``messages.max_uri_bytes``): signed URLs run long
-MAX_ERROR_CHARS = 500  # a row's error message is cut to this (:meth:`gateway.scoring.pipeline.Pipeline.error_rows`)
-ROW_OVERHEAD_BYTES = 4096  # a score event's JSON without the strings it copies from its message and its error
+# default bound of a video message's string fields (``messages.max_field_bytes``)
+MAX_FIELD_BYTES = 1024
+# default bound of its ``uri`` (``messages.max_uri_bytes``): signed URLs run long
+MAX_URI_BYTES = 8192
+# a row's error message is cut to this (:meth:`gateway.scoring.pipeline.Pipeline.error_rows`)
+MAX_ERROR_CHARS = 500
+# a score event's JSON without the strings it copies from its message and its error
+ROW_OVERHEAD_BYTES = 4096
 
 
 class InvalidMessage(ValueError):
@@ -48,8 +55,10 @@ class VideoFacts(BaseModel):
     source: str | None = None
     anchor_id: str | None = None
     tenant: str | None = None
-    event_time: float | None = None  # the input message's Kafka timestamp (s)
-    canary: bool = False  # a labelled canary video (``lastmile canary``)
+    # the input message's Kafka timestamp (s)
+    event_time: float | None = None
+    # a labelled canary video (``lastmile canary``)
+    canary: bool = False
 
     @classmethod
     def of(cls, record: object, **more: object) -> dict[str, object]:
@@ -76,20 +85,29 @@ class ScoreRow(BaseModel):
     detector: str
     detector_version: str
     runtime: str
-    runtime_endpoint: str | None = None  # the server of a remote detector (runtime "remote")
+    # the server of a remote detector (runtime "remote")
+    runtime_endpoint: str | None = None
     label: str | None = None
     source: str | None = None
     anchor_id: str | None = None
-    score: float | None = Field(default=None, allow_inf_nan=False)  # NaN or an infinity is no score
+    # NaN or an infinity is no score
+    score: float | None = Field(default=None, allow_inf_nan=False)
     decision: bool | None = None
-    threshold: float | None = Field(default=None, allow_inf_nan=False)  # None with a decision: a verdict decided
-    threshold_id: str | None = None  # which threshold decided: "card", or a calibration's "cal-..." (series_version)
-    aspects: str | None = None  # a diagnostic chat reply's aspects: a JSON object, aspect -> 0-100
-    tokens_in: int | None = None  # a chat reply's usage: the prompt's tokens
-    tokens_out: int | None = None  # and the reply's
-    cached: bool | None = None  # a chat reply read from the cache (its tokens not paid again)
+    # None with a decision: a verdict decided
+    threshold: float | None = Field(default=None, allow_inf_nan=False)
+    # which threshold decided: "card", or a calibration's "cal-..." (series_version)
+    threshold_id: str | None = None
+    # a diagnostic chat reply's aspects: a JSON object, aspect -> 0-100
+    aspects: str | None = None
+    # a chat reply's usage: the prompt's tokens
+    tokens_in: int | None = None
+    # and the reply's
+    tokens_out: int | None = None
+    # a chat reply read from the cache (its tokens not paid again)
+    cached: bool | None = None
     error: str | None = None
-    error_kind: Literal["video", "infra", "reply"] | None = None  # reply: a chat reply that says no verdict
+    # reply: a chat reply that says no verdict
+    error_kind: Literal["video", "infra", "reply"] | None = None
     error_class: str | None = None
     input_sha256: str | None = None
     spec_hash: str | None = None
@@ -101,11 +119,14 @@ class ScoreRow(BaseModel):
     fps: float | None = None
     frames: int | None = None
     transform_s: float | None = None
-    variant_s: float | None = None  # this condition's own share of the encode time (shared steps divided)
+    # this condition's own share of the encode time (shared steps divided)
+    variant_s: float | None = None
     sample_s: float | None = None
     infer_s: float | None = None
-    event_time: float | None = None  # the input message's Kafka timestamp (s): the monitor's windows run on it
-    canary: bool = False  # a labelled canary video (``lastmile canary``): moderation consumers drop these
+    # the input message's Kafka timestamp (s): the monitor's windows run on it
+    event_time: float | None = None
+    # a labelled canary video (``lastmile canary``): moderation consumers drop these
+    canary: bool = False
 
     @property
     def key(self) -> str:
@@ -130,8 +151,10 @@ class VideoEvent(BaseModel):
     source: str | None = None
     anchor_id: str | None = None
     tenant: str | None = None
-    canary: bool = False  # fed by ``lastmile canary``; its score events carry the flag
-    sha256: Sha256 | None = None  # the video's, as its sender knows it: bytes read that differ are not scored
+    # fed by ``lastmile canary``; its score events carry the flag
+    canary: bool = False
+    # the video's, as its sender knows it: bytes read that differ are not scored
+    sha256: Sha256 | None = None
 
     @field_validator("schema_version")
     @classmethod
@@ -171,6 +194,23 @@ def inline_headers(event: VideoEvent) -> list[tuple[str, bytes]]:
     return headers + [(HEADER_PREFIX + k.replace("_", "-"), str(v).encode()) for k, v in fields.items()]
 
 
+@dataclass(frozen=True)
+class VideoMessage:
+    """An input-topic message as it is sent, keyed by its video id: by reference, the event as JSON; inline, the
+    video's bytes with the event in headers (:func:`inline_headers`). :func:`parse_video_message` reads one."""
+
+    key: bytes
+    value: bytes
+    headers: list[tuple[str, bytes]] | None = None
+
+    @classmethod
+    def of(cls, event: VideoEvent, data: bytes | None = None) -> VideoMessage:
+        """``event`` by reference (``data`` None: its ``uri`` names the video), else inline with ``data``."""
+        if data is None:
+            return cls(event.video_id.encode(), event.model_dump_json(exclude_none=True).encode())
+        return cls(event.video_id.encode(), data, inline_headers(event))
+
+
 def parse_video_message(
     value: bytes | None,
     headers: list[tuple[str, bytes | None]] | None,
@@ -194,9 +234,11 @@ def parse_video_message(
         raise InvalidMessage(f"Invalid JSON: {exc}") from exc
     except UnicodeDecodeError as exc:
         raise InvalidMessage(f"the value is not UTF-8 JSON: {exc}") from exc
-    except ValidationError as exc:  # one line naming the field (pydantic's own text spans lines and a URL)
+    except ValidationError as exc:
+        # one line naming the field (pydantic's own text spans lines and a URL)
         raise InvalidMessage(describe(exc, "the video event", VideoEvent)) from exc
-    except (ValueError, RecursionError) as exc:  # absurdly deep nesting
+    except (ValueError, RecursionError) as exc:
+        # absurdly deep nesting
         raise InvalidMessage(str(exc) if isinstance(exc, ValueError) else "JSON nested too deeply") from exc
     if inline is not None:
         return event, value

@@ -10,7 +10,7 @@ import yaml
 from pydantic import ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
-from transforms.config_errors import ConfigError, describe, one_line
+from transforms.support.config_errors import ConfigError, describe, one_line
 
 
 class YamlSettings(BaseSettings):

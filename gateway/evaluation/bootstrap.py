@@ -12,7 +12,8 @@ from detectors.stats.bootstrap import strata_of, stratified_counts
 from gateway.core.messages import ScoreRow
 from gateway.evaluation.errors import EvaluationError
 
-MIN_REPLICATES = 50  # fewer, and a 95 % interval's ends rest on one replicate each (or none)
+# fewer, and a 95 % interval's ends rest on one replicate each (or none)
+MIN_REPLICATES = 50
 
 
 def check_replicates(replicates: int) -> None:

@@ -19,7 +19,8 @@ from gateway.core.messages import ScoreRow
 from gateway.evaluation.errors import EvaluationError
 from gateway.evaluation.thresholds import by_verdict
 
-MIN_REALS = 1  # a threshold needs one real score; the interval says how little a few of them tell
+# a threshold needs one real score; the interval says how little a few of them tell
+MIN_REALS = 1
 # the widest Wilson 95% interval of the RealR reached that `lastmile detectors calibrate` writes a threshold on without
 # --force: +-10 points, so that a card's RealR says something about the next real videos like these
 MAX_INTERVAL_WIDTH = 0.20
@@ -97,7 +98,8 @@ def calibrate_run(rows: list[ScoreRow], target: float, detectors: list[str] | No
         if reals.size < MIN_REALS:
             raise EvaluationError(f"{det}: no real video was scored on original in this run: nothing to calibrate on")
         threshold = metrics.calibrate_threshold(reals, target)
-        kept = int(np.count_nonzero(reals < threshold))  # called real: score below the threshold
+        # called real: score below the threshold
+        kept = int(np.count_nonzero(reals < threshold))
         _, lo, hi = intervals.wilson_interval(kept, int(reals.size))
         ((version, sha),) = versions
         stated = {r.threshold for r in mine if r.threshold is not None}

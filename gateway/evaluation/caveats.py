@@ -22,17 +22,22 @@ from gateway.evaluation.thresholds import VERDICT
 # is the anchor, and percentile intervals on few clusters run narrow (tests/test_metrics.py already allows
 # for slight under-coverage at 40 clusters); 30 is the usual rule of thumb for a bootstrap to settle.
 SMALL_SAMPLE_ANCHORS = 30
-ZERO_WIDTH_EXAMPLES = 3  # zero-width intervals named in the warning (the tables mark them all)
-UNFIT_REAL_RECALL = 0.5  # a threshold keeping fewer of the real videos real on original is named as unfit
-SAME_VIDEOS_TOLERANCE = 1e-9  # an AUC drift further than this from the difference of the AUCs shown is named
+# zero-width intervals named in the warning (the tables mark them all)
+ZERO_WIDTH_EXAMPLES = 3
+# a threshold keeping fewer of the real videos real on original is named as unfit
+UNFIT_REAL_RECALL = 0.5
+# an AUC drift further than this from the difference of the AUCs shown is named
+SAME_VIDEOS_TOLERANCE = 1e-9
 UNRECORDED_CORPUS_SEED = "not recorded (not a synthesised corpus)"
 
-_INTERVALS = {  # interval field -> (its label, the value it brackets); drifts only off original
+# interval field -> (its label, the value it brackets); drifts only off original
+_INTERVALS = {
     "auc_ci": ("AUC", "auc"),
     "fake_recall_ci": ("FakeR", "fake_recall"),
     "real_recall_ci": ("RealR", "real_recall"),
     "auc_drift_ci": ("AUC drift", "auc_drift"),
-}  # (the FakeR drift's holds Newcombe's interval: never of zero width)
+    # the FakeR drift's holds Newcombe's interval: never of zero width
+}
 
 
 def failure_banner(rows: list[ScoreRow], conditions: list[str], recalls: str = "FakeR/RealR") -> dict:
@@ -45,7 +50,8 @@ def failure_banner(rows: list[ScoreRow], conditions: list[str], recalls: str = "
     return {
         "shown": bool(failures.groups or failures.empty_cells or not failures.rows),
         "headline": _headline(failures, scored, recalls),
-        "lines": failures.lines(with_bound=False),  # the bound is the replay's or demo's option, not the report's
+        # the bound is the replay's or demo's option, not the report's
+        "lines": failures.lines(with_bound=False),
         "groups": [dataclasses.asdict(g) for g in failures.groups],
         "empty_cells": [list(cell) for cell in failures.empty_cells],
         "video_rows": failures.video_rows,
@@ -103,7 +109,8 @@ def zero_width_intervals(ev: Evaluation) -> list[dict]:
 def sample_warnings(ev: Evaluation, rows: list[ScoreRow]) -> list[str]:
     """The small-sample warnings: sources with fewer than SMALL_SAMPLE_ANCHORS anchors, zero-width intervals."""
     out = small_sample_warnings(rows)
-    zero = zero_width_intervals(ev) if any(r.score is not None for r in rows) else []  # all failed: the banner
+    # all failed: the banner
+    zero = zero_width_intervals(ev) if any(r.score is not None for r in rows) else []
     if zero:
         examples = "; ".join(
             f"{z['detector']} under {z['condition']}: {z['metric']} {_signed(z)}{interval(z['ci'])}"
@@ -160,7 +167,8 @@ def fit_warnings(ev: Evaluation, rows: list[ScoreRow]) -> list[str]:
 def unfit_threshold_warnings(rows: list[ScoreRow], det: str, threshold: float, name: str | None = None) -> list[str]:
     """The warning that a card's ``threshold`` keeps under UNFIT_REAL_RECALL of ``det``'s scored real videos real on
     original (none if it keeps more, or none was scored); ``name``: how the warning calls ``det``."""
-    kept = scored_real_recall(rows, det, threshold) if threshold != VERDICT else None  # (a verdict has no threshold)
+    # a verdict has no threshold
+    kept = scored_real_recall(rows, det, threshold) if threshold != VERDICT else None
     if kept is None or kept >= UNFIT_REAL_RECALL:
         return []
     return [
@@ -212,7 +220,8 @@ def seeds(ev: Evaluation, corpus: dict) -> dict:
     seed = (corpus.get("config") or {}).get("seed")
     if seed is not None:
         text = str(seed)
-    elif corpus.get("described"):  # the proxy's rows, without its corpus.json
+    elif corpus.get("described"):
+        # the proxy's rows, without its corpus.json
         text = f"not recorded ({corpus['described']})"
     else:
         text = UNRECORDED_CORPUS_SEED

@@ -20,7 +20,8 @@ from detectors.stats.bootstrap import percentile_interval
 from gateway.core.messages import ScoreRow
 from gateway.evaluation.thresholds import VERDICT, decided, has_threshold
 
-DECIDED = ("fake_recall", "real_recall", "bacc", "macro_f1")  # the bootstrapped metrics that need a decision
+# the bootstrapped metrics that need a decision
+DECIDED = ("fake_recall", "real_recall", "bacc", "macro_f1")
 
 
 @dataclass
@@ -28,11 +29,16 @@ class SourceCell:
     """One (detector, condition, generated source) pairing, laid out per anchor for the bootstrap."""
 
     anchors: list[str]
-    pos: list[np.ndarray]  # per anchor: scores of its generated counterparts from this source
-    neg: list[np.ndarray]  # per anchor: scores of its real video(s)
-    pos_hit: np.ndarray  # per anchor: counterparts flagged generated (failures count as misses)
-    pos_n: np.ndarray  # per anchor: counterparts, failures included
-    neg_ok: np.ndarray  # per anchor: reals kept as real (failures count as misses)
+    # per anchor: scores of its generated counterparts from this source
+    pos: list[np.ndarray]
+    # per anchor: scores of its real video(s)
+    neg: list[np.ndarray]
+    # per anchor: counterparts flagged generated (failures count as misses)
+    pos_hit: np.ndarray
+    # per anchor: counterparts, failures included
+    pos_n: np.ndarray
+    # per anchor: reals kept as real (failures count as misses)
+    neg_ok: np.ndarray
     neg_n: np.ndarray
     failures: int = 0
 
@@ -45,10 +51,13 @@ class SourceCell:
     def comparison(self) -> np.ndarray:
         """C[i, j] = sum over (p of anchor i, n of anchor j) of 1[p > n] + 1/2 1[p = n]."""
         c, sizes = np.zeros((len(self.anchors), len(self.anchors))), np.array([len(n) for n in self.neg], dtype=int)
-        neg, has, starts = np.concatenate([*self.neg, []]), sizes > 0, np.cumsum(sizes) - sizes  # by anchor
-        for i, p in enumerate(self.pos):  # one anchor's positives against every negative at once
+        # by anchor
+        neg, has, starts = np.concatenate([*self.neg, []]), sizes > 0, np.cumsum(sizes) - sizes
+        for i, p in enumerate(self.pos):
+            # one anchor's positives against every negative at once
             if len(p) and has.any():
-                above, tied = p[:, None] > neg[None, :], p[:, None] == neg[None, :]  # (no difference: inf = inf)
+                # no difference: inf = inf
+                above, tied = p[:, None] > neg[None, :], p[:, None] == neg[None, :]
                 c[i, has] = np.add.reduceat((above + 0.5 * tied).sum(axis=0), starts[has])
         return c
 
@@ -82,10 +91,14 @@ class CellMetrics:
     fake_recall_drift_ci: tuple[float, float] | None = None
     real_recall_drift: float | None = None
     real_recall_drift_ci: tuple[float, float] | None = None
-    undefined_replicates: dict[str, int] = field(default_factory=dict)  # bootstrap replicates where undefined
-    min_real_per_source: int = 0  # T@x% resolves FPR = x only with at least 1/x real videos per source
-    no_score: bool = False  # decided, but no row carried a score (a chat detector's verdicts): no AUC, said so
-    by_verdict: bool = False  # decided by its rows' verdicts, not at a threshold (report.json: threshold null)
+    # bootstrap replicates where undefined
+    undefined_replicates: dict[str, int] = field(default_factory=dict)
+    # T@x% resolves FPR = x only with at least 1/x real videos per source
+    min_real_per_source: int = 0
+    # decided, but no row carried a score (a chat detector's verdicts): no AUC, said so
+    no_score: bool = False
+    # decided by its rows' verdicts, not at a threshold (report.json: threshold null)
+    by_verdict: bool = False
 
 
 def source_cell(sel: list[ScoreRow], source: str, anchors: list[str], threshold: float) -> SourceCell:
@@ -157,10 +170,12 @@ def cell_metrics(
         samples["real_recall"].append(replicated.real_recall)
         samples["bacc"].append(replicated.balanced_accuracy)
         samples["macro_f1"].append(replicated.macro_f1)
-    with warnings.catch_warnings():  # a replicate where every source is undefined stays nan, and is counted
+    with warnings.catch_warnings():
+        # a replicate where every source is undefined stays nan, and is counted
         warnings.simplefilter("ignore", RuntimeWarning)
         boot = {k: np.nanmean(np.stack(v), axis=0) for k, v in samples.items()}
-    decided = has_threshold(threshold)  # (a detector that scored nothing decided nothing: no operating point)
+    # a detector that scored nothing decided nothing: no operating point
+    decided = has_threshold(threshold)
     for k in DECIDED if not decided else ():
         boot[k] = np.full_like(boot[k], np.nan)
     undefined = {k: int(np.isnan(v).sum()) for k, v in boot.items()}
@@ -202,7 +217,8 @@ def _mean(xs: list[float]) -> float:
     return float(np.mean(xs)) if xs else float("nan")
 
 
-Computed = tuple[CellMetrics, dict[str, np.ndarray]]  # a cell and its bootstrap replicates per metric
+# a cell and its bootstrap replicates per metric
+Computed = tuple[CellMetrics, dict[str, np.ndarray]]
 
 
 @dataclass(frozen=True)
@@ -211,7 +227,8 @@ class Layout:
 
     sources: list[str]
     anchors: list[str]
-    weights: np.ndarray  # [replicates, anchors]: one anchor draw serves every cell (bootstrap.anchor_resamples)
+    # [replicates, anchors]: one anchor draw serves every cell (bootstrap.anchor_resamples)
+    weights: np.ndarray
 
     def cell(self, det: str, cond: str, sel: list[ScoreRow], threshold: float) -> Computed:
         """:func:`cell_metrics` of ``sel``."""

@@ -38,13 +38,17 @@ class ChatCell:
 
     detector: str
     condition: str
-    replies: int  # rows with a reply, parsed or not
+    # rows with a reply, parsed or not
+    replies: int
     unparsed: int
-    tokens_in: int  # paid for: replies not read from the cache
+    # paid for: replies not read from the cache
+    tokens_in: int
     tokens_out: int
-    cached: int  # replies read from the cache
+    # replies read from the cache
+    cached: int
     aspects: dict[str, AspectAuc] = field(default_factory=dict)
-    diagnosed: int = 0  # parsed replies with aspects
+    # parsed replies with aspects
+    diagnosed: int = 0
     collapsed: int = 0
     collapse: float = float("nan")
     collapse_ci: Interval = (float("nan"), float("nan"))
@@ -65,7 +69,8 @@ def chat_cells(
         if not any(r.runtime == "chat" for r in sel):
             continue
         paid = [r for r in sel if r.cached is not True]
-        parsed = [aspects_of(r) for r in sel]  # (read once per row; every aspect's AUC reads them)
+        # read once per row; every aspect's AUC reads them
+        parsed = [aspects_of(r) for r in sel]
         given = [a for a in parsed if a]
         cell = ChatCell(
             det,

@@ -1,45 +1,43 @@
-"""Champion against challenger on the same videos (issue 25): per condition, paired differences.
+"""Champion against challenger on the same videos, offline: per condition, each quantity of
+:mod:`gateway.core.ab_quantities` with its 95 % interval, by the anchor-clustered bootstrap.
 
-Only (video, condition) pairs both detectors have a row for count; of those, a pair one detector scored and the
-other failed on stays (the failure is that detector's miss in FakeR/RealR), and infrastructure failures are left out
-of every quantity. Per condition: the AUC difference (challenger minus champion, on the videos both scored there)
-and the *robustness difference* (challenger's AUC drift from ``original`` minus the champion's, on the videos all
-four AUCs scored), with the anchor-clustered bootstrap of :mod:`gateway.evaluation.paired` (one anchor draw serves
-both detectors and every condition, so each replicate keeps their covariance); the FakeR and RealR differences at
-each contender's threshold (its card's, or recalibrated; sources weighted equally, as the report's cells are), the
-difference of their flip rates (the share of videos whose decision under the condition differs from the decision on
-``original``) and the share of videos on which the two decide differently, each interval the hull of the same
-bootstrap's and a score interval's, Newcombe's or Wilson's (:mod:`gateway.evaluation.proportions` says why).
+Only (video, condition) pairs both detectors have a row for count (:func:`shared_rows`); of those, a pair one
+detector scored and the other failed on stays (the failure is that detector's miss in FakeR/RealR), and
+infrastructure failures are left out of every quantity. :class:`Prepared` is what every comparison of a pair starts
+from, this one and the reals-only one (:mod:`gateway.evaluation.reals`): thresholds (the cards', or recalibrated),
+decisions, and one anchor draw of :mod:`gateway.evaluation.bootstrap` that serves both detectors and every
+condition, so each replicate keeps their covariance. The AUC and robustness differences take the bootstrap's
+interval; the FakeR, RealR and flip-rate differences and the disagreement share the hull of the bootstrap's and a
+score interval's, Newcombe's or Wilson's (:mod:`gateway.evaluation.proportions` says why).
 
-A comparison written out: a table per comparison (Markdown, from :class:`~gateway.evaluation.tables.Table`),
-a forest plot with one row per condition and one panel per quantity, and the numbers as JSON.
+Written out by :mod:`gateway.evaluation.compare_report` (tables, cautions, files) and
+:mod:`gateway.evaluation.plots` (forest plots).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import math
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
+from typing import Generic, Self, TypeVar
 
 import numpy as np
 
 from detectors.stats import estimates
 from detectors.stats.bootstrap import percentile_interval
+from gateway.core import ab_quantities as ab
+from gateway.core.ab_quantities import ROLES
 from gateway.core.contenders import Contender, PairError, distinct_pairs, split_pair
 from gateway.core.messages import ScoreRow
-from gateway.core.wording import counted
-from gateway.evaluation import jsonout, proportions
+from gateway.evaluation import proportions
 from gateway.evaluation.bootstrap import anchor_resamples
-from gateway.evaluation.caveats import ZERO_WIDTH_EXAMPLES, small_sample_warnings, unfit_threshold_warnings
 from gateway.evaluation.cells import Layout
 from gateway.evaluation.errors import EvaluationError
 from gateway.evaluation.paired import REPLICATES, SEED, ordered_conditions
-from gateway.evaluation.tables import ZERO_WIDTH, Row, Table, pct, points, zero_width
-from gateway.evaluation.thresholds import decision_thresholds, threshold_text
+from gateway.evaluation.thresholds import decision_thresholds
 
-ROLES = ("champion", "challenger")
-Estimate = estimates.Estimate  # point estimate, 95% interval
+# point estimate, 95% interval
+Estimate = estimates.Estimate
 
 
 @dataclass
@@ -48,30 +46,54 @@ class ConditionContrast:
 
     condition: str
     auc_difference: Estimate
-    robustness_difference: Estimate | None  # None on original itself
+    # None on original itself
+    robustness_difference: Estimate | None
     fake_recall_difference: Estimate
     real_recall_difference: Estimate
     disagreement: Estimate
     flip_rate_difference: Estimate | None
-    videos: int  # scored by both under this condition
+    # scored by both under this condition
+    videos: int
     generated: int
     real: int
 
 
+Contrast = TypeVar("Contrast")
+
+
 @dataclass
-class Comparison:
+class PairComparison(Generic[Contrast]):
+    """What every comparison of a pair states, this one and the reals-only one: its contenders, their thresholds,
+    a contrast per condition, and the bootstrap it took."""
+
     champion: str
     challenger: str
     thresholds: dict[str, float]
-    conditions: list[ConditionContrast]
+    conditions: list[Contrast]
     anchors: int
     replicates: int
     seed: int
-    calibrated: float | None = None  # the RealR the thresholds were recalibrated to on original; None: the cards'
-    warnings: list[str] = field(default_factory=list)  # what a reader must know first (compare_report's)
+    # the RealR the thresholds were recalibrated to on original; None: the cards'
+    calibrated: float | None = None
 
-    def condition(self, name: str) -> ConditionContrast:
+    @classmethod
+    def of(cls, pair: Prepared, champion: Contender, challenger: Contender, conditions: list[Contrast]) -> Self:
+        """The comparison of ``pair`` with a contrast per condition."""
+        anchors, replicates, seed = len(pair.anchors), pair.replicates, pair.seed
+        return cls(
+            str(champion), str(challenger), pair.thresholds, conditions, anchors, replicates, seed, pair.calibrated
+        )
+
+    def condition(self, name: str) -> Contrast:
         return next(c for c in self.conditions if c.condition == name)
+
+
+@dataclass
+class Comparison(PairComparison[ConditionContrast]):
+    """The comparison of a run with generated videos, and its cautions (:func:`comparison_warnings`): what a reader
+    must know first."""
+
+    warnings: list[str] = field(default_factory=list)
 
 
 def shared_rows(rows: list[ScoreRow], champion: Contender, challenger: Contender) -> list[ScoreRow]:
@@ -93,6 +115,33 @@ def shared_rows(rows: list[ScoreRow], champion: Contender, challenger: Contender
     return [picked[role][k] for role in ROLES for k in sorted(both)]
 
 
+class Prepared:
+    """A pair's rows (:func:`shared_rows`) as every comparison of them starts, the paired one here and the reals-only
+    one (:func:`gateway.evaluation.reals.compare_reals`): the rows scored (an infrastructure failure is in no
+    quantity), the conditions, the anchors, and, computed when first asked for, each role's threshold (its card's,
+    or the one giving RealR ``calibrate`` on its ``original`` reals), every decision at it, and the anchor-clustered
+    bootstrap draw that serves both roles and every condition."""
+
+    def __init__(self, rows: list[ScoreRow], replicates: int, seed: int, calibrate: float | None) -> None:
+        self.rows, self.replicates, self.seed, self.calibrated = rows, replicates, seed, calibrate
+        self.scored = [r for r in rows if r.error_kind != "infra"]
+        self.conditions = ordered_conditions(rows)
+        self.anchors = sorted({r.anchor_id for r in rows if r.anchor_id})
+
+    @functools.cached_property
+    def thresholds(self) -> dict[str, float]:
+        return decision_thresholds(self.scored, list(ROLES), None, self.calibrated)
+
+    @functools.cached_property
+    def decided(self) -> proportions.Decisions:
+        """Every video's decision per (role, condition), whether or not its anchor is paired."""
+        return proportions.decisions(self.scored, self.thresholds, paired=False)
+
+    @functools.cached_property
+    def weights(self) -> np.ndarray:
+        return anchor_resamples(self.rows, self.anchors, self.replicates, self.seed)
+
+
 def compare(
     rows: list[ScoreRow],
     champion: Contender,
@@ -103,34 +152,24 @@ def compare(
 ) -> Comparison:
     """Every quantity of the comparison per condition, with 95% intervals. Each contender's decisions are at its
     card's threshold, or at the one giving RealR ``calibrate`` on the shared videos' ``original`` reals."""
-    pair = shared_rows(rows, champion, challenger)
-    return compare_shared(pair, champion, challenger, replicates, seed, calibrate)
+    pair = Prepared(shared_rows(rows, champion, challenger), replicates, seed, calibrate)
+    return compare_shared(pair, champion, challenger)
 
 
-def compare_shared(
-    pair: list[ScoreRow],
-    champion: Contender,
-    challenger: Contender,
-    replicates: int = REPLICATES,
-    seed: int = SEED,
-    calibrate: float | None = None,
-) -> Comparison:
+def compare_shared(pair: Prepared, champion: Contender, challenger: Contender) -> Comparison:
     """:func:`compare` on what :func:`shared_rows` gave for ``champion`` and ``challenger``."""
-    scored = [r for r in pair if r.error_kind != "infra"]
-    conditions = ordered_conditions(pair)
-    sources = sorted({r.source for r in pair if r.label == "generated" and r.source})
-    anchors = sorted({r.anchor_id for r in pair if r.anchor_id})
-    if not (sources and anchors):
+    sources = sorted({r.source for r in pair.rows if r.label == "generated" and r.source})
+    if not (sources and pair.anchors):
         raise EvaluationError("the shared videos hold no generated videos paired with real anchors")
-    thr = decision_thresholds(scored, list(ROLES), None, calibrate)
-    layout = Layout(sources, anchors, anchor_resamples(pair, anchors, replicates, seed))
+    thr, conditions = pair.thresholds, pair.conditions
+    layout = Layout(sources, pair.anchors, pair.weights)
     keys = [(role, c) for role in ROLES for c in conditions]
-    selections = {(role, c): [r for r in scored if r.detector == role and r.condition == c] for role, c in keys}
+    selections = {(role, c): [r for r in pair.scored if r.detector == role and r.condition == c] for role, c in keys}
     computed = {key: layout.cell(*key, sel, thr[key[0]]) for key, sel in selections.items()}
     aucs = _AUCs(layout, selections, computed)
-    decided = proportions.decisions(scored, thr), proportions.decisions(scored, thr, paired=False)
+    decided = proportions.decisions(pair.scored, thr), pair.decided
     out = [_contrast(cond, computed, aucs, conditions, *decided) for cond in conditions]
-    return Comparison(str(champion), str(challenger), thr, out, len(anchors), replicates, seed, calibrate)
+    return Comparison.of(pair, champion, challenger, out)
 
 
 @dataclass(frozen=True)
@@ -145,26 +184,29 @@ class _AUCs:
         """Challenger minus champion under ``cond``, on the videos both scored there."""
         keys = [(role, cond) for role in ROLES]
         (champ, b_champ), (chall, b_chall) = self.layout.aucs_on_same_videos(keys, self.selections, self.computed)
-        return float(chall - champ), percentile_interval(b_chall - b_champ)
+        return float(ab.difference(chall, champ)), percentile_interval(ab.difference(b_chall, b_champ))
 
     def robustness(self, cond: str) -> Estimate:
         """(challenger's AUC under ``cond`` minus on original) minus the champion's, on the videos all four scored."""
-        keys = [(role, c) for role in ROLES for c in (cond, "original")]
+        keys = list(ab.ROBUSTNESS_DIFFERENCE.needs(cond))
         (h, bh), (h0, bh0), (c, bc), (c0, bc0) = self.layout.aucs_on_same_videos(keys, self.selections, self.computed)
-        return float((c - c0) - (h - h0)), percentile_interval((bc - bc0) - (bh - bh0))
+        point = ab.robustness_difference((h, h0), (c, c0))
+        return float(point), percentile_interval(ab.robustness_difference((bh, bh0), (bc, bc0)))
 
 
 def _contrast(cond: str, computed: dict, aucs: _AUCs, conditions: list[str], decided: dict, everyone: dict):
     def diff(key: str, score: Estimate) -> Estimate:
         (champ, b_champ), (chall, b_chall) = computed["champion", cond], computed["challenger", cond]
-        point = getattr(chall, key) - getattr(champ, key)
-        if not np.isfinite(point):  # (a contender that scored nothing decided nothing: no difference to bound)
+        point = ab.difference(getattr(chall, key), getattr(champ, key))
+        # a contender that scored nothing decided nothing: no difference to bound
+        if not np.isfinite(point):
             return estimates.NO_PAIRS
-        return estimates.widened((float(point), percentile_interval(b_chall[key] - b_champ[key])), score)
+        return estimates.widened((float(point), percentile_interval(ab.difference(b_chall[key], b_champ[key]))), score)
 
-    rob = aucs.robustness(cond) if "original" in conditions and cond != "original" else None
+    robust = "original" in conditions and ab.ROBUSTNESS_DIFFERENCE.defined_under(cond)
+    rob = aucs.robustness(cond) if robust else None
     fake, real = proportions.recall_differences(*(decided.get((role, cond), {}) for role in ("challenger", "champion")))
-    disagreement, flips = _label_free(everyone, cond, aucs.layout)
+    disagreement, flips = label_free(everyone, cond, aucs.layout.anchors, aucs.layout.weights)
     n_gen, n_real = computed["champion", cond][0].n_generated, computed["champion", cond][0].n_real
     return ConditionContrast(
         condition=cond,
@@ -180,15 +222,18 @@ def _contrast(cond: str, computed: dict, aucs: _AUCs, conditions: list[str], dec
     )
 
 
-def _label_free(decided: proportions.Decisions, cond: str, layout: Layout) -> tuple[Estimate, Estimate | None]:
+def label_free(
+    decided: proportions.Decisions, cond: str, anchors: list[str], weights: np.ndarray
+) -> tuple[Estimate, Estimate | None]:
     """The share of the videos both scored under ``cond`` that the two decide differently, and the challenger's
     flip rate minus the champion's on the videos both scored under ``cond`` and ``original`` (a flip: a decision
     under ``cond`` other than on ``original``): over the videos, each interval the hull of the anchor-clustered
     bootstrap's and the score interval's (Wilson's, Newcombe's)."""
-    index = {a: i for i, a in enumerate(layout.anchors)}
+    index = {a: i for i, a in enumerate(anchors)}
     n, differ, both, delta = (np.zeros(len(index)) for _ in range(4))
     champ, champ0, chall, chall0 = (decided.get((role, c), {}) for role in ROLES for c in (cond, "original"))
-    flipped = ([], [])  # per video: flipped (challenger, champion)
+    # per video: flipped (challenger, champion)
+    flipped = ([], [])
     for v, h in champ.items():
         c = chall.get(v)
         if c is None or None in (h.flagged, c.flagged):
@@ -202,73 +247,14 @@ def _label_free(decided: proportions.Decisions, cond: str, layout: Layout) -> tu
             flipped[0].append(c.flagged != c0.flagged)
             flipped[1].append(h.flagged != h0.flagged)
             delta[i] += flipped[0][-1] - flipped[1][-1]
-    w = layout.weights
+    w = weights
     with np.errstate(invalid="ignore", divide="ignore"):
         flips = (
-            float(np.mean(flipped[0]) - np.mean(flipped[1])) if both.any() else float("nan"),
+            float(ab.difference(np.mean(flipped[0]), np.mean(flipped[1]))) if both.any() else float("nan"),
             percentile_interval((w @ delta) / (w @ both)),
         )
     disagreement, _ = estimates.clustered_share(differ, n, w)
     return disagreement, estimates.widened(flips, estimates.paired_difference(*flipped)) if both.any() else None
-
-
-BOOTSTRAPPED = (  # (attribute, heading): the bootstrap's alone, so their intervals can have zero width
-    ("auc_difference", "ΔAUC"),
-    ("robustness_difference", "Δrobustness"),
-)
-QUANTITIES = (  # (attribute, heading): every one challenger minus champion, in percentage points
-    *BOOTSTRAPPED,
-    ("fake_recall_difference", "ΔFakeR"),
-    ("real_recall_difference", "ΔRealR"),
-    ("disagreement", "disagree"),
-    ("flip_rate_difference", "Δflip rate"),
-)
-NOTE = (
-    "Challenger minus champion on the videos both scored, in percentage points, with 95% intervals: ΔAUC and "
-    "Δrobustness anchor-clustered paired bootstrap, on the videos every AUC compared scored; ΔFakeR, ΔRealR, "
-    "disagree and Δflip rate the hull of that bootstrap's interval and a score interval (Newcombe's paired, "
-    "method 10; Wilson's for disagree), which keeps an anchor's videos together and never collapses. Δrobustness: "
-    "the challenger's AUC drift from original minus the champion's (below 0: the challenger loses more). "
-    "FakeR/RealR at each detector's threshold (below). disagree: share of videos decided differently; Δflip "
-    "rate: difference of the shares of videos whose decision differs from their decision on original."
-)
-
-
-def estimate_cell(e: Estimate | None, signed: bool = True) -> str:
-    """A point with its interval in a comparison table, in points (``signed``: a difference) or %; ``-`` where
-    it is undefined."""
-    if e is None or not math.isfinite(e[0]):
-        return "-"
-    point, (lo, hi) = e
-    return f"{points(point) if signed else pct(point)} [{pct(lo)}, {pct(hi)}]"
-
-
-def _marked(e: Estimate | None, key: str) -> str:
-    """A cell of the table, its interval marked † by the caution's own rule (a bootstrap-only zero width)."""
-    zero = key in dict(BOOTSTRAPPED) and e is not None and math.isfinite(e[0]) and zero_width(e[1])
-    return estimate_cell(e, key != "disagreement") + (ZERO_WIDTH if zero else "")
-
-
-def comparison_table(cmp: Comparison) -> Table:
-    rows = tuple(
-        Row((c.condition, str(c.videos), *(_marked(getattr(c, key), key) for key, _ in QUANTITIES)))
-        for c in cmp.conditions
-    )
-    title = f"{cmp.challenger} (challenger) vs {cmp.champion} (champion)"
-    header = ("condition", "videos", *(h for _, h in QUANTITIES))
-    return Table(title, header, rows, (NOTE, thresholds_note(cmp)), tuple(cmp.warnings))
-
-
-def thresholds_note(cmp) -> str:
-    """The note under a comparison's table (of a :class:`Comparison` or a reals-only one): each contender's
-    threshold and where it comes from, the anchors and the bootstrap."""
-    names = {"champion": cmp.champion, "challenger": cmp.challenger}
-    thresholds = ", ".join(f"{names[role]} ({role}) {threshold_text(t)}" for role, t in cmp.thresholds.items())
-    origin = "their cards'" if cmp.calibrated is None else f"recalibrated to RealR {pct(cmp.calibrated)} % on original"
-    return (
-        f"Thresholds: {thresholds} ({origin}); {counted(cmp.anchors, 'anchor')}, {cmp.replicates} replicates, "
-        f"seed {cmp.seed}."
-    )
 
 
 def parse_pairs(pairs: list[str] | tuple[str, ...]) -> list[tuple[Contender, Contender]]:
@@ -287,74 +273,20 @@ def paired_rows(rows: list[ScoreRow], pairs: list[tuple[Contender, Contender]]) 
     return [shared_rows(rows, champion, challenger) for champion, challenger in pairs]
 
 
-def compare_pairs(
+Measured = TypeVar("Measured")
+
+
+def compare_each(
+    measure: Callable[[Prepared, Contender, Contender], Measured],
     shared: list[list[ScoreRow]],
     pairs: list[tuple[Contender, Contender]],
     replicates: int,
     seed: int | None = None,
     calibrate: float | None = None,
-) -> list[Comparison]:
-    """Every (champion, challenger) of ``pairs`` compared on its rows of ``shared`` (:func:`paired_rows`), with
-    its :func:`comparison_warnings`."""
-    extra = {"seed": seed} if seed is not None else {}
-    out = []
-    for rows, pair in zip(shared, pairs, strict=True):
-        cmp = compare_shared(rows, *pair, replicates, calibrate=calibrate, **extra)
-        out.append(dataclasses.replace(cmp, warnings=comparison_warnings(cmp, rows)))
-    return out
-
-
-def comparison_warnings(cmp: Comparison, rows: list[ScoreRow]) -> list[str]:
-    """The report's cautions (:mod:`gateway.evaluation.caveats`) for a comparison on the rows it compared: sources
-    with few anchors, ΔAUC or Δrobustness intervals of zero width (the others take the hull with a score interval,
-    which never has), and a contender whose card's threshold keeps under half its scored reals real."""
-    out = small_sample_warnings(rows)
-    zero = [
-        f"{heading} under {c.condition} {cell}"
-        for c in cmp.conditions
-        for key, heading in BOOTSTRAPPED
-        if ZERO_WIDTH in (cell := _marked(getattr(c, key), key))
+) -> list[Measured]:
+    """``measure`` (:func:`compare_shared`, or the reals-only comparison) on each (champion, challenger) of ``pairs``
+    and its rows of ``shared`` (:func:`paired_rows`); ``seed`` None: :data:`~gateway.evaluation.paired.SEED`."""
+    seed = SEED if seed is None else seed
+    return [
+        measure(Prepared(rows, replicates, seed, calibrate), *pair) for rows, pair in zip(shared, pairs, strict=True)
     ]
-    if zero:
-        out.append(
-            f"{counted(len(zero), 'bootstrap interval has', 'bootstrap intervals have')} zero width (marked "
-            f"{ZERO_WIDTH}), e.g. "
-            f"{'; '.join(zero[:ZERO_WIDTH_EXAMPLES])}. Every replicate gave the same difference, typically because "
-            "both contenders separated the classes perfectly on few anchors: no variation in this sample, not "
-            "certainty."
-        )
-    if cmp.calibrated is None:
-        for role in ROLES:
-            out += unfit_threshold_warnings(rows, role, cmp.thresholds[role], f"{getattr(cmp, role)} ({role})")
-    return out
-
-
-def clear_comparisons(folder: Path) -> None:
-    """Remove what an earlier ``--compare`` wrote into ``folder``, so no file outlives the report it belonged to."""
-    for path in [folder / "comparison.md", folder / "comparison.json", *(folder / "plots").glob("compare_*.png")]:
-        path.unlink(missing_ok=True)
-
-
-def write_comparisons(
-    comparisons: list[Comparison], folder: Path, plots: list[Path], notice: str | None = None
-) -> dict[str, Path]:
-    """``comparison.md`` and ``comparison.json`` in ``folder`` (the report embeds the same tables and ``plots``, one
-    forest plot per comparison, drawn by :func:`gateway.evaluation.plots.comparison_figures`); ``notice``: the
-    corpus's (a proxy corpus says so), at the top of the one and in each entry of the other."""
-    parts = ["# Champion vs challenger\n", *([f"\n> **{notice}**\n"] if notice else [])]
-    out = {}
-    for cmp, plot in zip(comparisons, plots, strict=True):
-        table = comparison_table(cmp)
-        out[f"plot_{plot.stem}"] = plot
-        parts.append(f"\n## {table.title}\n\n{table.to_markdown()}\n![forest plot](plots/{plot.name})\n")
-    out["comparison_md"] = folder / "comparison.md"
-    out["comparison_json"] = folder / "comparison.json"
-    out["comparison_md"].write_text("".join(parts))
-    out["comparison_json"].write_text(jsonout.dumps(comparisons_json(comparisons, notice)))
-    return out
-
-
-def comparisons_json(comparisons: list[Comparison], notice: str | None = None) -> list[dict]:
-    """The comparisons' numbers as JSON-ready dicts (``comparison.json`` and report.json's ``comparisons``), each
-    with the corpus's ``notice`` (None where the corpus states none)."""
-    return [dataclasses.asdict(c) | {"corpus_notice": notice} for c in comparisons]

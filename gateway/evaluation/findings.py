@@ -16,13 +16,16 @@ from gateway.evaluation.reals import RealsEvaluation
 from gateway.evaluation.sweeps import breaking_points, sweeps_of
 from gateway.evaluation.tables import defined, means, pct, points
 
-TOP_DROPS = 3  # detectors named in the AUC-drop finding (each with its worst condition)
-LIST_RANKS = 6  # conditions listed in the ranking finding (the lowest correlations first)
+# detectors named in the AUC-drop finding (each with its worst condition)
+TOP_DROPS = 3
+# conditions listed in the ranking finding (the lowest correlations first)
+LIST_RANKS = 6
 
 
 @dataclass(frozen=True)
 class Finding:
-    kind: str  # auc_drop, auc_gain, mean_auc, fake_recall_drop, breaking_points, ranking; real_recall_drop
+    # auc_drop, auc_gain, mean_auc, fake_recall_drop, breaking_points, ranking; real_recall_drop
+    kind: str
     text: str
     data: dict = field(default_factory=dict)
 

@@ -23,9 +23,11 @@ from gateway.evaluation.flips import DIRECTIONS, ORIGINAL, Flip, FlipsError, fin
 from gateway.evaluation.paired import by_version
 from gateway.evaluation.strips import FOLDER, RunRenderer, Strip, StripError
 
-SHOWN = 3  # flips shown per (detector, condition, kind) in a report, each with its strip
+# flips shown per (detector, condition, kind) in a report, each with its strip
+SHOWN = 3
 ARROWS = {"real_to_generated": "real → generated", "generated_to_real": "generated → real"}
-KINDS = {  # what a flip is, by its direction and its video's label; harmful first
+# what a flip is, by its direction and its video's label; harmful first
+KINDS = {
     "missed_fake": "missed fakes (generated videos flipped generated → real)",
     "false_alarm": "false alarms (real videos flipped real → generated)",
     "correction": "corrections (flipped towards their label)",
@@ -33,7 +35,8 @@ KINDS = {  # what a flip is, by its direction and its video's label; harmful fir
 }
 
 
-DRAWN = ("missed_fake", "false_alarm", "unlabelled")  # the kinds shown with strips; corrections are counted
+# the kinds shown with strips; corrections are counted
+DRAWN = ("missed_fake", "false_alarm", "unlabelled")
 
 
 def kind_of(flip: Flip) -> str:
@@ -51,10 +54,14 @@ class FlipSection:
 
     detector: str
     condition: str
-    paired: int  # videos scored on original and under the condition
-    counts: dict[str, int]  # per direction
-    shown: dict[str, list[Strip]] = field(default_factory=dict)  # per kind (KINDS), harmful first
-    kinds: dict[str, int] = field(default_factory=dict)  # per kind
+    # videos scored on original and under the condition
+    paired: int
+    # per direction
+    counts: dict[str, int]
+    # per kind (KINDS), harmful first
+    shown: dict[str, list[Strip]] = field(default_factory=dict)
+    # per kind
+    kinds: dict[str, int] = field(default_factory=dict)
 
     @property
     def flipped(self) -> int:
@@ -94,16 +101,19 @@ def flip_sections(
     own. The strips are drawn on ``workers`` threads (None: :meth:`RunRenderer.strips`'s default); a source the
     replay fetched over the network is not fetched again (:class:`~gateway.evaluation.strips.RunRenderer`)."""
     sections: list[FlipSection] = []
-    by_name: dict[str, list[ScoreRow]] = defaultdict(list)  # each detector's rows, read once
+    # each detector's rows, read once
+    by_name: dict[str, list[ScoreRow]] = defaultdict(list)
     for r in rows:
         by_name[r.detector].append(r)
-    for detector in sorted({r.detector for r in by_version(rows)}):  # NAME, or NAME@VERSION as the report names it
+    for detector in sorted({r.detector for r in by_version(rows)}):
+        # NAME, or NAME@VERSION as the report names it
         mine = by_name[Contender.parse(detector).detector]
         for condition in (c for c in conditions if c != ORIGINAL):
             try:
                 every = find_flips(mine, detector, condition, threshold=(thresholds or {}).get(detector))
             except FlipsError:
-                continue  # no scored row of this detector under this condition: nothing to count
+                # no scored row of this detector under this condition: nothing to count
+                continue
             section = FlipSection(
                 detector, condition, paired_count(mine, detector, condition), {d: len(every[d]) for d in DIRECTIONS}
             )
@@ -111,7 +121,8 @@ def flip_sections(
             for flip in sorted((f for d in DIRECTIONS for f in every[d]), key=_largest_first):
                 by_kind[kind_of(flip)].append(flip)
             section.kinds = {k: len(v) for k, v in by_kind.items()}
-            section.shown = {k: v[: shown if k in DRAWN else 0] for k, v in by_kind.items()}  # (strips below)
+            # strips below
+            section.shown = {k: v[: shown if k in DRAWN else 0] for k, v in by_kind.items()}
             sections.append(section)
     wanted: list[Flip] = [f for s in sections for k in KINDS for f in s.shown[k]]
     why = None

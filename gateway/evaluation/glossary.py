@@ -14,7 +14,8 @@ from gateway.evaluation.thresholds import UNDECIDED
 
 @dataclass(frozen=True)
 class Term:
-    term: str  # as it appears in the tables' headings
+    # as it appears in the tables' headings
+    term: str
     definition: str
 
 

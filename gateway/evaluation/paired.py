@@ -41,8 +41,10 @@ class Evaluation:
     seed: int
     anchors: int
     videos: int
-    calibrated: float | None = None  # the RealR the thresholds were recalibrated to on original; None: the cards'
-    chat: list[ChatCell] = field(default_factory=list)  # what chat detectors add (gateway/evaluation/chat.py)
+    # the RealR the thresholds were recalibrated to on original; None: the cards'
+    calibrated: float | None = None
+    # what chat detectors add (gateway/evaluation/chat.py)
+    chat: list[ChatCell] = field(default_factory=list)
 
     def cell(self, detector: str, condition: str) -> CellMetrics:
         return next(c for c in self.cells if c.detector == detector and c.condition == condition)
@@ -132,12 +134,14 @@ def _drift(layout: Layout, selections: dict, computed: dict, conditions: list[st
         b, boot0 = computed[keys[1]]
         (here, auc), (there, auc0) = layout.aucs_on_same_videos(keys, selections, computed)
         c.auc_drift, c.auc_drift_ci = here - there, percentile_interval(auc - auc0)
-        if not has_threshold(c.threshold):  # (it scored nothing: no decision, so no FakeR or RealR to drift)
+        if not has_threshold(c.threshold):
+            # it scored nothing: no decision, so no FakeR or RealR to drift
             continue
         scores = proportions.recall_differences(decided.get(keys[0], {}), decided.get(keys[1], {}))
         for key, score in zip(("fake_recall", "real_recall"), scores, strict=True):
             drift = (getattr(c, key) - getattr(b, key), percentile_interval(boot[key] - boot0[key]))
-            if cond != "original":  # (original's own: 0 [0, 0], or undefined)
+            if cond != "original":
+                # original's own: 0 [0, 0], or undefined
                 drift = estimates.widened(drift, score)
             setattr(c, f"{key}_drift", drift[0])
             setattr(c, f"{key}_drift_ci", drift[1])

@@ -13,14 +13,18 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from detectors.stats import metrics
+from gateway.core.ab_quantities import QUANTITIES
 from gateway.core.messages import ScoreRow
-from gateway.evaluation.compare import QUANTITIES, Comparison
+from gateway.evaluation.compare import Comparison
 from gateway.evaluation.paired import Evaluation, by_version
 
-RECALLS = {"fake_recall": "FakeR (fixed threshold)", "real_recall": "RealR (fixed threshold)"}  # panel titles
-PERCENT = 100.0  # every AUC and recall is drawn in %, as the tables give them
+# panel titles
+RECALLS = {"fake_recall": "FakeR (fixed threshold)", "real_recall": "RealR (fixed threshold)"}
+# every AUC and recall is drawn in %, as the tables give them
+PERCENT = 100.0
 DPI = 110
-HEATMAP_WIDTH_IN = 12.0  # heat-map panels per row: as many as fit this width (HTML shows ~11 in at 110 dpi)
+# heat-map panels per row: as many as fit this width (HTML shows ~11 in at 110 dpi)
+HEATMAP_WIDTH_IN = 12.0
 
 
 @dataclass(frozen=True)
@@ -123,11 +127,13 @@ def recall_figure(ev: Recalls, panels: tuple[str, ...] = tuple(RECALLS)) -> plt.
     """FakeR and RealR (``panels``: those of :data:`RECALLS` to draw) per condition as points with their 95%
     intervals: one marker per detector, dodged sideways so they do not overlap; conditions are categories, so no
     line joins them."""
-    stacked = len(panels) > 1 and len(ev.conditions) > 6  # many conditions: one panel above the other
+    # many conditions: one panel above the other
+    stacked = len(panels) > 1 and len(ev.conditions) > 6
     if stacked:
         shape, size = (2, 1), (max(8.0, 0.9 * len(ev.conditions) + 2.5), 7.5)
     else:
-        one = max(6.0, 0.7 * len(ev.conditions) + 3.0)  # a lone panel: as wide as its conditions need
+        # a lone panel: as wide as its conditions need
+        one = max(6.0, 0.7 * len(ev.conditions) + 3.0)
         shape, size = (1, len(panels)), ((10.0, 4.2) if len(panels) > 1 else (one, 4.2))
     fig, axes = plt.subplots(*shape, figsize=size, sharey=True, layout="constrained", squeeze=False)
     axes = axes.ravel()
@@ -141,7 +147,8 @@ def recall_figure(ev: Recalls, panels: tuple[str, ...] = tuple(RECALLS)) -> plt.
             cells = [ev.cell(det, c) for c in ev.conditions]
             y = PERCENT * np.array([getattr(c, key) for c in cells], dtype=float)
             lo, hi = (PERCENT * np.array([getattr(c, f"{key}_ci")[k] for c in cells], dtype=float) for k in (0, 1))
-            yerr = np.nan_to_num(np.clip([y - lo, hi - y], 0, None))  # no interval: no bar, not a crash
+            # no interval: no bar, not a crash
+            yerr = np.nan_to_num(np.clip([y - lo, hi - y], 0, None))
             ax.errorbar(
                 x + offset,
                 y,
@@ -158,12 +165,14 @@ def recall_figure(ev: Recalls, panels: tuple[str, ...] = tuple(RECALLS)) -> plt.
         ax.set_ylim(-0.03 * PERCENT, 1.03 * PERCENT)
         ax.set_xticks(x, ev.conditions, rotation=30, ha="right", rotation_mode="anchor")
         ax.set_xlim(-0.6, len(ev.conditions) - 0.4)
-        for k in x[1:]:  # faint separators between categories instead of a line through them
+        for k in x[1:]:
+            # faint separators between categories instead of a line through them
             ax.axvline(k - 0.5, color="0.9", lw=0.8, zorder=0)
         ax.grid(axis="y", color="0.92")
     for ax in axes if stacked else axes[:1]:
         ax.set_ylabel("recall, % (95% CI)")
-    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside right upper", fontsize=8)  # off the points
+    # off the points
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside right upper", fontsize=8)
     return fig
 
 
@@ -186,7 +195,8 @@ def _plot_roc(rows: list[ScoreRow], ev: Evaluation, path: Path) -> Path:
         ax.set_xlabel("FPR")
         if ax.get_legend_handles_labels()[1]:
             ax.legend(fontsize=7, loc="lower right")
-        else:  # (a detector that scored nothing, or one class missing: no curve, said on its panel)
+        else:
+            # a detector that scored nothing, or one class missing: no curve, said on its panel
             ax.text(0.5, 0.5, "no ROC: no scored videos\nof both classes", ha="center", va="center", fontsize=8)
     axes[0][0].set_ylabel("TPR")
     return write(fig, path, tight=True)
@@ -263,9 +273,9 @@ def forest_plot(cmp: Comparison, path: Path) -> Path:
     """One panel per quantity, one row per condition: the estimate with its interval; the line marks 0."""
     names = [c.condition for c in cmp.conditions]
     fig, axes = plt.subplots(1, len(QUANTITIES), figsize=(3.0 * len(QUANTITIES), 0.5 * len(names) + 1.5), sharey=True)
-    for ax, (key, heading) in zip(axes, QUANTITIES, strict=True):
+    for ax, quantity in zip(axes, QUANTITIES, strict=True):
         for y, c in enumerate(cmp.conditions):
-            e = getattr(c, key)
+            e = getattr(c, quantity.name)
             if e is None:
                 continue
             point, (lo, hi) = e
@@ -273,7 +283,7 @@ def forest_plot(cmp: Comparison, path: Path) -> Path:
                 [100 * point], [y], xerr=[[100 * (point - lo)], [100 * (hi - point)]], fmt="o", capsize=3, color="C0"
             )
         ax.axvline(0, color="grey", linestyle="--", linewidth=1)
-        ax.set_title(heading)
+        ax.set_title(quantity.heading)
         ax.set_xlabel("points")
     axes[0].set_yticks(range(len(names)), names)
     axes[0].invert_yaxis()

@@ -29,9 +29,11 @@ from gateway.evaluation.thresholds import decided
 class Decision:
     """One video's decision by one detector under one condition."""
 
-    label: str  # real | generated
+    # real | generated
+    label: str
     anchor: str
-    flagged: bool | None  # decided generated at the threshold; None: the video failed (a video error)
+    # decided generated at the threshold; None: the video failed (a video error)
+    flagged: bool | None
 
     @property
     def correct(self) -> bool:
@@ -39,7 +41,8 @@ class Decision:
         return self.flagged is not None and self.flagged == (self.label == "generated")
 
 
-Decisions = dict[tuple[str, str], dict[str, Decision]]  # (detector, condition) -> video -> decision
+# (detector, condition) -> video -> decision
+Decisions = dict[tuple[str, str], dict[str, Decision]]
 
 
 def decisions(rows: Iterable[ScoreRow], thresholds: dict[str, float], paired: bool = True) -> Decisions:

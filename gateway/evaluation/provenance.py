@@ -87,7 +87,8 @@ def run_context(ev: Evaluation | RealsEvaluation, rows: list[ScoreRow], info: di
     ctx = provenance(rows, info)
     recalls = "RealR" if isinstance(ev, RealsEvaluation) else "FakeR/RealR"
     seeded = seeds(ev, ctx["corpus"])
-    stated = {  # (in the order report.json has always given them)
+    # in the order report.json has always given them
+    stated = {
         "proxy": ctx["proxy"],
         "corpus": ctx["corpus"],
         "corpus_seed": seeded["corpus_text"],

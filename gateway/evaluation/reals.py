@@ -34,13 +34,22 @@ import numpy as np
 
 from detectors.stats import estimates
 from detectors.stats.bootstrap import percentile_interval
+from gateway.core import ab_quantities as ab
+from gateway.core.ab_quantities import ROLES
 from gateway.core.messages import ScoreRow
 from gateway.evaluation import proportions
 from gateway.evaluation.bootstrap import anchor_resamples
-from gateway.evaluation.compare import ROLES, Contender, Estimate, estimate_cell, thresholds_note
+from gateway.evaluation.compare import (
+    Contender,
+    Estimate,
+    PairComparison,
+    Prepared,
+    label_free,
+)
+from gateway.evaluation.compare_report import estimate_cell, thresholds_note
 from gateway.evaluation.errors import EvaluationError
 from gateway.evaluation.paired import REPLICATES, SEED, by_version, ordered_conditions
-from gateway.evaluation.tables import Row, Table
+from gateway.evaluation.tables import Table, TableRow
 from gateway.evaluation.thresholds import decision_thresholds, has_threshold
 
 
@@ -53,12 +62,17 @@ class RealsCell:
     real_recall: float
     real_recall_ci: tuple[float, float]
     threshold: float
-    n_real: int  # real videos decided, failures included
-    failures: int  # of them, video errors (misses)
-    infra_errors: int  # rows without a decision, in no metric
-    real_recall_drift: float | None = None  # None on original
+    # real videos decided, failures included
+    n_real: int
+    # of them, video errors (misses)
+    failures: int
+    # rows without a decision, in no metric
+    infra_errors: int
+    # None on original
+    real_recall_drift: float | None = None
     real_recall_drift_ci: tuple[float, float] | None = None
-    flips_to_generated: float | None = None  # of the videos kept real on original and decided here; None on original
+    # of the videos kept real on original and decided here; None on original
+    flips_to_generated: float | None = None
     flips_to_generated_ci: tuple[float, float] | None = None
 
 
@@ -71,7 +85,8 @@ class RealsEvaluation:
     seed: int
     anchors: int
     videos: int
-    calibrated: float | None = None  # the RealR the thresholds were recalibrated to on original; None: the cards'
+    # the RealR the thresholds were recalibrated to on original; None: the cards'
+    calibrated: float | None = None
 
     def cell(self, detector: str, condition: str) -> RealsCell:
         return next(c for c in self.cells if c.detector == detector and c.condition == condition)
@@ -104,7 +119,8 @@ def evaluate_reals(
     rows = own_anchors(by_version(rows))
     scored = [r for r in rows if r.error_kind != "infra"]
     detectors, conditions = sorted({r.detector for r in rows}), ordered_conditions(rows)
-    anchors = sorted({r.anchor_id for r in rows})  # (a video without one is its own: none is left out)
+    # a video without one is its own: none is left out
+    anchors = sorted({r.anchor_id for r in rows})
     thr = decision_thresholds(scored, detectors, thresholds, calibrate_on_original)
     decided = proportions.decisions(scored, thr, paired=False)
     weights = anchor_resamples(rows, anchors, replicates, seed)
@@ -116,7 +132,8 @@ def evaluate_reals(
             here = decided.get((det, cond), {})
             kept, n = _per_anchor(here, index)
             (point, ci), boots[det, cond] = estimates.clustered_share(kept, n, weights)
-            if not has_threshold(thr[det]):  # (it scored nothing: no decision, no RealR; its failures are counted)
+            if not has_threshold(thr[det]):
+                # it scored nothing: no decision, no RealR; its failures are counted
                 point, ci = float("nan"), (float("nan"), float("nan"))
             failures = sum(d.flagged is None for d in here.values())
             cells.append(RealsCell(det, cond, point, ci, thr[det], int(n.sum()), failures, infra[det, cond]))
@@ -174,7 +191,8 @@ def _flips(ev: RealsEvaluation, decided: proportions.Decisions, index: dict[str,
         flipped, kept = np.zeros(len(index)), np.zeros(len(index))
         for video, d in decided.get((c.detector, c.condition), {}).items():
             b = base.get(video)
-            if d.flagged is None or b is None or b.flagged is not False:  # (kept real on original, decided here)
+            if d.flagged is None or b is None or b.flagged is not False:
+                # kept real on original, decided here
                 continue
             kept[index[d.anchor]] += 1
             flipped[index[d.anchor]] += d.flagged
@@ -196,74 +214,51 @@ class RealsContrast:
     condition: str
     champion_real_recall: Estimate
     challenger_real_recall: Estimate
-    real_recall_difference: Estimate  # challenger minus champion
+    # challenger minus champion
+    real_recall_difference: Estimate
     disagreement: Estimate
     videos: int
 
 
 @dataclass
-class RealsComparison:
-    champion: str
-    challenger: str
-    thresholds: dict[str, float]
-    conditions: list[RealsContrast]
-    anchors: int
-    replicates: int
-    seed: int
-    calibrated: float | None = None
+class RealsComparison(PairComparison[RealsContrast]):
+    """The comparison of a run of real videos only (its ``kind`` says so in report.json)."""
+
     kind: str = "reals_only"
 
-    def condition(self, name: str) -> RealsContrast:
-        return next(c for c in self.conditions if c.condition == name)
 
-
-def compare_reals(
-    pair: list[ScoreRow],
-    champion: Contender,
-    challenger: Contender,
-    replicates: int = REPLICATES,
-    seed: int = SEED,
-    calibrate: float | None = None,
-) -> RealsComparison:
-    """The comparison of ``pair`` (:func:`~gateway.evaluation.compare.shared_rows`' rows of a reals-only run), each
-    contender deciding at its card's threshold or at the one giving RealR ``calibrate`` on its original reals."""
-    pair = own_anchors(pair)
-    scored = [r for r in pair if r.error_kind != "infra"]
-    thr = decision_thresholds(scored, list(ROLES), None, calibrate)
-    decided = proportions.decisions(scored, thr, paired=False)
-    anchors = sorted({r.anchor_id for r in pair})
-    weights = anchor_resamples(pair, anchors, replicates, seed)
-    index = {a: i for i, a in enumerate(anchors)}
+def compare_reals(pair: Prepared, champion: Contender, challenger: Contender) -> RealsComparison:
+    """The comparison of ``pair`` (:func:`~gateway.evaluation.compare.shared_rows`' rows of a reals-only run, each
+    video with an anchor: :func:`own_anchors`), each contender deciding at its card's threshold or at the one giving
+    RealR ``calibrate`` on its original reals."""
+    thr = pair.thresholds
+    index = {a: i for i, a in enumerate(pair.anchors)}
     decides = tuple(has_threshold(thr[role]) for role in ROLES)
-    contrasts = [_contrast(cond, decided, index, weights, decides) for cond in ordered_conditions(pair)]
-    return RealsComparison(str(champion), str(challenger), thr, contrasts, len(anchors), replicates, seed, calibrate)
+    contrasts = [_contrast(cond, pair, index, decides) for cond in pair.conditions]
+    return RealsComparison.of(pair, champion, challenger, contrasts)
 
 
-def _contrast(
-    cond: str, decided: proportions.Decisions, index: dict[str, int], weights: np.ndarray, decides: tuple[bool, bool]
-) -> RealsContrast:
+def _contrast(cond: str, pair: Prepared, index: dict[str, int], decides: tuple[bool, bool]) -> RealsContrast:
     """Both RealRs, their difference and the disagreement under ``cond``; ``decides``: whether each contender
     has a threshold (a contender that scored nothing has none, and its RealR and the difference are undefined)."""
-    champ, chall = (decided.get((role, cond), {}) for role in ROLES)
+    champ, chall = (pair.decided.get((role, cond), {}) for role in ROLES)
     shared = sorted(champ.keys() & chall.keys())
-    n, kept_h, kept_c, both, differ = (np.zeros(len(index)) for _ in range(5))
+    n, kept_h, kept_c = (np.zeros(len(index)) for _ in range(3))
     for video in shared:
-        h, c = champ[video], chall[video]
-        i = index[h.anchor]
+        i = index[champ[video].anchor]
         n[i] += 1
-        kept_h[i] += h.correct
-        kept_c[i] += c.correct
-        if None not in (h.flagged, c.flagged):  # (decided by both: a failure is no decision to disagree with)
-            both[i] += 1
-            differ[i] += h.flagged != c.flagged
-    (recall_h, boot_h), (recall_c, boot_c) = (estimates.clustered_share(k, n, weights) for k in (kept_h, kept_c))
+        kept_h[i] += champ[video].correct
+        kept_c[i] += chall[video].correct
+    kept = (kept_h, kept_c)
+    (recall_h, boot_h), (recall_c, boot_c) = (estimates.clustered_share(k, n, pair.weights) for k in kept)
     if not all(decides):
         pairs = zip((recall_h, recall_c), decides, strict=True)
         recall_h, recall_c = (r if ok else estimates.NO_PAIRS for r, ok in pairs)
         return RealsContrast(cond, recall_h, recall_c, estimates.NO_PAIRS, estimates.NO_PAIRS, len(shared))
-    bootstrap = (recall_c[0] - recall_h[0], percentile_interval(boot_c - boot_h))
-    _, newcombe = proportions.recall_differences(chall, champ)  # (on the videos both decided, as above)
-    disagreement, _ = estimates.clustered_share(differ, both, weights)
+    bootstrap = (ab.difference(recall_c[0], recall_h[0]), percentile_interval(ab.difference(boot_c, boot_h)))
+    # Newcombe's on the videos both decided, as above
+    _, newcombe = proportions.recall_differences(chall, champ)
+    disagreement, _ = label_free(pair.decided, cond, pair.anchors, pair.weights)
     difference = estimates.widened(bootstrap, newcombe) if shared else estimates.NO_PAIRS
     return RealsContrast(cond, recall_h, recall_c, difference, disagreement, len(shared))
 
@@ -271,7 +266,7 @@ def _contrast(
 def reals_comparison_table(cmp: RealsComparison) -> Table:
     """The comparison as the report shows it: one row per condition."""
     rows = tuple(
-        Row(
+        TableRow(
             (
                 c.condition,
                 str(c.videos),

@@ -14,7 +14,7 @@ from gateway.core.messages import ScoreRow
 from gateway.core.wording import counted
 from gateway.evaluation import jsonout
 from gateway.evaluation.caveats import SMALL_SAMPLE_ANCHORS, UNFIT_REAL_RECALL
-from gateway.evaluation.compare import clear_comparisons
+from gateway.evaluation.compare_report import clear_comparisons
 from gateway.evaluation.findings import real_recall_drops
 from gateway.evaluation.flips_report import ARROWS, KINDS, FlipSection
 from gateway.evaluation.glossary import Term
@@ -28,7 +28,7 @@ from gateway.evaluation.reals import (
     reals_comparisons_json,
 )
 from gateway.evaluation.rendering import environment
-from gateway.evaluation.tables import Row, Table, defined, interval, pct, points
+from gateway.evaluation.tables import Table, TableRow, defined, interval, pct, points
 from gateway.evaluation.thresholds import UNDECIDED
 
 REALS_ONLY = (
@@ -68,7 +68,8 @@ def build_reals_report(
     section per champion vs challenger of ``comparisons`` (and comparison.md/.json beside it), and the flipped
     videos' section (:func:`~gateway.evaluation.flips_report.flip_sections`)."""
     ctx = _context(ev, rows, info)
-    figures = []  # a run without a single score has nothing to plot: its banner says so
+    # a run without a single score has nothing to plot: its banner says so
+    figures = []
     if ctx["failures"]["scored_rows"]:
         (run_dir / "plots").mkdir(exist_ok=True)
         path = write(recall_figure(ev, ("real_recall",)), run_dir / "plots" / "real_recall.png")
@@ -122,10 +123,10 @@ def reals_table(ev: RealsEvaluation) -> Table:
             return "-"
         return f"{pct(c.flips_to_generated)}{interval(c.flips_to_generated_ci)}"
 
-    def row(c: RealsCell) -> Row:
+    def row(c: RealsCell) -> TableRow:
         recall = f"{pct(c.real_recall)}{interval(c.real_recall_ci)}"
         counts = (str(c.n_real), str(c.failures), str(c.infra_errors))
-        return Row((c.detector, c.condition, recall, drift(c), flips(c), *counts))
+        return TableRow((c.detector, c.condition, recall, drift(c), flips(c), *counts))
 
     rows = tuple(row(c) for c in ev.cells)
     header = (

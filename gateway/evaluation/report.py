@@ -13,14 +13,12 @@ from pathlib import Path
 from gateway.core.messages import ScoreRow
 from gateway.evaluation import jsonout
 from gateway.evaluation.caveats import sample_warnings
-from gateway.evaluation.compare import (
-    Comparison,
+from gateway.evaluation.compare import Comparison, compare_each, paired_rows, parse_pairs
+from gateway.evaluation.compare_report import (
     clear_comparisons,
     compare_pairs,
     comparison_table,
     comparisons_json,
-    paired_rows,
-    parse_pairs,
     write_comparisons,
 )
 from gateway.evaluation.findings import key_findings
@@ -29,7 +27,7 @@ from gateway.evaluation.glossary import glossary
 from gateway.evaluation.paired import Evaluation, by_version, evaluate
 from gateway.evaluation.plots import Figure, comparison_figures, make_plots
 from gateway.evaluation.provenance import corpus_notice, in_run_order, read_run, report_json, run_context
-from gateway.evaluation.reals import compare_reals, evaluate_reals, is_reals_only
+from gateway.evaluation.reals import compare_reals, evaluate_reals, is_reals_only, own_anchors
 from gateway.evaluation.reals_report import build_reals_report
 from gateway.evaluation.rendering import environment
 from gateway.evaluation.sweeps import sweep_figures, sweep_json, sweep_tables
@@ -82,15 +80,18 @@ def build_report(
     rows, info = read_run(run_dir)
     if is_reals_only(rows):
         return _reals_report(run_dir, rows, info, replicates, seed, pairs, calibrate, flips)
-    shared = paired_rows(rows, pairs)  # raises where a contender has no rows
+    # raises where a contender has no rows
+    shared = paired_rows(rows, pairs)
     ev = evaluate_rows(rows, info, replicates, seed, calibrate)
     contests = compare_pairs(shared, pairs, ev.replicates, seed, calibrate)
     ctx = _context(ev, rows, info)
-    figures = []  # a run without a single score has nothing to plot: its banner says so
+    # a run without a single score has nothing to plot: its banner says so
+    figures = []
     if ctx["failures"]["scored_rows"]:
         figures = make_plots(ev, rows, run_dir / "plots") + sweep_figures(ev, run_dir / "plots")
     clear_comparisons(run_dir)
-    forests = comparison_figures(contests, run_dir / "plots")  # a contrast without a score draws no marker
+    # a contrast without a score draws no marker
+    forests = comparison_figures(contests, run_dir / "plots")
     sections = [(comparison_table(c), f) for c, f in zip(contests, forests, strict=True)]
     clear_strips(run_dir)
     flipped = flip_sections(rows, ev.conditions, run_dir, flips, {c.detector: c.threshold for c in ev.cells})
@@ -108,13 +109,12 @@ def _reals_report(
 ) -> dict[str, Path]:
     """The report of a run of real videos only (:mod:`gateway.evaluation.reals_report`), with a RealR comparison
     (:mod:`gateway.evaluation.reals`) per pair."""
-    shared = paired_rows(rows, pairs)  # raises where a contender has no rows, before the bootstrap
+    # raises where a contender has no rows, before the bootstrap
+    shared = paired_rows(rows, pairs)
     ev = _measured(evaluate_reals, rows, info, replicates, seed, calibrate)
-    extra = {"seed": seed} if seed is not None else {}
-    contests = [
-        compare_reals(s, *pair, ev.replicates, calibrate=calibrate, **extra)
-        for s, pair in zip(shared, pairs, strict=True)
-    ]
+    # a video without an anchor is its own
+    reals = [own_anchors(s) for s in shared]
+    contests = compare_each(compare_reals, reals, pairs, ev.replicates, seed, calibrate)
     clear_strips(run_dir)
     flipped = flip_sections(rows, ev.conditions, run_dir, flips, {c.detector: c.threshold for c in ev.cells})
     return build_reals_report(run_dir, rows, info, ev, contests, flipped)

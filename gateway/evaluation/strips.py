@@ -34,13 +34,19 @@ from gateway.core.sources import ContentMismatch, check_digest, is_web_url
 from gateway.evaluation.flips import Flip
 from transforms.limits import Limits
 
-FRAMES = 4  # frames per row of a strip
-HEIGHT = 112  # pixels of each frame; the width keeps the source's aspect
+# frames per row of a strip
+FRAMES = 4
+# pixels of each frame; the width keeps the source's aspect
+HEIGHT = 112
 GAP = 4
-CAPTION = 22  # pixels above each row for its caption
-CAPTION_PX = 14  # the caption's font size: readable at 100% zoom
-FOLDER = "flips"  # under the run folder
-MAX_WORKERS = 4  # videos rendered at once: each rendering may hold an engine's encoders (limits.max_encoder_mb)
+# pixels above each row for its caption
+CAPTION = 22
+# the caption's font size: readable at 100% zoom
+CAPTION_PX = 14
+# under the run folder
+FOLDER = "flips"
+# videos rendered at once: each rendering may hold an engine's encoders (limits.max_encoder_mb)
+MAX_WORKERS = 4
 
 
 @dataclass(frozen=True)
@@ -94,7 +100,8 @@ class RunRenderer:
         for i, f in enumerate(flips):
             by_video[f.video_id].append(i)
         groups = [[flips[i] for i in idx] for idx in by_video.values()]
-        if workers > 1 and len(groups) > 1:  # threads: the decoders and encoders release the GIL, as the engine's do
+        if workers > 1 and len(groups) > 1:
+            # threads: the decoders and encoders release the GIL, as the engine's do
             with ThreadPoolExecutor(min(workers, len(groups)), thread_name_prefix="lastmile-strips") as pool:
                 drawn = list(pool.map(self.video_strips, groups))
         else:
@@ -112,7 +119,8 @@ class RunRenderer:
         from transforms.errors import VideoError
 
         source, variants, why = self._render(flips[0].video_id, {f.condition for f in flips})
-        original: tuple[tuple[int, int], np.ndarray] | None = None  # the source's size and frames, once drawn
+        # the source's size and frames, once drawn
+        original: tuple[tuple[int, int], np.ndarray] | None = None
         out = []
         for f in flips:
             note = why
@@ -145,7 +153,8 @@ class RunRenderer:
 
         try:
             uri = self.uris().get(video_id)
-        except ValueError as exc:  # (a ManifestError: the manifest moved, or cannot be read)
+        except ValueError as exc:
+            # a ManifestError: the manifest moved, or cannot be read
             return b"", {}, f"cannot read the run's manifest again: {exc}"
         if uri is None:
             return b"", {}, f"{video_id} is not in the run's manifest ({self.cfg.manifest})"
@@ -157,7 +166,8 @@ class RunRenderer:
             )
         try:
             data = self.cfg.fetch_rules().fetch(uri)
-        except (VideoError, OSError, ValueError) as exc:  # missing, outside the roots, over the limit, a host refused
+        except (VideoError, OSError, ValueError) as exc:
+            # missing, outside the roots, over the limit, a host refused
             return b"", {}, f"cannot read {uri} again: {exc}"
         known = [c for c in conditions if c in self.conditions]
         try:
@@ -239,7 +249,8 @@ def compose(rows: list[np.ndarray], captions: list[str]) -> Image.Image:
     width = t * w + (t - 1) * GAP
     image = Image.new("RGB", (width, len(rows) * (CAPTION + h + GAP)), "white")
     draw = ImageDraw.Draw(image)
-    font = ImageFont.load_default(size=CAPTION_PX)  # (Pillow's own scalable font: no font file to find)
+    # Pillow's own scalable font: no font file to find
+    font = ImageFont.load_default(size=CAPTION_PX)
     for i, (row, caption) in enumerate(zip(rows, captions, strict=True)):
         top = i * (CAPTION + h + GAP)
         draw.text((2, top + 2), caption, fill=(20, 20, 20), font=font)

@@ -16,13 +16,16 @@ AUC_BREAK = -0.05
 @dataclass
 class Breaking:
     detector: str
-    auc_drift_below: float | None  # the mildest value whose AUC drift CI lies wholly below AUC_BREAK
-    fake_recall_halved: float | None  # the mildest value where FakeR < half of original's
+    # the mildest value whose AUC drift CI lies wholly below AUC_BREAK
+    auc_drift_below: float | None
+    # the mildest value where FakeR < half of original's
+    fake_recall_halved: float | None
 
 
 @dataclass
 class SweepCurve:
-    name: str  # e.g. spatial@scale.factor
+    # e.g. spatial@scale.factor
+    name: str
     values: list[float] = field(default_factory=list)
     conditions: list[str] = field(default_factory=list)
 
@@ -90,12 +93,12 @@ def _value(v: float | None) -> str:
 
 def sweep_tables(ev: Evaluation) -> list:
     """One breaking-point table per sweep."""
-    from gateway.evaluation.tables import Row, Table
+    from gateway.evaluation.tables import Table, TableRow
 
     out = []
     for curve in sweeps_of(ev.conditions):
         rows = tuple(
-            Row((b.detector, _value(b.auc_drift_below), _value(b.fake_recall_halved)))
+            TableRow((b.detector, _value(b.auc_drift_below), _value(b.fake_recall_halved)))
             for b in breaking_points(ev, curve)
         )
         note = (
@@ -110,7 +113,8 @@ def sweep_tables(ev: Evaluation) -> list:
 
 def sweep_figures(ev: Evaluation, folder) -> list:
     """Per sweep, AUC and FakeR of each detector against the swept value, with their bootstrap bands."""
-    from gateway.evaluation.plots import PERCENT, Figure, plt  # the plots module chose the Agg backend
+    # the plots module chose the Agg backend
+    from gateway.evaluation.plots import PERCENT, Figure, plt
 
     out = []
     for curve in sweeps_of(ev.conditions):

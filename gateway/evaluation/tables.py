@@ -17,12 +17,14 @@ from gateway.evaluation.cells import CellMetrics
 from gateway.evaluation.paired import Evaluation
 
 MEAN_KEYS = ("auc", "fake_recall", "real_recall", "bacc", "tpr_at_5")
-RESOLVES = {0.01: 100, 0.05: 20}  # real videos per source needed to resolve T@x% (one false positive = x)
-ZERO_WIDTH = "†"  # marks an interval every bootstrap replicate agreed on (the glossary and the warnings say why)
+# real videos per source needed to resolve T@x% (one false positive = x)
+RESOLVES = {0.01: 100, 0.05: 20}
+# marks an interval every bootstrap replicate agreed on (the glossary and the warnings say why)
+ZERO_WIDTH = "†"
 
 
 @dataclass(frozen=True)
-class Row:
+class TableRow:
     """One table row; an emphasised row (a mean, a correlation) is a summary of the rows above it."""
 
     cells: tuple[str, ...]
@@ -33,9 +35,11 @@ class Row:
 class Table:
     title: str
     header: tuple[str, ...]
-    rows: tuple[Row, ...]
-    notes: tuple[str, ...] = ()  # read under the table
-    cautions: tuple[str, ...] = ()  # read before it, as the report's own cautions are
+    rows: tuple[TableRow, ...]
+    # read under the table
+    notes: tuple[str, ...] = ()
+    # read before it, as the report's own cautions are
+    cautions: tuple[str, ...] = ()
 
     def to_markdown(self) -> str:
         lines = [f"> **Caution:** {c}\n" for c in self.cautions]
@@ -60,7 +64,8 @@ def md_alt(text: str) -> str:
 def means(ev: Evaluation) -> dict[str, dict[str, float]]:
     """Per condition, the mean over detectors of AUC, FakeR, RealR, BAcc and T@5%."""
     out = {}
-    with warnings.catch_warnings():  # a condition where no detector has a value: nan, shown as "-"
+    with warnings.catch_warnings():
+        # a condition where no detector has a value: nan, shown as "-"
         warnings.simplefilter("ignore", RuntimeWarning)
         for cond in ev.conditions:
             cells = [ev.cell(d, cond) for d in ev.detectors]
@@ -110,11 +115,11 @@ def main_table(ev: Evaluation) -> Table:
         cells = []
         for cond in ev.conditions:
             cells.append(auc_text(ev.cell(det, cond)))
-        rows.append(Row((det, *cells)))
+        rows.append(TableRow((det, *cells)))
     m = means(ev)
-    rows.append(Row(("mean", *(pct(m[c]["auc"]) for c in ev.conditions)), emphasis=True))
+    rows.append(TableRow(("mean", *(pct(m[c]["auc"]) for c in ev.conditions)), emphasis=True))
     rho = [ev.rank_correlation.get(c, np.nan) for c in ev.conditions]
-    rows.append(Row(("Spearman vs original", *("-" if not np.isfinite(r) else f"{r:.2f}" for r in rho)), True))
+    rows.append(TableRow(("Spearman vs original", *("-" if not np.isfinite(r) else f"{r:.2f}" for r in rho)), True))
     title = "AUC (%) per condition, 95% CI, (drift from original)"
     return Table(title, ("detector", *ev.conditions), tuple(rows), _zero_width_note(rows))
 
@@ -123,7 +128,8 @@ def operating_table(ev: Evaluation) -> Table:
     """FakeR, RealR (with intervals), BAcc, macro-F1, T@1%, T@5%, F@95% and FakeR drift per cell."""
     header = ("detector", "condition", "FakeR", "RealR", "BAcc", "macro-F1", "T@1%", "T@5%", "F@95%")
 
-    def star(x: float, fpr: float, c: CellMetrics) -> str:  # T@x% that this sample cannot resolve
+    def star(x: float, fpr: float, c: CellMetrics) -> str:
+        # T@x% that this sample cannot resolve
         return pct(x) + ("*" if np.isfinite(x) and c.min_real_per_source < RESOLVES[fpr] else "")
 
     def drift(c: CellMetrics) -> str:
@@ -132,14 +138,15 @@ def operating_table(ev: Evaluation) -> Table:
         return f"{points(c.fake_recall_drift)}{interval(c.fake_recall_drift_ci)}"
 
     rows = tuple(
-        Row(
+        TableRow(
             (
                 c.detector,
                 c.condition,
                 f"{pct(c.fake_recall)}{interval(c.fake_recall_ci)}",
                 f"{pct(c.real_recall)}{interval(c.real_recall_ci)}",
                 pct(c.bacc),
-                pct(c.macro_f1 if np.isfinite(c.fake_recall) or np.isfinite(c.real_recall) else np.nan),  # no video
+                # no video
+                pct(c.macro_f1 if np.isfinite(c.fake_recall) or np.isfinite(c.real_recall) else np.nan),
                 star(c.tpr_at_1, 0.01, c),
                 star(c.tpr_at_5, 0.05, c),
                 pct(c.fpr_at_95),
@@ -161,7 +168,7 @@ def operating_table(ev: Evaluation) -> Table:
     return Table("Operating points at the fixed threshold", (*header, "FakeR drift", "failures"), rows, notes)
 
 
-def _zero_width_note(rows: list[Row] | tuple[Row, ...]) -> tuple[str, ...]:
+def _zero_width_note(rows: list[TableRow] | tuple[TableRow, ...]) -> tuple[str, ...]:
     if not any(ZERO_WIDTH in cell for row in rows for cell in row.cells):
         return ()
     return (
@@ -172,7 +179,9 @@ def _zero_width_note(rows: list[Row] | tuple[Row, ...]) -> tuple[str, ...]:
 
 def source_table(ev: Evaluation) -> Table:
     """AUC of each generation source against its matched real anchors, per detector and condition."""
-    rows = tuple(Row((c.detector, c.condition, *(pct(c.per_source_auc.get(s)) for s in ev.sources))) for c in ev.cells)
+    rows = tuple(
+        TableRow((c.detector, c.condition, *(pct(c.per_source_auc.get(s)) for s in ev.sources))) for c in ev.cells
+    )
     return Table("Per-source AUC (%)", ("detector", "condition", *ev.sources), rows)
 
 
@@ -186,7 +195,7 @@ def chat_table(ev: Evaluation) -> Table:
         c = ev.cell(chat.detector, chat.condition)
         cached = f" ({chat.cached} cached)" if chat.cached else ""
         rows.append(
-            Row(
+            TableRow(
                 (
                     c.detector,
                     c.condition,
@@ -220,7 +229,7 @@ def aspect_table(ev: Evaluation) -> Table:
             drift = "" if a is None or not defined(a.drift) else f" ({points(a.drift)})"
             cells.append("-" if a is None else f"{pct(a.auc)}{interval(a.auc_ci)}{drift}")
         collapse = f"{pct(chat.collapse)}{interval(chat.collapse_ci)} ({chat.collapsed} of {chat.diagnosed})"
-        rows.append(Row((chat.detector, chat.condition, *cells, collapse)))
+        rows.append(TableRow((chat.detector, chat.condition, *cells, collapse)))
     notes = (
         "Collapse: the share of parsed diagnostic replies that give every aspect the same value (RA-Bench's "
         "exact-five collapse), Wilson 95% interval; a collapsed reply carries one number, not five.",

@@ -8,9 +8,12 @@ from detectors.stats import metrics
 from gateway.core.messages import ScoreRow
 from gateway.evaluation.errors import EvaluationError
 
-NO_THRESHOLD = float("nan")  # a detector that scored nothing: no decision, no operating point
-VERDICT = float("-inf")  # a detector whose rows carry a verdict (a chat detector's binary or diagnostic reply)
-UNDECIDED = (  # what a report's glossary says of such a detector's decided metrics
+# a detector that scored nothing: no decision, no operating point
+NO_THRESHOLD = float("nan")
+# a detector whose rows carry a verdict (a chat detector's binary or diagnostic reply)
+VERDICT = float("-inf")
+# what a report's glossary says of such a detector's decided metrics
+UNDECIDED = (
     "A detector that scored nothing has no threshold and decides nothing: its {metrics} are shown - (null in "
     "report.json), not 0."
 )
@@ -28,9 +31,11 @@ def decision_thresholds(
     out = {}
     for det in detectors:
         if by_verdict(rows, det):
-            out[det] = VERDICT  # (its reply's verdict decides: no threshold to override or recalibrate)
+            # its reply's verdict decides: no threshold to override or recalibrate
+            out[det] = VERDICT
         elif not any(r.detector == det and r.score is not None for r in rows):
-            out[det] = NO_THRESHOLD  # (no score to decide on, whatever its failed rows state: no threshold is used)
+            # no score to decide on, whatever its failed rows state: no threshold is used
+            out[det] = NO_THRESHOLD
         elif override and det in override:
             out[det] = override[det]
         elif target is not None:

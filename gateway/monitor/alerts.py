@@ -15,7 +15,8 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-PREFIX = "Lastmile"  # every alert of the shipped rules
+# every alert of the shipped rules
+PREFIX = "Lastmile"
 STATES = ("firing", "pending")
 CHUNK = 64 * 1024
 
@@ -23,7 +24,8 @@ CHUNK = 64 * 1024
 @dataclass(frozen=True)
 class Alert:
     name: str
-    state: str  # firing or pending (its ``for:`` not yet over)
+    # firing or pending (its ``for:`` not yet over)
+    state: str
     labels: dict[str, str]
     summary: str = ""
 
@@ -35,10 +37,13 @@ class Alert:
 
 @dataclass(frozen=True)
 class Alerts:
-    source: str | None  # the Prometheus asked; None: none configured
+    # the Prometheus asked; None: none configured
+    source: str | None
     alerts: tuple[Alert, ...] = ()
-    error: str | None = None  # why the last question got no answer
-    at: float | None = None  # when it was asked; None: not yet
+    # why the last question got no answer
+    error: str | None = None
+    # when it was asked; None: not yet
+    at: float | None = None
 
     @property
     def firing(self) -> tuple[Alert, ...]:
@@ -108,7 +113,8 @@ class AlertSource:
             ask = stale and not self._asking
             self._asking = self._asking or ask
         if ask and (wait or last is None):
-            self._refresh()  # the first answer (or a caller that asks to wait): within the deadline
+            # the first answer (or a caller that asks to wait): within the deadline
+            self._refresh()
             return self._last
         if ask:
             threading.Thread(target=self._refresh, daemon=True, name="lastmile-alerts").start()

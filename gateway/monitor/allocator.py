@@ -15,7 +15,8 @@ from __future__ import annotations
 import ctypes
 import platform
 
-M_ARENA_MAX = -8  # mallopt's parameter (malloc.h)
+# mallopt's parameter (malloc.h)
+M_ARENA_MAX = -8
 
 
 def _glibc() -> ctypes.CDLL | None:

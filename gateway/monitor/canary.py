@@ -8,7 +8,7 @@ those events (they are not user uploads), and the monitor reports them apart fro
 
 from __future__ import annotations
 
-import hashlib
+import dataclasses
 import itertools
 import logging
 import re
@@ -20,9 +20,9 @@ from pathlib import Path
 
 from detectors.manifest import ManifestRow, read_manifest
 from gateway import bus
-from gateway.client.send import FileDigests, SendError, check_manifest_digest, manifest_item
+from gateway.client.send import FileDigests, Item, SendError, check_digest, manifest_item, video_message
 from gateway.core.kafka_settings import KafkaSettings
-from gateway.core.messages import VideoEvent, inline_headers
+from gateway.core.messages import VideoMessage
 
 log = logging.getLogger("lastmile.canary")
 
@@ -30,13 +30,6 @@ log = logging.getLogger("lastmile.canary")
 class CanaryError(ValueError):
     """A canary feed that cannot run as asked (bad rate, empty manifest, a video too large to send inline, a file
     changed since its manifest hashed it)."""
-
-
-def _check_digest(name: str, digest: str, expected: str) -> None:
-    try:
-        check_manifest_digest(name, digest, expected)  # (the refusal `lastmile send` gives)
-    except SendError as exc:
-        raise CanaryError(str(exc)) from exc
 
 
 def parse_rate(text: str) -> float:
@@ -48,21 +41,20 @@ def parse_rate(text: str) -> float:
     return float(m.group(1)) / per
 
 
-@dataclass(frozen=True)
-class Message:
-    key: bytes
-    value: bytes
-    headers: list[tuple[str, bytes]] | None
-
-
 @dataclass
 class CanaryFeed:
+    """The manifest's videos sent ``per_second``, each message built and checked as `lastmile send` does
+    (:mod:`gateway.client.send`). ``inline`` False sends them by reference, which needs the gateways to share the
+    manifest's folder (``sources.file_roots``); ``digests`` False leaves the rows' sha256 out (a gateway from before
+    2026-12-04 refuses the key); ``hashes`` may be shared with the ``Sender.check`` run before the feed, so an
+    unchanged file is hashed once."""
+
     kafka: KafkaSettings
     manifest: Path
     per_second: float
-    inline: bool = True  # by reference needs the gateways to share the manifest's folder (sources.file_roots)
-    digests: bool = True  # False: the rows' sha256 left out (a gateway from before 2026-12-04 refuses the key)
-    hashes: FileDigests = field(default_factory=FileDigests, repr=False)  # by reference; shared with Sender.check
+    inline: bool = True
+    digests: bool = True
+    hashes: FileDigests = field(default_factory=FileDigests, repr=False)
 
     def rows(self) -> list[ManifestRow]:
         rows = read_manifest(self.manifest)
@@ -70,46 +62,38 @@ class CanaryFeed:
             raise CanaryError(f"{self.manifest}: no videos")
         return rows
 
-    def message(self, row: ManifestRow) -> Message:
-        """One canary message for a manifest row: a fresh video_id each time, the row's label and source."""
+    def message(self, row: ManifestRow) -> VideoMessage:
+        """One canary message for a manifest row: a fresh video_id each time, the row's label and source. A file
+        changed since its manifest hashed it is refused each time (a canary of it would be dead-lettered)."""
         video_id = f"canary-{row.video_id}-{uuid.uuid4().hex[:12]}"
         try:
-            item = manifest_item(self.manifest, row)  # a URL as it is, a path as file:// (as `lastmile send`)
+            # a URL as it is, a path as file:// (as `lastmile send`)
+            item = dataclasses.replace(manifest_item(self.manifest, row), video_id=video_id)
+            data = self._inline_bytes(item) if self.inline else None
+            check_digest(item, self.hashes)
         except SendError as exc:
             raise CanaryError(str(exc)) from exc
-        fields = {"video_id": video_id, "label": row.label, "source": row.source, "anchor_id": row.anchor_id}
-        fields["sha256"] = row.sha256 if self.digests else None  # (a file changed since its manifest: not scored)
-        if not self.inline:
-            if row.sha256 is not None:
-                self._check_file(item.path, row.sha256, item.name)
-            event = VideoEvent(**fields, uri=item.uri, canary=True)
-            return Message(video_id.encode(), event.model_dump_json(exclude_none=True).encode(), None)
-        if item.path is None:
-            raise CanaryError(f"{item.name}: a URL cannot be sent inline (the gateway fetches it); use --by-reference")
-        path = item.path
-        data = path.read_bytes()
-        if len(data) > self.kafka.max_message_bytes:
-            raise CanaryError(f"{path} is {len(data)} bytes, over kafka.max_message_bytes; send it by reference")
-        if row.sha256 is not None:
-            _check_digest(item.name, hashlib.sha256(data).hexdigest(), row.sha256)
-        return Message(video_id.encode(), data, inline_headers(VideoEvent(**fields, canary=True)))
+        return video_message(item, data, self.digests, canary=True)
 
-    def messages(self) -> Iterator[Message]:
+    def messages(self) -> Iterator[VideoMessage]:
         """The manifest's rows in order, over and over."""
         for row in itertools.cycle(self.rows()):
             yield self.message(row)
 
-    def _check_file(self, path: Path | None, expected: str, name: str) -> None:
-        """A by-reference row's file still has its manifest's sha256: hashed again only when its size or mtime
-        changed since it last was (a canary of a changed file would be dead-lettered each time it is sent)."""
-        if path is not None:  # (a URL: the gateway checks what it fetches)
-            _check_digest(name, self.hashes(path), expected)
+    def _inline_bytes(self, item: Item) -> bytes:
+        if item.path is None:
+            raise CanaryError(f"{item.name}: a URL cannot be sent inline (the gateway fetches it); use --by-reference")
+        data = item.path.read_bytes()
+        if len(data) > self.kafka.max_message_bytes:
+            raise CanaryError(f"{item.path} is {len(data)} bytes, over kafka.max_message_bytes; send it by reference")
+        return data
 
     def run(self, count: int | None = None, stop: threading.Event | None = None) -> int:
         """Send ``count`` canaries (None: until ``stop``), one every 1/rate seconds, each acknowledged by the
         broker before the next; returns how many were sent."""
         stop = stop or threading.Event()
-        bus.ping(self.kafka)  # a broker that does not answer: one line within seconds
+        # a broker that does not answer: one line within seconds
+        bus.ping(self.kafka)
         producer = bus.producer(self.kafka)
         sent = 0
         try:
@@ -119,8 +103,9 @@ class CanaryFeed:
                 producer.send_and_wait(self.kafka.input_topic, msg.value, key=msg.key, headers=msg.headers or ())
                 sent += 1
                 log.info("canary %s sent (%d)", msg.key.decode(), sent)
+                # the pacing, not a synchronisation
                 if count is None or sent < count:
-                    stop.wait(1.0 / self.per_second)  # the pacing, not a synchronisation
+                    stop.wait(1.0 / self.per_second)
         finally:
             producer.close()
         return sent

@@ -34,11 +34,14 @@ from gateway.monitor.config import MonitorConfig
 from gateway.monitor.table import VIDEO_COLUMNS, Frame
 
 log = logging.getLogger("lastmile.monitor")
-FORMAT = 2  # 2: no series column in rows.arrow (the batch's index); 1 is refused as another format
+# 2: no series column in rows.arrow (the batch's index); 1 is refused as another format
+FORMAT = 2
 PREFIX = "ckpt-"
 FILES = ("videos.arrow", "rows.arrow", "waiting.arrow")
-Position = tuple[str, int]  # (topic, partition)
-CHUNK = 8 << 20  # bytes read at a time to check a file's CRC32C
+# topic, partition
+Position = tuple[str, int]
+# bytes read at a time to check a file's CRC32C
+CHUNK = 8 << 20
 ROWS_SCHEMA = pa.schema([("slot", pa.int32()), ("score", pa.float64()), ("decision", pa.bool_())])
 
 
@@ -51,8 +54,10 @@ class Checkpoint:
     frame: Frame
     waiting: dict[str, list[tuple[float, str]]]
     counters: dict[str, dict[str, int]]
-    positions: dict[Position, int]  # the offset of the next record to read
-    seen: dict[Position, float]  # per score partition, the latest timestamp read
+    # the offset of the next record to read
+    positions: dict[Position, int]
+    # per score partition, the latest timestamp read
+    seen: dict[Position, float]
     watermark: float
     created: float = 0.0
     path: Path | None = None

@@ -69,7 +69,8 @@ class CheckpointSettings(BaseModel):
     keep: int = Field(2, ge=1, description="checkpoints kept, newest first")
 
 
-Population = Literal["traffic", "canary"]  # what a comparison reads: videos that are not canaries, or canaries
+# what a comparison reads: videos that are not canaries, or canaries
+Population = Literal["traffic", "canary"]
 POPULATIONS: tuple[str, ...] = get_args(Population)
 
 
@@ -121,6 +122,7 @@ class MonitorConfig(YamlSettings):
     def _windows_fit(self) -> MonitorConfig:
         if self.windows.count > self.windows.max_videos:
             raise ValueError("windows.count cannot exceed windows.max_videos")
-        for population in POPULATIONS:  # a pair once per population
+        for population in POPULATIONS:
+            # a pair once per population
             distinct_pairs((c.champion, c.challenger) for c in self.comparisons if c.population == population)
         return self

@@ -20,12 +20,16 @@ from gateway.core.messages import ScoreEvent
 
 try:
     import orjson
-except ImportError:  # not a dependency: without it every event is validated by the model
+except ImportError:
+    # not a dependency: without it every event is validated by the model
     orjson = None
 
-FINITE = {"allow_inf_nan": False}  # the one constraint of a field that the fast path keeps as is (orjson does)
-MAX_SHAPES = 4096  # event shapes remembered at most (beyond that a new shape is checked each time it comes)
-Fields = dict[str, Any]  # a score event's fields by name, as the model's instance holds them
+# the one constraint of a field that the fast path keeps as is (orjson does)
+FINITE = {"allow_inf_nan": False}
+# event shapes remembered at most (beyond that a new shape is checked each time it comes)
+MAX_SHAPES = 4096
+# a score event's fields by name, as the model's instance holds them
+Fields = dict[str, Any]
 
 
 def _accepted(annotation: object) -> tuple[frozenset[type], frozenset[object] | None] | None:
@@ -62,9 +66,12 @@ FIELDS = _fields_of(ScoreEvent)
 REQUIRED = frozenset(name for name, f in ScoreEvent.model_fields.items() if f.is_required())
 DEFAULTS = {name: f.default for name, f in ScoreEvent.model_fields.items() if not f.is_required()}
 N_FIELDS = len(FIELDS)
-Shape = tuple[tuple[str, ...], tuple[type, ...]]  # an event's keys and its values' types, in its order
-_shapes: dict[Shape, tuple[str, ...] | None] = {}  # -> the literal fields to check, or None: not taken
-_last: tuple[Shape | None, tuple[str, ...] | None] = (None, None)  # the latest shape seen (one tuple: swapped whole)
+# an event's keys and its values' types, in its order
+Shape = tuple[tuple[str, ...], tuple[type, ...]]
+# -> the literal fields to check, or None: not taken
+_shapes: dict[Shape, tuple[str, ...] | None] = {}
+# the latest shape seen (one tuple: swapped whole)
+_last: tuple[Shape | None, tuple[str, ...] | None] = (None, None)
 
 
 def _shape(keys: tuple[str, ...], kinds: tuple[type, ...]) -> tuple[str, ...] | None:
@@ -85,13 +92,15 @@ def fast_fields(value: bytes | None) -> Fields | None:
         return None
     try:
         fields = orjson.loads(value)
-    except orjson.JSONDecodeError:  # None and b"" too
+    except orjson.JSONDecodeError:
+        # None and b"" too
         return None
     if type(fields) is not dict:
         return None
     shape = (tuple(fields), tuple(map(type, fields.values())))
     last = _last
-    if shape == last[0]:  # as the event before (the usual case): no hash of the shape
+    if shape == last[0]:
+        # as the event before (the usual case): no hash of the shape
         literals = last[1]
     else:
         literals = _shapes[shape] if shape in _shapes else _shape(*shape)

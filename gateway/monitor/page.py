@@ -27,12 +27,17 @@ from gateway.monitor.alerts import Alerts
 from transforms.names import dissemination_order
 
 WINDOWS = ("time", "count")
-LABELLED = ("labelled", "canary")  # populations of the labelled metrics: labelled traffic, labelled canaries
-DIGITS = 3  # a score's shift and the KS statistic, to this many decimals
-PERCENT_DIGITS = 1  # AUC, rates and their differences, in % (points for a difference), as the report shows them
-REFRESH_S = 5  # how often the page's script fetches /live
+# populations of the labelled metrics: labelled traffic, labelled canaries
+LABELLED = ("labelled", "canary")
+# a score's shift and the KS statistic, to this many decimals
+DIGITS = 3
+# AUC, rates and their differences, in % (points for a difference), as the report shows them
+PERCENT_DIGITS = 1
+# how often the page's script fetches /live
+REFRESH_S = 5
 ORIGINAL = "original"
-RAW = (mc.SCORE_SHIFT_MEAN.name, mc.SCORE_KS.name)  # shown as they are; every other family in %
+# shown as they are; every other family in %
+RAW = (mc.SCORE_SHIFT_MEAN.name, mc.SCORE_KS.name)
 POPULATION_TEXT = {"labelled": "labelled traffic", "canary": "labelled canaries", "traffic": "the traffic"}
 WINDOW_TEXT = {"time": "time window", "count": "window of the latest videos"}
 
@@ -44,8 +49,10 @@ class Estimate:
     value: float
     lower: float | None = None
     upper: float | None = None
-    zero_width: bool = False  # as the monitor's zero-width flag says (DeLong's intervals: the others never collapse)
-    percent: bool = True  # shown x100 (a share, an AUC, their differences), else as it is
+    # as the monitor's zero-width flag says (DeLong's intervals: the others never collapse)
+    zero_width: bool = False
+    # shown x100 (a share, an AUC, their differences), else as it is
+    percent: bool = True
 
     @property
     def text(self) -> str:
@@ -80,7 +87,7 @@ def _fmt(x: float, percent: bool = False) -> str:
 
 
 @dataclass
-class Row:
+class ConditionMetrics:
     """One condition of a detector: the labelled metrics and their drift from ``original``."""
 
     condition: str
@@ -109,11 +116,11 @@ class Signals:
 class Panel:
     detector: str
     version: str
-    rows: list[Row] = field(default_factory=list)
+    rows: list[ConditionMetrics] = field(default_factory=list)
     signals: list[Signals] = field(default_factory=list)
 
     @property
-    def worst(self) -> Row | None:
+    def worst(self) -> ConditionMetrics | None:
         """The condition where it loses most AUC against ``original`` (its drift's value lowest), if any drift is
         known."""
         drifts = [r for r in self.rows if r.condition != ORIGINAL and r.auc_drift and not math.isnan(r.auc_drift.value)]
@@ -139,7 +146,8 @@ class Difference:
     condition: str
     auc: Estimate | None = None
     robustness: Estimate | None = None
-    flips: Estimate | None = None  # the flip-rate difference (label-free: shown without labels too)
+    # the flip-rate difference (label-free: shown without labels too)
+    flips: Estimate | None = None
     videos: int | None = None
     samples: int | None = None
 
@@ -156,7 +164,8 @@ class Comparison:
 
 @dataclass
 class Page:
-    ready: bool  # the windowed families are served (not withheld while the windows are rebuilt)
+    # the windowed families are served (not withheld while the windows are rebuilt)
+    ready: bool
     computed_at: float | None
     window: str
     population: str
@@ -165,7 +174,8 @@ class Page:
     alerts: Alerts
     videos_held: float | None = None
     events: dict[str, float] = field(default_factory=dict)
-    canary_command: str | None = None  # what fills the canary population, where the monitor was told it
+    # what fills the canary population, where the monitor was told it
+    canary_command: str | None = None
     windows: tuple[str, ...] = WINDOWS
     populations: tuple[str, ...] = LABELLED
     refresh_s: int = REFRESH_S
@@ -295,13 +305,15 @@ def _panels(s: Samples, window: str, population: str) -> list[Panel]:
         panel = Panel(detector, version)
         ident = {"detector": detector, "version": version, "window": window}
         labelled = {**ident, "population": population}
-        rated = (mc.AUC, mc.FAKE_RECALL, mc.REAL_RECALL)  # (a window of real videos only has RealR alone)
+        # a window of real videos only has RealR alone
+        rated = (mc.AUC, mc.FAKE_RECALL, mc.REAL_RECALL)
         conds = [c for f in rated for (c,) in s.labels(f.name, ("condition",), **labelled)]
         for cond in _conditions(conds):
             at = {**labelled, "condition": cond}
-            videos = s.value(mc.WINDOW_SAMPLES.name, **at)  # labelled videos, of either label
+            # labelled videos, of either label
+            videos = s.value(mc.WINDOW_SAMPLES.name, **at)
             panel.rows.append(
-                Row(
+                ConditionMetrics(
                     cond,
                     auc=s.estimate(mc.AUC, **at),
                     fake_recall=s.estimate(mc.FAKE_RECALL, **at),

@@ -14,10 +14,11 @@ import jinja2
 from prometheus_client import CollectorRegistry
 
 from gateway.monitor.alerts import AlertSource
-from gateway.monitor.page import Comparison, Estimate, Page, Row, build
+from gateway.monitor.page import Comparison, ConditionMetrics, Estimate, Page, build
 from gateway.toolkit.http import Pages, StartResponse
 
-MAX_QUERY = 200  # characters of a query string read
+# characters of a query string read
+MAX_QUERY = 200
 
 
 # -- drawing: where an interval's marks go on a cell's small SVG --------------------------------------------------
@@ -29,11 +30,13 @@ class Bar:
     hi: float
     at: float
     width: int
-    zero: float | None = None  # where 0 lies, on a scale around it
-    mark: float | None = None  # where a threshold (a comparison's margin) lies
+    # where 0 lies, on a scale around it
+    zero: float | None = None
+    # where a threshold (a comparison's margin) lies
+    mark: float | None = None
 
 
-def auc_bar(row: Row, width: int = 120) -> Bar | None:
+def auc_bar(row: ConditionMetrics, width: int = 120) -> Bar | None:
     """A row's AUC interval on a 0-1 scale."""
     e = row.auc
     if e is None or not e.drawable:
@@ -76,11 +79,13 @@ def render(page: Page, whole: bool = True) -> str:
 
 
 _ENV = environment()
-STATIC = {  # the page's own files, read once from the package: nothing is fetched from elsewhere
+# the page's own files, read once from the package: nothing is fetched from elsewhere
+STATIC = {
     f"/static/{name}": (resources.files("gateway.monitor").joinpath("static", name).read_bytes(), kind)
     for name, kind in (("page.css", "text/css; charset=utf-8"), ("page.js", "text/javascript; charset=utf-8"))
 }
-HEADERS = [  # the page runs only its own script and style, talks only to its own origin, in no frame
+# the page runs only its own script and style, talks only to its own origin, in no frame
+HEADERS = [
     (
         "Content-Security-Policy",
         "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; "

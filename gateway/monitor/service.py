@@ -35,12 +35,14 @@ from gateway.toolkit.http import Endpoints
 
 log = logging.getLogger("lastmile.monitor")
 POLL_MS = 200
-EVICTION_SLACK = 1 / 128  # share of max_videos held past the bound between evictions (a frame evicts first)
+# share of max_videos held past the bound between evictions (a frame evicts first)
+EVICTION_SLACK = 1 / 128
 
 
 class Monitor:
     def __init__(self, cfg: MonitorConfig, clock: Callable[[], float] = time.time) -> None:
-        allocator.one_arena()  # before its threads start (gateway.monitor.allocator)
+        # before its threads start (gateway.monitor.allocator)
+        allocator.one_arena()
         self.cfg, self.clock = cfg, clock
         self.store = Store(cfg.windows, clock, lambda: self._watermark)
         self.caught_up = threading.Event()
@@ -52,12 +54,16 @@ class Monitor:
         self.heartbeat = time.monotonic()
         self.http: Endpoints | None = None
         self.consumer: bus.Consumer | None = None
-        self._ends: dict[bus.Partition, int] = {}  # at the start: read to these once, the windows are rebuilt
-        self._latest_ends: tuple[float, dict[bus.Partition, int]] = (0.0, {})  # (when asked, the ends then)
-        self._seen: dict[bus.Partition, float] = {}  # per score partition, the latest Kafka timestamp read
+        # at the start: read to these once, the windows are rebuilt
+        self._ends: dict[bus.Partition, int] = {}
+        # when asked, the ends then
+        self._latest_ends: tuple[float, dict[bus.Partition, int]] = (0.0, {})
+        # per score partition, the latest Kafka timestamp read
+        self._seen: dict[bus.Partition, float] = {}
         self._watermark = float("-inf")
         self.checkpoints = Checkpointer(cfg, self.store, clock)
-        self._resume: dict[bus.Partition, int] = {}  # from a checkpoint: where its tail starts
+        # from a checkpoint: where its tail starts
+        self._resume: dict[bus.Partition, int] = {}
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     def run(self) -> None:
@@ -67,20 +73,25 @@ class Monitor:
             self._resume = {bus.Partition(*tp): offset for tp, offset in cp.positions.items()}
             self._seen = {bus.Partition(*tp): t for tp, t in cp.seen.items()}
             self._watermark = cp.watermark
-        del cp  # the store holds what it restored; the checkpoint's own columns and ids (about 60 MB at a
-        # million videos, Arrow buffers included) must not stay referenced for the whole run
+        # the store holds what it restored; the checkpoint's own columns and ids (about 60 MB at a million videos, Arrow
+        # buffers included) must not stay referenced for the whole run
+        del cp
         try:
-            bus.ping(self.cfg.kafka)  # no broker at the bootstrap: one line naming it, within seconds
+            # no broker at the bootstrap: one line naming it, within seconds
+            bus.ping(self.cfg.kafka)
             self.consumer = bus.reader(self.cfg.kafka)
-            gc.freeze()  # what the process holds now (modules, schemas, the client) is left out of every collection
-            # until the monitor stops: a full one no longer walks it (it cost the ingest a fifth of its time)
+            # what the process holds now (modules, schemas, the client) is left out of every collection until the
+            # monitor stops: a full one no longer walks it (it cost the ingest a fifth of its time)
+            gc.freeze()
             while not self.stop_event.is_set() and not self._assign():
                 self.stop_event.wait(self.health.down("broker", "topics not found or broker not answering"))
             self._loop()
         finally:
             gc.unfreeze()
-            self.stop_event.set()  # (however the run ended: the computing thread stops too)
-            self.metrics.windows.kick.set()  # its thread sees stop_event now
+            # however the run ended: the computing thread stops too
+            self.stop_event.set()
+            # its thread sees stop_event now
+            self.metrics.windows.kick.set()
             if self.consumer is not None:
                 with contextlib.suppress(bus.BusError):
                     self.consumer.close()
@@ -109,9 +120,11 @@ class Monitor:
             asked = self.clock()
             self._ends = self.consumer.end_offsets(starts)
             self._latest_ends = (asked, dict(self._ends))
-            for tp, hit in found.items():  # none that recent: nothing of this partition is in a window
+            for tp, hit in found.items():
+                # none that recent: nothing of this partition is in a window
                 start = self._ends[tp] if hit is None else hit
-                self.consumer.seek(tp, max(start, self._resume.get(tp, start)))  # a checkpoint: only its tail
+                # a checkpoint: only its tail
+                self.consumer.seek(tp, max(start, self._resume.get(tp, start)))
         except bus.BusError as exc:
             log.warning("cannot assign the monitor's partitions: %s", exc)
             return False
@@ -125,13 +138,16 @@ class Monitor:
             self.heartbeat = time.monotonic()
             polled = self.consumer.poll_rows(timeout_ms=POLL_MS, max_records=self.cfg.poll_max_records)
             self.take(polled.rows, polled.skipped)
-            self._watermark = max(self._watermark, self.watermark())  # it never goes back
+            # it never goes back
+            self._watermark = max(self._watermark, self.watermark())
             if self.store.held > self.cfg.windows.max_videos * (1 + EVICTION_SLACK):
-                self.store.expire()  # each eviction is a pass over every video held: one per slack's worth
+                # each eviction is a pass over every video held: one per slack's worth
+                self.store.expire()
             if not polled.rows and not polled.skipped and not self.caught_up.is_set() and self._at_end():
                 self.caught_up.set()
                 self.metrics.caught_up.set(1)
-                self.metrics.windows.kick.set()  # ready once this first computation is served
+                # ready once this first computation is served
+                self.metrics.windows.kick.set()
                 log.info("windows rebuilt: %d videos held", self.store.held)
             if self.caught_up.is_set() and self.checkpoints.due():
                 self.checkpoint()
@@ -164,8 +180,10 @@ class Monitor:
         latest: dict[int, int] = {}
         events, invalid, clock = [], 0, self.clock
         for msg in records:
-            kind, stamp = msg.timestamp()  # (bus.timestamp_ms's rule, inline: once per score event)
-            if not kind or stamp < 0:  # (no timestamp)
+            # bus.timestamp_ms's rule, inline: once per score event
+            kind, stamp = msg.timestamp()
+            if not kind or stamp < 0:
+                # no timestamp
                 record_time = clock()
             else:
                 partition = msg.partition()

@@ -27,7 +27,8 @@ from gateway.monitor.config import WindowSettings
 from gateway.monitor.store import Series
 from gateway.monitor.table import Frame
 
-FAMILIES = {f.name: f for f in mc.families(mc.Exporter.WINDOWS)}  # the families computed here, by name
+# the families computed here, by name
+FAMILIES = {f.name: f for f in mc.families(mc.Exporter.WINDOWS)}
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,8 @@ class Column:
     t: np.ndarray
     score: np.ndarray
     decision: np.ndarray
-    label: np.ndarray  # 1 generated, 0 real, -1 not known
+    # 1 generated, 0 real, -1 not known
+    label: np.ndarray
     _where: np.ndarray | None = field(default=None, repr=False)
     _ranked: Ranked | None = field(default=None, repr=False)
     _components: dict[bytes, Components] = field(default_factory=dict, repr=False)
@@ -99,7 +101,8 @@ class FrameColumns:
     def __init__(self, frame: Frame) -> None:
         self.frame, self.rank, self.y = frame, frame.order(), frame.labels()
         self._originals: dict[Series, dict[str, Column]] = {}
-        self._last: tuple[np.ndarray, _Videos] | None = None  # series usually hold the same videos: shared
+        # series usually hold the same videos: shared
+        self._last: tuple[np.ndarray, _Videos] | None = None
 
     def _build(self, series: Series) -> dict[str, Column]:
         if series in self._originals:
@@ -124,7 +127,8 @@ class FrameColumns:
         if rows is not None:
             slot = slot[rows]
         r, canary, parts = self.rank[slot], self.frame.videos["canary"][slot], {}
-        populations = {"traffic": ~canary, "canary": canary} if canary.any() else {"traffic": None}  # None: all
+        # None: all
+        populations = {"traffic": ~canary, "canary": canary} if canary.any() else {"traffic": None}
         for kind, sel in populations.items():
             s = slot if sel is None else slot[sel]
             if s.size:
@@ -180,7 +184,8 @@ def samples(
         known = np.flatnonzero(col.label >= 0)
         population = "canary" if kind == "canary" else "labelled"
         if known.size and col.t[known].max() >= fresh_after:
-            if population != kind:  # a canary series has one timestamp
+            if population != kind:
+                # a canary series has one timestamp
                 out.append(Sample(mc.LAST_SAMPLE_TIME, {**ident, "population": population}, float(col.t[known].max())))
             for window, sel in windows_of(known, settings.count):
                 labels = {**ident, "window": window, "population": population}
@@ -199,7 +204,8 @@ def _paired(col: Column, sel: np.ndarray, base: Column | None) -> tuple[np.ndarr
     """Positions in ``col`` (within ``sel``) and in ``base`` of the videos scored under both."""
     if base is None:
         return np.empty(0, int), np.empty(0, int)
-    if is_everything(sel, col.vid.size) and np.array_equal(col.vid, base.vid):  # the same videos (common)
+    if is_everything(sel, col.vid.size) and np.array_equal(col.vid, base.vid):
+        # the same videos (common)
         return sel, sel
     where, v = base.where(), col.vid[sel]
     in_base = np.full(v.size, -1, np.int64)
@@ -235,8 +241,10 @@ def _wilson(rate: float, successes: int, n: int, conf: float) -> tuple[float, fl
 
 def _label_free(col: Column, sel: np.ndarray, base: Column | None, labels: dict, conf: float) -> list[Sample]:
     out = [Sample(mc.WINDOW_VIDEOS, labels, float(sel.size))]
-    called = int(np.count_nonzero(_at(col.decision, sel)))  # (a window is never empty) called generated, labelled
-    out += bounded_samples(mc.GENERATED_RATE, labels, _wilson(called / sel.size, called, int(sel.size), conf))  # or not
+    # (a window is never empty) called generated, labelled
+    called = int(np.count_nonzero(_at(col.decision, sel)))
+    # or not
+    out += bounded_samples(mc.GENERATED_RATE, labels, _wilson(called / sel.size, called, int(sel.size), conf))
     if base is None:
         return out
     a, b = _paired(col, sel, base)
@@ -249,7 +257,8 @@ def _label_free(col: Column, sel: np.ndarray, base: Column | None, labels: dict,
     # pairs by (decision here, decision on original): False False, False True, True False, True True
     ff, ft, tf, tt = np.bincount(2 * _at(col.decision, a).astype(np.int8) + _at(base.decision, b), minlength=4).tolist()
     for direction, flipped, kept in (("real_to_generated", tf, ff), ("generated_to_real", ft, tt)):
-        if flipped + kept:  # a proportion of the videos so decided on original, with its Wilson interval
+        if flipped + kept:
+            # a proportion of the videos so decided on original, with its Wilson interval
             rate = _wilson(flipped / (flipped + kept), flipped, flipped + kept, conf)
             out += bounded_samples(mc.FLIP_RATE, {**labels, "direction": direction}, rate)
     return out
@@ -288,11 +297,13 @@ def _drift(col: Column, sel: np.ndarray, base: Column, labels: dict, conf: float
     if sum(n[4:]) >= 2 and sum(n[:4]) >= 2:
         diff = intervals.contrast_interval([col.components(a), base.components(b)], (1, -1), conf)
         out += bounded_samples(mc.AUC_DRIFT, labels, diff, delong=True)
-    if sum(n[4:]):  # generated: called generated (True) under both, here only, on original only, neither
+    if sum(n[4:]):
+        # generated: called generated (True) under both, here only, on original only, neither
         out += bounded_samples(
             mc.FAKE_RECALL_DRIFT, labels, intervals.paired_proportion_difference_of(n[7], n[6], n[5], n[4], conf)
         )
-    if sum(n[:4]):  # real: called real (False) under both, here only, on original only, neither
+    if sum(n[:4]):
+        # real: called real (False) under both, here only, on original only, neither
         out += bounded_samples(
             mc.REAL_RECALL_DRIFT, labels, intervals.paired_proportion_difference_of(n[0], n[1], n[2], n[3], conf)
         )

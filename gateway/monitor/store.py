@@ -31,10 +31,12 @@ from gateway.core.messages import ScoreRow
 from gateway.monitor.config import WindowSettings
 from gateway.monitor.table import NO_LABEL, WRITTEN_ONCE, Frame, Rows, Videos, oldest
 
-Series = tuple[str, str, str]  # (detector, version, condition)
+# detector, version, condition
+Series = tuple[str, str, str]
 LABELS = ("real", "generated")
 CODE = {"real": 0, "generated": 1}
-TimedLabel = tuple[float, str]  # (the label event's Kafka timestamp, the label)
+# the label event's Kafka timestamp, the label
+TimedLabel = tuple[float, str]
 
 
 @dataclass
@@ -44,7 +46,8 @@ class Video:
     event_time: float
     canary: bool
     label: str | None
-    scores: dict[Series, tuple[float, bool]] = field(default_factory=dict)  # series -> (score, decision)
+    # series -> (score, decision)
+    scores: dict[Series, tuple[float, bool]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -53,10 +56,14 @@ class Tally:
     never waits for an ingest step: growing every series' arrays at a million videos held the lock 0.1-0.2 s, and
     up to 0.9 s beside a scraping thread)."""
 
-    events: Mapping[str, int]  # score events by outcome, and videos dropped
-    labels: Mapping[str, int]  # label events by outcome
-    held: int  # videos held
-    waiting: int  # labels waiting for their video
+    # score events by outcome, and videos dropped
+    events: Mapping[str, int]
+    # label events by outcome
+    labels: Mapping[str, int]
+    # videos held
+    held: int
+    # labels waiting for their video
+    waiting: int
 
 
 class Store:
@@ -75,11 +82,14 @@ class Store:
         self.watermark = watermark or clock
         self.table = Videos()
         self.series: dict[Series, Rows] = {}
-        self.waiting: dict[str, list[TimedLabel]] = {}  # video_id -> its labels, earliest first
+        # video_id -> its labels, earliest first
+        self.waiting: dict[str, list[TimedLabel]] = {}
         self.waiting_count = 0
         self._label_heap: list[tuple[float, str]] = []
-        self.events: Counter[str] = Counter()  # score events by outcome
-        self.labels: Counter[str] = Counter()  # label events by outcome
+        # score events by outcome
+        self.events: Counter[str] = Counter()
+        # label events by outcome
+        self.labels: Counter[str] = Counter()
         self.lock = threading.Lock()
         self.tally = Tally({}, {}, 0, 0)
 
@@ -121,7 +131,8 @@ class Store:
         index, row_label = table.index, table.cols["row_label"]
         for fields, record_time in events:
             if fields["error"] is not None or fields["score"] is None:
-                counts["error_row"] += 1  # failures are the gateway's operational metrics, not a sample
+                # failures are the gateway's operational metrics, not a sample
+                counts["error_row"] += 1
                 continue
             t = fields["event_time"]
             if t is None:
@@ -132,7 +143,8 @@ class Store:
             label, slot = fields["label"], index.get(fields["video_id"])
             if slot is None:
                 slot = self._new_video(fields["video_id"], t, record_time, fields["canary"], label)
-                row_label = table.cols["row_label"]  # a new row may have grown the columns
+                # a new row may have grown the columns
+                row_label = table.cols["row_label"]
             elif label in LABELS and row_label[slot] == NO_LABEL:
                 row_label[slot] = CODE[label]
             # the version it counts under, with a recalibrated threshold's id (messages.series_version's rule, inline:
@@ -193,7 +205,8 @@ class Store:
         if slot is not None:
             return self._join(slot, (t, label))
         if t + self.settings.label_ttl_s < self.watermark():
-            return "expired"  # every score event it could have joined has been read
+            # every score event it could have joined has been read
+            return "expired"
         labels = self.waiting.setdefault(video_id, [])
         if (t, label) in labels:
             return "duplicate"
@@ -221,7 +234,8 @@ class Store:
             self._kill(oldest(live, v.event_time[live], over), "evicted")
         while self._label_heap and self._label_heap[0][0] + self.settings.label_ttl_s < mark:
             self._pop_label("expired")
-        if v.n - v.held > v.held:  # dead rows outnumber live ones: renumber (amortised: at most once per doubling)
+        if v.n - v.held > v.held:
+            # dead rows outnumber live ones: renumber (amortised: at most once per doubling)
             new_slot = v.compact()
             for rows in self.series.values():
                 rows.compact(new_slot)

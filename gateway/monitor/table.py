@@ -12,21 +12,30 @@ from dataclasses import dataclass
 
 import numpy as np
 
-GROWTH = 1.5  # an array that is full grows by half ...
-LARGE, LARGE_GROWTH = 1 << 20, 1.125  # ... or by an eighth past a million rows (the slack a large store carries)
-START = 1024  # rows of a new array
+# an array that is full grows by half ...
+GROWTH = 1.5
+# ... or by an eighth past a million rows (the slack a large store carries)
+LARGE, LARGE_GROWTH = 1 << 20, 1.125
+# rows of a new array
+START = 1024
 NO_LABEL = -1
-VIDEO_COLUMNS = {  # name -> (dtype, value of a new row)
+# name -> (dtype, value of a new row)
+VIDEO_COLUMNS = {
     "event_time": (np.float64, 0.0),
-    "first_seen": (np.float64, 0.0),  # the Kafka timestamp of the video's first score event
+    # the Kafka timestamp of the video's first score event
+    "first_seen": (np.float64, 0.0),
     "canary": (np.bool_, False),
-    "row_label": (np.int8, NO_LABEL),  # 1 generated, 0 real: the score events' own label
-    "topic_time": (np.float64, np.nan),  # the earliest labels-topic label that joined: its timestamp
-    "topic_label": (np.int8, NO_LABEL),  # ... and the label
+    # 1 generated, 0 real: the score events' own label
+    "row_label": (np.int8, NO_LABEL),
+    # the earliest labels-topic label that joined: its timestamp
+    "topic_time": (np.float64, np.nan),
+    # ... and the label
+    "topic_label": (np.int8, NO_LABEL),
     "alive": (np.bool_, False),
 }
-WRITTEN_ONCE = frozenset({"event_time", "first_seen", "canary"})  # set as a row is added, never after: a frame
-# takes views of them, not copies (growth and compaction make new arrays, so a view keeps its values)
+# set as a row is added, never after: a frame takes views of them, not copies (growth and compaction make new arrays, so
+# a view keeps its values)
+WRITTEN_ONCE = frozenset({"event_time", "first_seen", "canary"})
 
 
 def capacity(rows: int, size: int) -> int:
@@ -62,7 +71,8 @@ def oldest(slots: np.ndarray, times: np.ndarray, k: int) -> np.ndarray:
     if k >= slots.size:
         return slots
     kth = np.partition(times, k - 1)[k - 1]
-    if np.isnan(kth):  # fewer than k times are numbers: those, then the lowest NaN-timed slots
+    if np.isnan(kth):
+        # fewer than k times are numbers: those, then the lowest NaN-timed slots
         below, tied = slots[~np.isnan(times)], slots[np.isnan(times)]
     else:
         below, tied = slots[times < kth], slots[times == kth]
@@ -141,8 +151,10 @@ class Rows:
     @classmethod
     def of(cls, slot: np.ndarray, score: np.ndarray, decision: np.ndarray, slots: int) -> Rows:
         out = cls()
-        out.slot, out.score = np.asarray(slot, np.int32), np.asarray(score, np.float64)  # not copied: rows are
-        out.decision, out.n = np.asarray(decision, np.bool_), len(out.slot)  # only ever appended past n, by growing
+        # not copied: rows are
+        out.slot, out.score = np.asarray(slot, np.int32), np.asarray(score, np.float64)
+        # only ever appended past n, by growing
+        out.decision, out.n = np.asarray(decision, np.bool_), len(out.slot)
         out.has = np.zeros(slots, np.bool_)
         out.has[out.slot] = True
         return out
@@ -163,7 +175,8 @@ class Rows:
     def extend(self, slots: list[int], scores: list[float], decisions: list[bool | None]) -> int:
         """:meth:`add` for each (slot, score, decision) in turn but a slot scored already, earlier in the batch or
         before it (a decision None is False); returns how many were added."""
-        if len(slots) == 1:  # one event (Store.add_score): no arrays to build
+        if len(slots) == 1:
+            # one event (Store.add_score): no arrays to build
             if self.scored(slots[0]):
                 return 0
             self.append_score(slots[0], float(scores[0]), bool(decisions[0]))
@@ -200,7 +213,8 @@ class Frame:
 
     ids: list[str]
     videos: dict[str, np.ndarray]
-    rows: dict[tuple[str, str, str], tuple[np.ndarray, np.ndarray, np.ndarray]]  # series -> (slot, score, decision)
+    # series -> (slot, score, decision)
+    rows: dict[tuple[str, str, str], tuple[np.ndarray, np.ndarray, np.ndarray]]
 
     def order(self) -> np.ndarray:
         """Per slot, its position among the live videos by (event time, video_id); -1 for a dead slot."""
@@ -209,7 +223,8 @@ class Frame:
         by_time = live[np.argsort(t, kind="stable")]
         ts = self.videos["event_time"][by_time]
         bounds = np.concatenate([[0], np.flatnonzero(np.diff(ts)) + 1, [ts.size]])
-        for i in np.flatnonzero(np.diff(bounds) > 1).tolist():  # equal event times (rare): by video_id
+        for i in np.flatnonzero(np.diff(bounds) > 1).tolist():
+            # equal event times (rare): by video_id
             a, b = bounds[i], bounds[i + 1]
             by_time[a:b] = sorted(by_time[a:b].tolist(), key=self.ids.__getitem__)
         rank = np.full(len(self.videos["alive"]), -1, np.int64)

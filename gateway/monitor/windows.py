@@ -24,8 +24,10 @@ log = logging.getLogger("lastmile.monitor")
 @dataclass(frozen=True)
 class Computation:
     samples: list[Sample]
-    at: float  # the monitor's clock when its frame was taken
-    seconds: float  # how long it took
+    # the monitor's clock when its frame was taken
+    at: float
+    # how long it took
+    seconds: float
 
 
 class Windows:
@@ -44,8 +46,10 @@ class Windows:
         self.comparisons = comparisons or []
         self.latest: Computation | None = None
         self.background = False
-        self.kick = threading.Event()  # compute now rather than at the next interval
-        self._lock = threading.Lock()  # one computation at a time
+        # compute now rather than at the next interval
+        self.kick = threading.Event()
+        # one computation at a time
+        self._lock = threading.Lock()
 
     def refresh(self) -> Computation:
         with self._lock:
@@ -56,7 +60,8 @@ class Windows:
             if self.comparisons:
                 samples += comparison_samples(frame, self.comparisons, self.settings, now)
             del frame
-            allocator.give_back()  # what the computation freed (about 200 MB at a million videos otherwise stays)
+            # what the computation freed (about 200 MB at a million videos otherwise stays)
+            allocator.give_back()
             took = time.perf_counter() - t0
             self.latest = Computation(samples, now, took)
             self.seconds.observe(took)
@@ -71,7 +76,8 @@ class Windows:
             if ready() and not stop.is_set():
                 try:
                     self.refresh()
-                except Exception:  # a failed computation keeps the previous one served; the next one may pass
+                except Exception:
+                    # a failed computation keeps the previous one served; the next one may pass
                     log.exception("windowed computation failed")
 
     def start(self, stop: threading.Event, ready: Callable[[], bool]) -> threading.Thread:

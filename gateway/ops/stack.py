@@ -29,7 +29,7 @@ from gateway.core.settings_file import commented_yaml
 from gateway.monitor.config import POPULATIONS, MonitorConfig, MonitorKafka
 from gateway.ops.rules import RULES, local
 from gateway.toolkit import tansu
-from transforms.config_errors import ConfigError
+from transforms.support.config_errors import ConfigError
 
 if TYPE_CHECKING:
     from gateway.core.config import GatewayConfig

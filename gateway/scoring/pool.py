@@ -25,8 +25,8 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 
-from detectors.backoff import Backoff
 from detectors.serving.processes import PR_SET_PDEATHSIG
+from transforms.support.backoff import Backoff
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 RESTART_BACKOFF = Backoff(0.5, 30.0)  # between starts of a worker, while workers fail to start

@@ -11,7 +11,7 @@ from gateway.core.config import GatewayConfig
 from gateway.core.messages import ScoreRow, VideoEvent, VideoFacts
 from gateway.scoring.worker import VideoRequest
 from gateway.stream.records import Refusal, Video
-from transforms.config_errors import ConfigError
+from transforms.support.config_errors import ConfigError
 
 
 @dataclass

@@ -23,7 +23,6 @@ import threading
 import time
 from itertools import count
 
-from detectors.backoff import Backoff
 from gateway import bus
 from gateway.core.config import GatewayConfig
 from gateway.core.messages import ScoreRow
@@ -40,6 +39,7 @@ from gateway.stream.publisher import Publisher, Source
 from gateway.toolkit.health import Health
 from gateway.toolkit.http import Endpoints
 from transforms.errors import LimitExceeded
+from transforms.support.backoff import Backoff
 
 log = logging.getLogger("lastmile.gateway")
 

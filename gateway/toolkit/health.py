@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client import Gauge
 
-from detectors.backoff import Backoff
+from transforms.support.backoff import Backoff
 
 log = logging.getLogger("lastmile.gateway")
 

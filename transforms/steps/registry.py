@@ -103,5 +103,5 @@ class RegisteredStep:
         )
 
     def member_models(self) -> tuple[type[StepSpec], ...]:
-        """The models a step may be now (transforms.config_errors names the keys they allow)."""
+        """The models a step may be now (transforms.support.config_errors names the keys they allow)."""
         return self.registry.models()

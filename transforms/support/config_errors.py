@@ -1,6 +1,6 @@
 """Configuration errors told in one line: the file, the line (or row) the bad key stands on, the key path,
-what is wrong and what is allowed there. Shared by the conditions files (here), the manifests (``detectors``)
-and the gateway's and monitor's settings (``gateway``), so the lowest layer owns it."""
+what is wrong and what is allowed there: for the conditions files (``transforms``), the manifests and cards
+(``detectors``) and the gateway's and monitor's settings (``gateway``)."""
 
 from __future__ import annotations
 
@@ -63,9 +63,11 @@ def yaml_line(text: str, loc: tuple) -> int | None:
 
 def _allowed(err: dict, model: type[BaseModel] | None, loc: tuple) -> str:
     ctx = err.get("ctx") or {}
-    if "expected" in ctx:  # pydantic's message already names them for a literal or an enum
+    if "expected" in ctx:
+        # pydantic's message already names them for a literal or an enum
         return "" if err["type"] in ("literal_error", "enum") else f"allowed: {ctx['expected']}"
-    if "pattern" in ctx:  # (pydantic's message already names the pattern: the value is what a reader needs)
+    if "pattern" in ctx:
+        # pydantic's message already names the pattern: the value is what a reader needs
         return f"got {str(err.get('input'))[:80]!r}"
     owner = _model_at(model, loc[:-1]) if model is not None else None
     if owner is None:
@@ -84,7 +86,8 @@ def _model_at(model: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
         if isinstance(part, int):
             continue
         tagged = [m for m in candidates if _tag_of(m) == part]
-        if tagged:  # a discriminated union: the location names the member by its tag
+        if tagged:
+            # a discriminated union: the location names the member by its tag
             candidates = tagged
             continue
         field = next((m.model_fields[part] for m in candidates if part in m.model_fields), None)
@@ -105,7 +108,8 @@ def _models_in(annotation: Any) -> list[type[BaseModel]]:
     args = typing.get_args(annotation)
     if origin is typing.Annotated:
         named = [meta.member_models() for meta in args[1:] if hasattr(meta, "member_models")]
-        args = named[0] if named else args[:1]  # a union whose members are registered at run time names them
+        # a union whose members are registered at run time names them
+        args = named[0] if named else args[:1]
     elif origin not in (typing.Union, types.UnionType, list, tuple, set, frozenset, dict):
         return []
     return [m for a in args for m in _models_in(a)]
