@@ -19,13 +19,13 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from transforms.support.config_errors import describe, one_line
 from transforms.engine import Engine, Variant
 from transforms.errors import SpecError
 from transforms.limits import Limits
 from transforms.profile import PROFILES, Profile
 from transforms.sampling import SamplingPolicy, every_frame, sample_frames
 from transforms.spec import LASTMILE, Condition
+from transforms.support.config_errors import describe, one_line
 from transforms.sweeps import Repost, Sweep, expand_repost, expand_sweep
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
