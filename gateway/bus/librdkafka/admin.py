@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import time
 
-from gateway.bus.errors import BrokerUnavailable, BusError, NoAnswer
-from gateway.bus.librdkafka import codes, config
-from gateway.bus.librdkafka.errors import from_error, mapped
+from gateway.bus.errors import AccessDenied, BrokerUnavailable, BusError, NoAnswer
+from gateway.bus.librdkafka import config
+from gateway.bus.librdkafka.errors import from_error, kind_of, mapped
 from gateway.core.kafka_settings import KafkaSettings
 
 ATTEMPT_S = 0.5  # a ping asks this long at a time, so that a refusal is said at once, not at the ping's end
@@ -23,12 +23,11 @@ def _client(settings: KafkaSettings, **properties: object):
 def ping(settings: KafkaSettings, timeout_s: float) -> None:
     """Return once a broker answers a metadata request; raises :class:`NoAnswer` if none does in time, or
     :class:`~gateway.bus.AccessDenied` where a broker answered but refused this client's authentication (the
-    metadata request then fails as a transport failure; librdkafka's error callback says why: an error
-    :mod:`~gateway.bus.librdkafka.codes` counts as denied)."""
+    metadata request then fails as a transport failure; librdkafka's error callback says why)."""
     refused: list = []
     client = _client(
         settings,
-        error_cb=lambda error: refused.append(error) if error.name() in codes.DENIED else None,
+        error_cb=lambda error: refused.append(error) if kind_of(error) is AccessDenied else None,
         log_level=0,  # its connection failures are this ping's answer, said once by the caller: not logged too
     )
     deadline = time.monotonic() + timeout_s
