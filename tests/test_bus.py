@@ -158,13 +158,12 @@ def test_every_gateway_subpackage_but_the_bus_is_forbidden_both_clients():
     assert not [p.name for p in (ROOT / "gateway").glob("*.py") if p.name != "__init__.py"]  # all in a package
 
 
-def test_no_module_of_the_bus_builds_protocol_bytes_but_the_oversize_probe():
-    """The bus speaks Kafka through its clients; the probe is the one exception (its docstring says why)."""
+def test_no_module_of_the_bus_builds_protocol_bytes():
+    """The bus speaks Kafka through its clients only (issue 65 took the oversize probe away)."""
     imports = ("import struct", "import socket", "from struct", "from socket")
     wire = [p.relative_to(ROOT).as_posix() for p in (ROOT / "gateway" / "bus").rglob("*.py")
             if any(line.startswith(imports) for line in p.read_text().splitlines())]  # fmt: skip
-    assert wire == ["gateway/bus/oversize.py"]
-    assert len((ROOT / "gateway" / "bus" / "oversize.py").read_text().splitlines()) < 120
+    assert wire == []
 
 
 def test_no_code_outside_the_kafka_python_engine_reaches_a_clients_private_fields():

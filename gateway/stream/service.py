@@ -87,6 +87,7 @@ class Gateway:
         k, limits = self.cfg.kafka, self.cfg.limits
         self.metrics.observe_detectors(self.pipeline.detectors)
         bus.ping(k)  # no broker at the bootstrap: one line naming it, within seconds (not a silent retry loop)
+        bus.check_record_limits(k, [k.input_topic])  # a topic admitting records over ours: one line
         self.publisher = Publisher(bus.producer(k), k)
         self.consumer = bus.consumer(k)
         topics = [k.input_topic]  # labels are the monitor's (lastmile monitor run), not the gateway's

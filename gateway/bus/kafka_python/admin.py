@@ -44,3 +44,18 @@ def committed_offsets(settings: KafkaSettings, group: str, topic: str, timeout_s
         finally:
             client.close()
     return {tp.partition: o.offset for tp, o in offsets.items() if tp.topic == topic and o.offset >= 0}
+
+
+def record_limits(settings: KafkaSettings, topics: list[str], timeout_s: float) -> dict[str, int]:
+    """Each topic's ``max.message.bytes``, where it states one."""
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    with mapped():
+        client = config.admin_client(settings, int(timeout_s * 1000))
+        try:
+            asked = [ConfigResource(ConfigResourceType.TOPIC, t) for t in topics]
+            found = client.describe_configs(asked, config_filter="all").get("topic", {})
+        finally:
+            client.close()
+    limits = {t: (c.get("max.message.bytes") or {}).get("value") for t, c in found.items()}
+    return {t: int(v) for t, v in limits.items() if v is not None}

@@ -77,7 +77,7 @@ def consumer_client(settings: KafkaSettings):
         request_timeout_ms=max(settings.request_timeout_ms, settings.session_timeout_ms + 1000),
         fetch_max_bytes=settings.max_message_bytes + HEADROOM_BYTES,
         max_partition_fetch_bytes=settings.max_message_bytes + HEADROOM_BYTES,
-        # the largest response it reads: a bigger batch (broker-side, KIP-74) is passed by gateway.bus.stalls
+        # the largest response it reads: a bigger batch (returned whole, KIP-74) stops the fetches from its broker
         receive_message_max_bytes=settings.max_message_bytes + 2 * HEADROOM_BYTES,
     )
     keep_finished_joins(consumer)  # a join finished between two polls is completed, not thrown away

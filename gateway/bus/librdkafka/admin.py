@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from gateway.bus.errors import AccessDenied, BrokerUnavailable, BusError, NoAnswer
+from gateway.bus.errors import AccessDenied, BrokerUnavailable, BusError, NoAnswer, UnknownTopic
 from gateway.bus.librdkafka import config
 from gateway.bus.librdkafka.errors import from_error, kind_of, mapped
 from gateway.core.kafka_settings import KafkaSettings
@@ -92,4 +92,23 @@ def committed_offsets(settings: KafkaSettings, group: str, topic: str, timeout_s
             raise from_error(tp.error)
         if tp.offset >= 0:
             out[tp.partition] = tp.offset
+    return out
+
+
+def record_limits(settings: KafkaSettings, topics: list[str], timeout_s: float) -> dict[str, int]:
+    """Each topic's ``max.message.bytes``, where it states one."""
+    from confluent_kafka.admin import ConfigResource
+
+    client = _client(settings)
+    with mapped():
+        futures = client.describe_configs([ConfigResource("topic", t) for t in topics], request_timeout=timeout_s)
+    out = {}
+    for resource, future in futures.items():
+        try:
+            with mapped():
+                found = future.result(timeout=timeout_s).get("max.message.bytes")
+        except UnknownTopic:
+            continue
+        if found is not None and found.value is not None:
+            out[resource.name] = int(found.value)
     return out

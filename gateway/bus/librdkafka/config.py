@@ -111,7 +111,7 @@ def consumer(settings: KafkaSettings, group: bool) -> dict[str, Any]:
             "fetch.wait.max.ms": FETCH_WAIT_MS,
             "fetch.max.bytes": limit,
             "max.partition.fetch.bytes": limit,
-            # the largest reply read: a bigger one (an oversize batch, returned whole) is passed by gateway.bus.stalls
+            # the largest reply read: a bigger one (an oversize batch, returned whole) fails, and the stall says so
             "receive.message.max.bytes": limit + HEADROOM_BYTES + RESPONSE_OVERHEAD_BYTES,
             "queued.max.messages.kbytes": max(1, limit // 1024),  # records fetched ahead: one record's worth at most
             "statistics.interval.ms": settings.statistics_interval_ms,

@@ -17,7 +17,7 @@ from gateway.bus.consumer import Consumer
 from gateway.bus.librdkafka import config
 from gateway.bus.librdkafka.errors import from_error, mapped
 from gateway.bus.librdkafka.health import ClientHealth
-from gateway.bus.librdkafka.message import records, rows
+from gateway.bus.librdkafka.message import records, views
 from gateway.bus.librdkafka.offsets import OffsetQueries
 from gateway.bus.rebalance import Rebalance
 from gateway.bus.records import Fetched, Partition, Polled
@@ -109,8 +109,8 @@ class RdConsumer(Consumer):
     def _fetch(self, timeout_ms: int, max_records: int) -> list[Fetched]:
         return records(self._consume(timeout_ms, max_records), self._event)
 
-    def _fetch_rows(self, timeout_ms: int, max_records: int) -> Polled:
-        return rows(self._consume(timeout_ms, max_records), self._event)
+    def _fetch_views(self, timeout_ms: int, max_records: int) -> Polled:
+        return views(self._consume(timeout_ms, max_records), self._event)
 
     def _consume(self, timeout_ms: int, max_records: int) -> list:
         with mapped():
@@ -144,8 +144,21 @@ class RdConsumer(Consumer):
             self._c.resume([TopicPartition(*p) for p in partitions])
         self._paused -= set(partitions)
 
-    def last_oversize(self) -> float:
-        return self.health.last_oversize
+    def known_end(self, partition: Partition, since: float) -> int | None:
+        """The last stable offset of librdkafka's statistics, unless a reply was refused as oversize since
+        ``since`` (the statistics then hold the watermark of the last fetch that came through)."""
+        state = self.health.partitions.get(partition)
+        if state is None or state.end < 0 or self.health.last_oversize >= since:
+            return None
+        return state.end
+
+    def stall_cause(self, since: float) -> str:
+        if self.health.last_oversize < since:
+            return ""
+        return (
+            "librdkafka refused a fetch reply over its limit: a batch there is larger than kafka.max_message_bytes "
+            f"({self.settings.max_message_bytes}) allows"
+        )
 
     # -- positions and offsets -----------------------------------------------------------------------------------
     def position(self, partition: Partition) -> int:
@@ -245,10 +258,6 @@ class RdConsumer(Consumer):
         with mapped():
             found = self._c.committed([TopicPartition(*p) for p in partitions], timeout_s)
         return {Partition(tp.topic, tp.partition): tp.offset if tp.offset >= 0 else None for tp in found}
-
-    def leader(self, partition: Partition) -> tuple[str, int]:
-        """Asked when a partition stalls, inside the poll loop: it waits ``probe_timeout_ms`` at most."""
-        return self._queries().leader(partition, self.settings.probe_timeout_ms / 1000)
 
     def close(self, autocommit: bool = False) -> None:
         """Leave the group (committing only what was stored: acknowledged outcomes) and stop the client.

@@ -18,7 +18,8 @@ OVERSIZE_REPLY = "Invalid response size"  # librdkafka's _BAD_MSG for a reply ov
 class PartitionState:
     fetch_state: str  # "active", "offset-query", "stopped", ...
     next_offset: int  # the next offset it fetches (-1001: not known yet)
-    hi_offset: int  # the partition's high watermark as last fetched (-1001: never answered)
+    # the partition's last stable offset (its end for a read-committed consumer) as last fetched; -1001: never
+    end: int
     lag: int  # consumer lag as librdkafka counts it (-1: unknown)
 
 
@@ -56,7 +57,7 @@ class ClientHealth:
                 parts[topic, int(p)] = PartitionState(
                     d.get("fetch_state", ""),
                     d.get("next_offset", -1001),
-                    d.get("hi_offset", -1001),
+                    d.get("ls_offset", -1001),
                     d.get("consumer_lag", -1),
                 )
         self.partitions = parts

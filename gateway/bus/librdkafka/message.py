@@ -1,9 +1,8 @@
 r"""What librdkafka's messages become: :class:`MessageRecord`\ s (a :class:`~gateway.bus.records.Record` whose
 fields are read from confluent-kafka's message when asked: building each record's seven fields up front cost more
-CPU than librdkafka's own fetch) or rows (the messages themselves: they have a :class:`~gateway.bus.records.Row`'s
-methods; the monitor's read); an error among them
-goes to the consumer, a record whose header name is not UTF-8 becomes an
-:class:`~gateway.bus.records.UnreadableRecord`."""
+CPU than librdkafka's own fetch) or views (the messages themselves: they have a
+:class:`~gateway.bus.records.MessageView`'s methods; the monitor's read). An error among them goes to the consumer;
+a record whose header name is not UTF-8 becomes an :class:`~gateway.bus.records.UnreadableRecord`."""
 
 from __future__ import annotations
 
@@ -95,11 +94,11 @@ def records(messages: list, on_error: OnError) -> list[Fetched]:
     return out
 
 
-def rows(messages: list, on_error: OnError) -> Polled:
-    """The messages themselves as rows (a librdkafka message has a :class:`~gateway.bus.records.Row`'s methods:
-    nothing is made per record), an error among them passed to ``on_error`` and left out. Headers are not read, so
-    a header name that is not UTF-8 does not matter here."""
-    if any(map(MESSAGE_ERROR, messages)):  # (rare: checked in one pass in C, then filtered)
+def views(messages: list, on_error: OnError) -> Polled:
+    """The messages themselves as views (nothing is made per record), an error among them passed to ``on_error``
+    and left out. Headers are not read, so a header name that is not UTF-8 does not matter here."""
+    # errors are rare: looked for in one pass in C, then filtered
+    if any(map(MESSAGE_ERROR, messages)):
         kept = []
         for m in messages:
             if m.error() is None:

@@ -1,18 +1,12 @@
-"""Questions about partitions (their first and end offsets, how many a topic has, their leaders), asked on an
-admin client's connection of its own.
-
-A fetch reply over the receive limit (an oversize batch) breaks the consumer's connection to that broker, and
-every request queued on it, again and again: the fetcher sends its fetch first on every new connection, and the
-broker answers in order, so a metadata request behind it failed ("Bad message format") reconnection after
-reconnection, for seconds under load, while the stall watch waited for a leader inside the poll loop (past
-``max_poll_interval_ms`` once: the member was dropped, its records came back, and the oversize batch with them).
-A broker also serves one connection's requests in order, so a request behind a fetch waits out its
-``fetch.wait.max.ms``. So the consumer's questions (its lag, the stall watch's ends and leaders, a group's
-backlog, a topic's partitions) go on a connection with no fetch on it."""
+"""Questions about partitions (their first and end offsets, how many a topic has), asked on an admin client's
+connection of its own, with no fetch on it: a broker serves one connection's requests in order, so a question
+behind a fetch waits out its ``fetch.wait.max.ms``, and a fetch reply over the receive limit breaks the connection
+and every question queued on it, reconnection after reconnection (the consumer's lag, the stall watch's ends, a
+group's backlog)."""
 
 from __future__ import annotations
 
-from gateway.bus.errors import BusError, NoAnswer
+from gateway.bus.errors import NoAnswer
 from gateway.bus.librdkafka import config
 from gateway.bus.librdkafka.errors import mapped
 from gateway.bus.records import Partition
@@ -57,14 +51,3 @@ class OffsetQueries:
         with mapped():
             found = self._admin.list_topics(topic, timeout_s).topics.get(topic)
         return set() if found is None or found.error is not None else set(found.partitions)
-
-    def leader(self, p: Partition, timeout_s: float) -> tuple[str, int]:
-        """The address of the partition's leader; raises :class:`BusError` if none is known."""
-        with mapped():
-            meta = self._admin.list_topics(p.topic, timeout_s)
-        topic = meta.topics.get(p.topic)
-        part = None if topic is None else topic.partitions.get(p.partition)
-        broker = None if part is None else meta.brokers.get(part.leader)
-        if broker is None:
-            raise BusError(f"no known leader for {p.topic}/{p.partition}")
-        return broker.host, broker.port
