@@ -22,28 +22,14 @@ log = logging.getLogger("lastmile.bus")
 
 class Listener:
     """The hooks in kafka-python's listener shape: it calls these three by name, with its own partition type, on
-    its IO thread (where a blocking call such as a commit raises). A missing ``on_partitions_lost`` made its
-    ``poll`` raise, which ended the gateway that had merely been late."""
+    its IO thread (where a blocking call such as a commit raises). Without ``on_partitions_lost`` its ``poll``
+    raised, ending a gateway that had merely been late. Registered as a virtual subclass of kafka-python's
+    ``ConsumerRebalanceListener`` (its ``subscribe`` takes no other), with no kafka type in its bases."""
 
     def __init__(self, revoked: Hook, assigned: Hook, lost: Hook) -> None:
-        self.revoked, self.assigned, self.lost = revoked, assigned, lost
-
-    def on_partitions_revoked(self, revoked: object) -> None:
-        self.revoked(_ours(revoked))
-
-    def on_partitions_assigned(self, assigned: object) -> None:
-        self.assigned(_ours(assigned))
-
-    def on_partitions_lost(self, lost: object) -> None:
-        self.lost(_ours(lost))
-
-
-def _register_listener() -> None:
-    """kafka-python's ``subscribe`` takes only its ``ConsumerRebalanceListener``: :class:`Listener` is registered
-    as one (an ABC's virtual subclass; no kafka type in its bases)."""
-    from kafka import ConsumerRebalanceListener
-
-    ConsumerRebalanceListener.register(Listener)
+        self.on_partitions_revoked = lambda tps: revoked(_ours(tps))
+        self.on_partitions_assigned = lambda tps: assigned(_ours(tps))
+        self.on_partitions_lost = lambda tps: lost(_ours(tps))
 
 
 class KpConsumer(Consumer):
@@ -52,29 +38,33 @@ class KpConsumer(Consumer):
     def __init__(self, settings: KafkaSettings, group: bool) -> None:
         super().__init__(settings, group)
         with mapped():
-            self._client = config.consumer_client(settings) if group else config.reader_client(settings)
-        self._admin = None  # for the group's committed offsets (:meth:`group_offsets`), once asked
+            self._client = config.consumer_client(settings, group)
+        # for the group's committed offsets (:meth:`group_offsets`), once asked
+        self._admin = None
         self._joined = False
 
     # -- what is read ----------------------------------------------------------------------------------------
     def subscribe(self, topics: list[str], listener: Rebalance | None = None) -> None:
+        from kafka import ConsumerRebalanceListener
+
         hooks = listener or Rebalance()
 
-        def revoked(partitions: list[Partition]) -> None:  # kafka-python revokes before every join, the first too
-            self._joined = False
-            hooks.on_revoked(partitions)
+        # kafka-python revokes before every join, the first too: not joined until assigned
+        def joined(hook: Hook, now: bool) -> Hook:
+            def call(partitions: list[Partition]) -> None:
+                self._joined = now
+                hook(partitions)
 
-        def assigned(partitions: list[Partition]) -> None:
-            self._joined = True
-            hooks.on_assigned(partitions)
+            return call
 
-        def lost(partitions: list[Partition]) -> None:
-            self._joined = False
-            hooks.lost_hook(partitions)
-
-        _register_listener()
+        ConsumerRebalanceListener.register(Listener)
         with mapped():
-            self._client.subscribe(topics, listener=Listener(revoked, assigned, lost))
+            self._client.subscribe(
+                topics,
+                listener=Listener(
+                    joined(hooks.on_revoked, False), joined(hooks.on_assigned, True), joined(hooks.lost_hook, False)
+                ),
+            )
 
     def assign(self, partitions: Iterable[Partition]) -> None:
         with mapped():
@@ -85,7 +75,8 @@ class KpConsumer(Consumer):
             return set(_ours(self._client.assignment()))
 
     def partitions(self, topic: str, timeout_ms: int | None = None) -> set[int]:
-        with mapped():  # (from kafka-python's metadata; it asks the broker on its own schedule, without a timeout)
+        # from kafka-python's metadata: it asks the broker on its own schedule, without a timeout
+        with mapped():
             return set(self._client.partitions_for_topic(topic) or ())
 
     @property
@@ -161,18 +152,15 @@ class KpConsumer(Consumer):
         with mapped():
             self._admin = self._admin or config.admin_client(self.settings)
             done = self._admin.list_group_offsets(group).get(group, {})
-        out: dict[Partition, int | None] = {}
-        for p in partitions:
-            o = done.get(_theirs(p))
-            out[p] = o.offset if o is not None and o.offset >= 0 else None
-        return out
+        return {p: o.offset if (o := done.get(_theirs(p))) is not None and o.offset >= 0 else None for p in partitions}
 
     def close(self, autocommit: bool = False) -> None:
-        self._joined = False  # (a closed member has left its group)
+        """Leave the group; an admin client that fails to close leaves the consumer closed all the same."""
+        self._joined = False
         with mapped():
             try:
                 self._client.close(autocommit=autocommit)
-            finally:  # (an admin client that fails to close leaves the consumer closed all the same)
+            finally:
                 if self._admin is not None:
                     self._admin.close()
 
