@@ -4,7 +4,7 @@ It hands out the project's types (:class:`Record`, :class:`Partition`, :class:`C
 raises the project's errors (:class:`BusError` and its subclasses), never a client's. The client is librdkafka
 (confluent-kafka) by default, kafka-python when ``kafka.client`` says so (:mod:`gateway.bus.engines`)."""
 
-from gateway.bus.admin import NoBroker, check_record_limits, committed_offsets, ensure_topics, ping
+from gateway.bus.admin import check_record_limits, committed_offsets, ensure_topics, ping
 from gateway.bus.consumer import Consumer
 from gateway.bus.engines import consumer, producer, reader
 from gateway.bus.errors import (
@@ -22,8 +22,6 @@ from gateway.bus.membership import Backlog, IdleWatch, Unassigned
 from gateway.bus.producer import Delivery, Producer
 from gateway.bus.rebalance import Rebalance
 from gateway.bus.records import (
-    Fetched,
-    Header,
     MessageView,
     Partition,
     Polled,
@@ -45,12 +43,9 @@ __all__ = [
     "Consumer",
     "CorruptBatch",
     "Delivery",
-    "Fetched",
-    "Header",
     "IdleWatch",
     "MessageView",
     "NoAnswer",
-    "NoBroker",
     "Partition",
     "Polled",
     "Producer",

@@ -7,8 +7,9 @@ from gateway.bus.engines import admin
 from gateway.bus.errors import AccessDenied, BrokerUnavailable, BusError, ClientConfigError
 from gateway.core.kafka_settings import KafkaSettings
 
-PING_TIMEOUT_S = 6.0  # a command that talks to Kafka says within this that no broker answers (one line; its
-# start-up, a few seconds on a loaded machine, comes first: the line is due within 10 s of the command)
+# a command that talks to Kafka says within this that no broker answers (one line; its start-up, a few seconds on
+# a loaded machine, comes first: the line is due within 10 s of the command)
+PING_TIMEOUT_S = 6.0
 ADMIN_TIMEOUT_S = 10.0
 
 

@@ -19,7 +19,10 @@ from gateway.core.kafka_settings import KafkaSettings
 
 
 class Consumer(ABC):
-    # the client it runs on: "librdkafka" or "kafka-python"
+    """Each engine also has ``assignment()``, ``paused()``, ``pause(*partitions)``, ``resume(*partitions)``,
+    ``seek(partition, offset)`` and ``close(autocommit=False)``, each in its client's meaning; ``engine``: which
+    client it runs on ("librdkafka" or "kafka-python")."""
+
     engine: str
 
     def __init__(self, settings: KafkaSettings, group: bool) -> None:
@@ -34,9 +37,6 @@ class Consumer(ABC):
     @abstractmethod
     def assign(self, partitions: Iterable[Partition]) -> None:
         """Read exactly these partitions (a reader), each from its committed offset or the earliest one."""
-
-    @abstractmethod
-    def assignment(self) -> set[Partition]: ...
 
     @abstractmethod
     def partitions(self, topic: str, timeout_ms: int | None = None) -> set[int]:
@@ -77,15 +77,6 @@ class Consumer(ABC):
                 polled.passed_on.append(r)
         return polled
 
-    @abstractmethod
-    def paused(self) -> set[Partition]: ...
-
-    @abstractmethod
-    def pause(self, *partitions: Partition) -> None: ...
-
-    @abstractmethod
-    def resume(self, *partitions: Partition) -> None: ...
-
     def stalls(self, after_s: float) -> list[Stall]:
         """Assigned, unpaused partitions with records to read whose position has not moved for ``after_s``
         seconds."""
@@ -104,9 +95,6 @@ class Consumer(ABC):
     @abstractmethod
     def position(self, partition: Partition) -> int:
         """The offset of the next record it hands out from ``partition``."""
-
-    @abstractmethod
-    def seek(self, partition: Partition, offset: int) -> None: ...
 
     @abstractmethod
     def seek_to_beginning(self, *partitions: Partition) -> None:
@@ -129,9 +117,6 @@ class Consumer(ABC):
     @abstractmethod
     def group_offsets(self, partitions: list[Partition], timeout_ms: int | None = None) -> dict[Partition, int | None]:
         """What this member's group has committed per partition (None: nothing)."""
-
-    @abstractmethod
-    def close(self, autocommit: bool = False) -> None: ...
 
     # -- built on the above, for both engines -------------------------------------------------------------------
     def end_offsets(self, partitions: Iterable[Partition], timeout_ms: int | None = None) -> dict[Partition, int]:

@@ -18,8 +18,10 @@ bare client still loses such a join (else this module can go) and that a member 
 from __future__ import annotations
 
 COORDINATOR = "_coordinator"
-JOIN_TASK = "_join_task"  # the coordinator's in-flight (or finished, not yet completed) JoinGroup+SyncGroup
-MANAGER = "_manager"  # schedules work on the client's IO loop
+# the coordinator's in-flight (or finished, not yet completed) JoinGroup+SyncGroup
+JOIN_TASK = "_join_task"
+# schedules work on the client's IO loop
+MANAGER = "_manager"
 
 
 def keep_finished_joins(consumer) -> None:

@@ -9,7 +9,8 @@ from gateway.bus.librdkafka import config
 from gateway.bus.librdkafka.errors import from_error, kind_of, mapped
 from gateway.core.kafka_settings import KafkaSettings
 
-ATTEMPT_S = 0.5  # a ping asks this long at a time, so that a refusal is said at once, not at the ping's end
+# a ping asks this long at a time, so that a refusal is said at once, not at the ping's end
+ATTEMPT_S = 0.5
 
 
 def _client(settings: KafkaSettings, **properties: object):
@@ -23,21 +24,21 @@ def _client(settings: KafkaSettings, **properties: object):
 def ping(settings: KafkaSettings, timeout_s: float) -> None:
     """Return once a broker answers a metadata request; raises :class:`NoAnswer` if none does in time, or
     :class:`~gateway.bus.AccessDenied` where a broker answered but refused this client's authentication (the
-    metadata request then fails as a transport failure; librdkafka's error callback says why)."""
+    metadata request then fails as a transport failure; librdkafka's error callback says why). Its connection
+    failures are the ping's answer, said once by the caller: not logged too. Anything else (a property librdkafka
+    refuses) is said at once."""
     refused: list = []
-    client = _client(
-        settings,
-        error_cb=lambda error: refused.append(error) if kind_of(error) is AccessDenied else None,
-        log_level=0,  # its connection failures are this ping's answer, said once by the caller: not logged too
-    )
+    deny = lambda error: refused.append(error) if kind_of(error) is AccessDenied else None  # noqa: E731
+    client = _client(settings, error_cb=deny, log_level=0)
     deadline = time.monotonic() + timeout_s
     while True:
         try:
             with mapped():
                 meta = client.list_topics(timeout=min(ATTEMPT_S, max(deadline - time.monotonic(), 0.01)))
             break
-        except BrokerUnavailable:  # (anything else, e.g. a property librdkafka refuses, is said at once)
-            client.poll(0)  # serves the error callbacks queued meanwhile
+        except BrokerUnavailable:
+            # serves the error callbacks queued meanwhile
+            client.poll(0)
             if refused:
                 raise from_error(refused[0]) from None
             if time.monotonic() >= deadline:
