@@ -147,7 +147,7 @@ class KpConsumer(Consumer):
 
     def group_offsets(self, partitions: list[Partition], timeout_ms: int | None = None) -> dict[Partition, int | None]:
         """Through an admin client of its own: kafka-python's consumer, asked for them while it joins its group,
-        starts the join again, and again (seen on Tansu: it never got its partitions)."""
+        starts the join again, and again."""
         group = self.settings.group_id
         with mapped():
             self._admin = self._admin or config.admin_client(self.settings)

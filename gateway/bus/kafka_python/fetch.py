@@ -8,9 +8,11 @@ each once) and tests/test_bus_contract.py (the behaviour, on both engines).
   ``if self._next_partition_records is None``, but ``PartitionRecords.drain`` leaves a drained object in that
   slot, so a partition paused mid-batch and resumed was never read again. Clearing a drained slot lets the parked
   records come back, in order, at their offsets.
-- **An undecodable record** (a header name that is not UTF-8): ``PartitionRecords._unpack_records`` raises
-  ``CorruptRecordError`` out of every ``poll`` at the same position, since nothing moves past it. The bus seeks
-  one past it and hands back an :class:`UnreadableRecord` in its place.
+- **An undecodable record** (a header name that is not UTF-8): ``DefaultRecordBatch.__next__`` in
+  ``kafka/record/default_records.py`` raises ``CorruptRecordError`` for it (through
+  ``PartitionRecords._unpack_records``) out of every ``poll`` at the same position, since nothing moves past it,
+  and cannot go on to the records after it in its batch. The bus seeks one past it and hands back an
+  :class:`UnreadableRecord` in its place (the records after it in the batch come the same way).
 """
 
 from __future__ import annotations
