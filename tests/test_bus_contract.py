@@ -24,7 +24,7 @@ from tests.support.produce import NotUtf8, produce_raw
 from tests.support.streaming import FAST_GROUP, require_broker, stop_process, wait_for
 
 ENGINES = ["librdkafka", "kafka-python"]
-OVER = 3 * 1024 * 1024  # over any client's receive limit at max_message_bytes 64 KiB (64 KiB + 2 MiB)
+OVER = 3 * 1024 * 1024  # over any client's receive limit at max_message_bytes 64 KiB (2 x (64 KiB + 1 MiB))
 
 
 @pytest.fixture(params=ENGINES)

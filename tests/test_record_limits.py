@@ -65,7 +65,7 @@ def test_an_oversize_stall_makes_readyz_name_the_partition_and_the_setting_and_r
     cfg = _with_kafka(base, max_message_bytes=256 * 1024, stall_check_s=0.3, stall_after_s=1.5, probe_interval_s=0.3)
     k, clip = cfg.kafka, tmp_path / "clip.mp4"
     clip.write_bytes(make_clip(tmp_path, "made.mp4"))
-    produce_raw(k.bootstrap, k.input_topic, b"big", b"\0" * (4 * MB), [])  # over 256 KiB + 2 MiB: unfetchable
+    produce_raw(k.bootstrap, k.input_topic, b"big", b"\0" * (4 * MB), [])  # over 2 x (256 KiB + 1 MiB): unfetchable
     produce_raw(k.bootstrap, k.input_topic, b"after", _video(clip, "after"), [])
     gw, thread = start_gateway(cfg)
     _, body = wait_for(lambda: (r := _readyz(gw.port))[0] == 503 and r, 60, "not ready")

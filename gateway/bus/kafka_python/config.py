@@ -61,7 +61,7 @@ def producer_client(settings: KafkaSettings):
 def consumer_client(settings: KafkaSettings, group: bool = True):
     """A member of ``settings.group_id`` (manual commits, eager assignors) or, without ``group``, a reader that
     assigns partitions and seeks itself; from the earliest offset, committed records only. The largest response
-    it reads holds a fetch and its framing: a bigger batch (returned whole) stops the fetches from its broker."""
+    it reads holds two fetches (as librdkafka's: :func:`gateway.bus.librdkafka.config.consumer`)."""
     from kafka import KafkaConsumer
 
     fetch = settings.max_message_bytes + HEADROOM_BYTES
@@ -83,7 +83,7 @@ def consumer_client(settings: KafkaSettings, group: bool = True):
         max_poll_records=settings.max_poll_records,
         fetch_max_bytes=fetch,
         max_partition_fetch_bytes=fetch,
-        receive_message_max_bytes=fetch + HEADROOM_BYTES,
+        receive_message_max_bytes=2 * fetch,
     )
     # a join finished between two polls is completed, not thrown away
     if group:

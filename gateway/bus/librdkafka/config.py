@@ -95,8 +95,9 @@ def fetch_limit(settings: KafkaSettings) -> int:
 def consumer(settings: KafkaSettings, group: bool) -> dict[str, Any]:
     """A group member (``group``: manual offset store, committed every second, when partitions go and at close;
     from the earliest offset of a new group) or a reader (it assigns and seeks, and commits nothing). The largest
-    reply read holds a fetch and its framing; a bigger one (an oversize batch, returned whole) fails, and the stall
-    says so. Records fetched ahead: one record's worth at most."""
+    reply read holds two fetches: Tansu adds the next batch to a reply whatever its size, and a reply over the
+    limit fails, again on every retry (a batch over twice the limit does: the stall says so). Records fetched
+    ahead: one record's worth at most."""
     limit = fetch_limit(settings)
     conf = {
         **common(settings),
@@ -114,7 +115,7 @@ def consumer(settings: KafkaSettings, group: bool) -> dict[str, Any]:
         "fetch.wait.max.ms": FETCH_WAIT_MS,
         "fetch.max.bytes": limit,
         "max.partition.fetch.bytes": limit,
-        "receive.message.max.bytes": limit + HEADROOM_BYTES + RESPONSE_OVERHEAD_BYTES,
+        "receive.message.max.bytes": 2 * limit + RESPONSE_OVERHEAD_BYTES,
         "queued.max.messages.kbytes": max(1, limit // 1024),
         "statistics.interval.ms": settings.statistics_interval_ms,
     }
