@@ -196,7 +196,7 @@ def test_an_oversize_batch_on_a_broker_that_does_not_enforce_its_limit_is_a_stal
 
 def test_a_topic_that_admits_records_over_the_limit_is_refused_at_start(broker, engine):
     """A topic that states its ``max.message.bytes`` is read at start: over ``kafka.max_message_bytes``, one line
-    says which topic and the two settings; within it, nothing is said."""
+    says which topic and the two settings; within it, the consumer's fetch is sized to it."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     k = KafkaSettings(bootstrap=broker.bootstrap, client=engine, input_topic=f"limited-{engine}",
@@ -209,7 +209,9 @@ def test_a_topic_that_admits_records_over_the_limit_is_refused_at_start(broker, 
     assert str(refused.value).count("\n") == 0
     assert f"topic {k.input_topic} admits records of up to 8388608 bytes (its max.message.bytes)" in str(refused.value)
     assert "kafka.max_message_bytes (1048576)" in str(refused.value)
-    bus.check_record_limits(k.model_copy(update={"max_message_bytes": 8 * 1024 * 1024}), [k.input_topic])
+    roomy = k.model_copy(update={"max_message_bytes": 64 * 1024 * 1024})
+    assert bus.check_record_limits(roomy, [k.input_topic]).max_message_bytes == 8 * 1024 * 1024  # the fetch sized
+    assert bus.check_record_limits(roomy, [k.input_topic, "no-such-topic"]) == roomy  # one states none: as it is
 
 
 # -- flow and offsets ------------------------------------------------------------------------------------------------

@@ -52,10 +52,12 @@ def committed_offsets(settings: KafkaSettings, group: str, topic: str) -> dict[i
     return admin(settings).committed_offsets(settings, group, topic, ADMIN_TIMEOUT_S)
 
 
-def check_record_limits(settings: KafkaSettings, topics: list[str]) -> None:
+def check_record_limits(settings: KafkaSettings, topics: list[str]) -> KafkaSettings:
     """Refuse to start, in one line (:class:`ClientConfigError`), where a topic admits records larger than
     ``kafka.max_message_bytes``: no fetch of ours could hold one. A topic that states no ``max.message.bytes``
-    (Tansu's, unless made with one) or does not exist yet is taken as it comes."""
+    (Tansu's, unless made with one) or does not exist yet is taken as it comes. Returns the settings for a consumer
+    of ``topics``: its fetch sized to the largest limit they state where every one states one (a client fetches,
+    and prefetches, that much)."""
     limits = admin(settings).record_limits(settings, topics, ADMIN_TIMEOUT_S)
     for topic, limit in sorted(limits.items()):
         if limit > settings.max_message_bytes:
@@ -64,3 +66,6 @@ def check_record_limits(settings: KafkaSettings, topics: list[str]) -> None:
                 f"kafka.max_message_bytes ({settings.max_message_bytes}): raise kafka.max_message_bytes to {limit}, "
                 "or lower the topic's max.message.bytes"
             )
+    if limits and len(limits) == len(set(topics)):
+        return settings.model_copy(update={"max_message_bytes": max(1024, *limits.values())})
+    return settings
