@@ -57,10 +57,9 @@ class Consumer(ABC):
         return fetched
 
     def poll_views(self, timeout_ms: int, max_records: int | None = None) -> Polled:
-        """As :meth:`poll`, each readable record a :class:`~gateway.bus.records.MessageView` (topic, partition,
-        offset, timestamp, value) and the unreadable ones passed on apart: for a reader that goes through hundreds of
-        thousands of records a second (the monitor). librdkafka's messages are their own views: no object is made
-        per record (``lastmile bench bus``)."""
+        """As :meth:`poll`, as message views (:class:`~gateway.bus.records.MessageView`) and the unreadable records
+        passed on: for a reader of hundreds of thousands of records a second (the monitor; librdkafka's messages are
+        their own views, ``lastmile bench bus``)."""
         polled = self._fetch_views(timeout_ms, max_records or self.settings.max_poll_records)
         self._watch.observe(self)
         return polled

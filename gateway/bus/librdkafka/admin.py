@@ -13,7 +13,7 @@ from gateway.core.kafka_settings import KafkaSettings
 ATTEMPT_S = 0.5
 
 
-def _client(settings: KafkaSettings, **properties: object):
+def admin_client(settings: KafkaSettings, **properties: object):
     """An admin client of the settings, with ``properties`` (librdkafka's) beside them."""
     from confluent_kafka.admin import AdminClient
 
@@ -29,7 +29,7 @@ def ping(settings: KafkaSettings, timeout_s: float) -> None:
     refuses) is said at once."""
     refused: list = []
     deny = lambda error: refused.append(error) if kind_of(error) is AccessDenied else None  # noqa: E731
-    client = _client(settings, error_cb=deny, log_level=0)
+    client = admin_client(settings, error_cb=deny, log_level=0)
     deadline = time.monotonic() + timeout_s
     while True:
         try:
@@ -48,7 +48,7 @@ def ping(settings: KafkaSettings, timeout_s: float) -> None:
 
 
 def topics(settings: KafkaSettings, timeout_s: float) -> set[str]:
-    client = _client(settings)
+    client = admin_client(settings)
     with mapped():
         return set(client.list_topics(timeout=timeout_s).topics)
 
@@ -57,7 +57,7 @@ def create_topics(settings: KafkaSettings, names: list[str], partitions: int, ti
     """Create each of ``names`` that does not exist yet (one that another client made meanwhile is no error)."""
     from confluent_kafka.admin import NewTopic
 
-    client = _client(settings)
+    client = admin_client(settings)
     with mapped():
         futures = client.create_topics(
             [NewTopic(n, num_partitions=partitions, replication_factor=1) for n in names], request_timeout=timeout_s
@@ -77,7 +77,7 @@ def committed_offsets(settings: KafkaSettings, group: str, topic: str, timeout_s
     """Per partition of ``topic``, the offset ``group`` committed (partitions it never committed are absent)."""
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
-    client = _client(settings)
+    client = admin_client(settings)
     with mapped():
         meta = client.list_topics(topic, timeout=timeout_s).topics.get(topic)
     parts = [] if meta is None or meta.error is not None else sorted(meta.partitions)
@@ -100,7 +100,7 @@ def record_limits(settings: KafkaSettings, topics: list[str], timeout_s: float) 
     """Each topic's ``max.message.bytes``, where it states one."""
     from confluent_kafka.admin import ConfigResource
 
-    client = _client(settings)
+    client = admin_client(settings)
     with mapped():
         futures = client.describe_configs([ConfigResource("topic", t) for t in topics], request_timeout=timeout_s)
     out = {}

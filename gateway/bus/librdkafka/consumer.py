@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 
 from gateway.bus.consumer import Consumer
 from gateway.bus.errors import NoAnswer
-from gateway.bus.librdkafka import config
+from gateway.bus.librdkafka import admin, config
 from gateway.bus.librdkafka.errors import from_error, mapped
 from gateway.bus.librdkafka.health import ClientHealth
 from gateway.bus.librdkafka.message import records, views
@@ -290,9 +290,5 @@ class RdConsumer(Consumer):
 
     def _admin_client(self):
         """An admin client of the settings for questions about partitions (made when first asked)."""
-        from confluent_kafka.admin import AdminClient
-
-        if self._admin is None:
-            with mapped():
-                self._admin = AdminClient(config.admin(self.settings))
+        self._admin = self._admin or admin.admin_client(self.settings)
         return self._admin
