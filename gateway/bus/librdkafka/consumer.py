@@ -289,6 +289,8 @@ class RdConsumer(Consumer):
         return self._timeout_s if timeout_ms is None else timeout_ms / 1000
 
     def _admin_client(self):
-        """An admin client of the settings for questions about partitions (made when first asked)."""
-        self._admin = self._admin or admin.admin_client(self.settings)
+        """An admin client of the settings for questions about partitions (made when first asked; an AdminClient
+        with no request in flight is falsy: ``len()`` counts its queue)."""
+        if self._admin is None:
+            self._admin = admin.admin_client(self.settings)
         return self._admin
