@@ -183,7 +183,7 @@ def test_a_poll_kept_together_counts_and_holds_what_one_event_at_a_time_did():
     clock = lambda: NOW  # noqa: E731
     records = _records(cfg, np.random.default_rng(5))
     mon = Monitor(cfg, clock)
-    rows = [bus.RecordRow(r) for r in records]  # as the monitor's reader hands them out
+    rows = [bus.RecordView(r) for r in records]  # as the monitor's reader hands them out
     for start in range(0, len(rows), 37):  # polls of 37 records
         mon.take(rows[start : start + 37])
     ref = Store(cfg.windows, clock, lambda: mon._watermark)  # the watermark the monitor gives its store

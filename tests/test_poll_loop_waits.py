@@ -7,7 +7,6 @@ import pytest
 
 from gateway import bus
 from gateway.bus import stalls
-from gateway.bus.oversize import Batch
 from gateway.core.kafka_settings import KafkaSettings
 
 
@@ -33,8 +32,8 @@ class _Clock:
 class _Still:
     """A consumer whose three partitions have not moved from offset 5, with records up to 10 behind them."""
 
-    def __init__(self) -> None:
-        self.seeks: dict[bus.Partition, int] = {}
+    def __init__(self, known: int | None = None, answer: Exception | None = None) -> None:
+        self.known, self.answer, self.asked = known, answer, []
 
     def assignment(self):
         return {bus.Partition("t", p) for p in range(3)}
@@ -43,67 +42,55 @@ class _Still:
         return set()
 
     def position(self, p):
-        return self.seeks.get(p, 5)
+        return 5
 
-    def seek(self, p, offset):
-        self.seeks[p] = offset
+    def known_end(self, p, since):
+        return self.known
 
     def end_offsets(self, partitions, timeout_ms=None):
+        self.asked.append((sorted(partitions), timeout_ms))
+        if self.answer is not None:
+            raise self.answer
         return dict.fromkeys(partitions, 10)
 
-    def last_oversize(self):
-        return 0.0
 
-
-class _SlowReader:
-    """Reads apart an oversize batch (offsets 5-9) at any position, each read taking 0.6 s of the clock."""
-
-    def __init__(self, clock: _Clock) -> None:
-        self.clock, self.asked = clock, []
-
-    def probe(self, p, offset):
-        self.asked.append(p)
-        self.clock.t += 0.6
-        return Batch(offset, 9, 3 << 20, 10)
-
-    def records(self, p, offset, batch):
-        return [bus.OversizeRecord(*p, o, batch.size, 1024) for o in range(offset, batch.last_offset + 1)]
-
-
-def test_the_stall_watch_defers_what_it_cannot_judge_within_a_probe_timeout_to_the_next_poll():
-    """The watch runs inside the poll loop: once a round has spent ``probe_timeout_ms`` reading apart, the
-    partitions still due wait for the next poll (a round that judged all three here would hold the loop 1.8 s)."""
-    clock = _Clock()
-    reader, consumer = _SlowReader(clock), _Still()
-    watch = stalls.Watch(KafkaSettings(probe_timeout_ms=1000, stall_check_s=5), reader, clock)
-    assert watch.observe(consumer) == []  # positions noted
+def test_the_stall_watch_asks_the_ends_of_its_unmoved_partitions_in_one_question_within_a_probe_timeout():
+    """The watch runs inside the poll loop: partitions unmoved for ``stall_check_s`` are judged together, one
+    question to the broker that waits ``probe_timeout_ms`` at most, and none again until ``stall_check_s`` later."""
+    clock, consumer = _Clock(), _Still()
+    watch = stalls.Watch(KafkaSettings(probe_timeout_ms=1000, stall_check_s=5), clock)
+    watch.observe(consumer)
+    assert consumer.asked == []  # positions noted
     clock.t += 5
-    first = watch.observe(consumer)
-    assert reader.asked == [bus.Partition("t", 0), bus.Partition("t", 1)]  # 1.2 s spent: the third waits
-    assert {(r.partition, r.offset) for r in first} == {(p, o) for p in (0, 1) for o in range(5, 10)}
-    assert consumer.seeks == {bus.Partition("t", 0): 10, bus.Partition("t", 1): 10}
-    second = watch.observe(consumer)  # the next poll, at once: the deferred one is judged, not left for 5 s
-    assert reader.asked[2:] == [bus.Partition("t", 2)]
-    assert {(r.partition, r.offset) for r in second} == {(2, o) for o in range(5, 10)}
+    watch.observe(consumer)
+    assert consumer.asked == [([bus.Partition("t", p) for p in range(3)], 1000)]
+    clock.t += 1
+    watch.observe(consumer)
+    assert len(consumer.asked) == 1
+    assert [(s.partition.partition, s.offset, s.behind) for s in watch.stalls(5, lambda since: "")] == [
+        (0, 5, 5), (1, 5, 5), (2, 5, 5)]  # fmt: skip
 
 
-def test_a_round_whose_end_offsets_took_its_share_starts_no_judgement():
-    """The round's share counts from before the ends are asked: ends that took the whole of it leave every partition
-    to the next poll, instead of a leader lookup and a read apart on top; but ends always that slow cannot leave a
-    stalled partition for good: after a round that judged nothing, the next judges one."""
-    clock = _Clock()
-    reader, consumer = _SlowReader(clock), _Still()
-    slow_ends = consumer.end_offsets
-
-    def end_offsets(partitions, timeout_ms=None):
-        clock.t += 1.0  # answered, at the end of the probe's timeout
-        return slow_ends(partitions, timeout_ms)
-
-    consumer.end_offsets = end_offsets
-    watch = stalls.Watch(KafkaSettings(probe_timeout_ms=1000, stall_check_s=5), reader, clock)
+def test_ends_the_client_knows_are_not_asked_of_the_broker():
+    """librdkafka's statistics hold each partition's end: a watch on them asks the broker nothing."""
+    clock, consumer = _Clock(), _Still(known=10)
+    watch = stalls.Watch(KafkaSettings(probe_timeout_ms=1000, stall_check_s=5), clock)
     watch.observe(consumer)
     clock.t += 5
-    assert watch.observe(consumer) == [] and reader.asked == []  # no read apart in this round
-    assert len(watch.observe(consumer)) == 5 and len(reader.asked) == 1  # the next: one, however slow the ends
-    assert watch.observe(consumer) == [] and len(reader.asked) == 1  # then the share holds again
-    assert len(watch.observe(consumer)) == 5 and len(reader.asked) == 2  # a stall is never left for good
+    watch.observe(consumer)
+    assert consumer.asked == [] and len(watch.stalls(5, lambda since: "a cause")) == 3
+    assert str(watch.stalls(5, lambda since: "a cause")[0]).endswith("with 5 records behind it: a cause")
+
+
+def test_a_broker_that_leaves_the_ends_unanswered_is_not_asked_again_for_a_stall_check():
+    clock, consumer = _Clock(), _Still(answer=bus.NoAnswer("frozen"))
+    watch = stalls.Watch(KafkaSettings(probe_timeout_ms=1000, stall_check_s=5), clock)
+    watch.observe(consumer)
+    clock.t += 5
+    watch.observe(consumer)
+    clock.t += 4
+    watch.observe(consumer)
+    assert len(consumer.asked) == 1  # the poll loop is not held again within stall_check_s
+    clock.t += 2
+    watch.observe(consumer)
+    assert len(consumer.asked) == 2

@@ -4,7 +4,7 @@ It hands out the project's types (:class:`Record`, :class:`Partition`, :class:`C
 raises the project's errors (:class:`BusError` and its subclasses), never a client's. The client is librdkafka
 (confluent-kafka) by default, kafka-python when ``kafka.client`` says so (:mod:`gateway.bus.engines`)."""
 
-from gateway.bus.admin import NoBroker, committed_offsets, ensure_topics, ping
+from gateway.bus.admin import check_record_limits, committed_offsets, ensure_topics, ping
 from gateway.bus.consumer import Consumer
 from gateway.bus.engines import consumer, producer, reader
 from gateway.bus.errors import (
@@ -22,17 +22,14 @@ from gateway.bus.membership import Backlog, IdleWatch, Unassigned
 from gateway.bus.producer import Delivery, Producer
 from gateway.bus.rebalance import Rebalance
 from gateway.bus.records import (
-    Fetched,
-    Header,
-    OversizeRecord,
+    MessageView,
     Partition,
     Polled,
     Record,
-    RecordRow,
-    Row,
+    RecordView,
     UnreadableRecord,
-    row_fields,
     timestamp_ms,
+    view_fields,
 )
 from gateway.bus.stalls import Stall
 
@@ -46,30 +43,27 @@ __all__ = [
     "Consumer",
     "CorruptBatch",
     "Delivery",
-    "Fetched",
-    "Header",
     "IdleWatch",
+    "MessageView",
     "NoAnswer",
-    "NoBroker",
-    "OversizeRecord",
     "Partition",
     "Polled",
     "Producer",
     "Rebalance",
     "Record",
-    "RecordRow",
     "RecordTooLarge",
-    "Row",
+    "RecordView",
     "Stall",
     "Unassigned",
     "UnknownTopic",
     "UnreadableRecord",
+    "check_record_limits",
     "committed_offsets",
     "consumer",
     "ensure_topics",
     "ping",
     "producer",
     "reader",
-    "row_fields",
     "timestamp_ms",
+    "view_fields",
 ]

@@ -4,11 +4,12 @@ is one line naming the bootstrap and what to check, within :data:`PING_TIMEOUT_S
 from __future__ import annotations
 
 from gateway.bus.engines import admin
-from gateway.bus.errors import AccessDenied, BrokerUnavailable, BusError
+from gateway.bus.errors import AccessDenied, BrokerUnavailable, BusError, ClientConfigError
 from gateway.core.kafka_settings import KafkaSettings
 
-PING_TIMEOUT_S = 6.0  # a command that talks to Kafka says within this that no broker answers (one line; its
-# start-up, a few seconds on a loaded machine, comes first: the line is due within 10 s of the command)
+# a command that talks to Kafka says within this that no broker answers (one line; its start-up, a few seconds on
+# a loaded machine, comes first: the line is due within 10 s of the command)
+PING_TIMEOUT_S = 6.0
 ADMIN_TIMEOUT_S = 10.0
 
 
@@ -49,3 +50,22 @@ def ensure_topics(settings: KafkaSettings, partitions: int = 4, extra: tuple[str
 def committed_offsets(settings: KafkaSettings, group: str, topic: str) -> dict[int, int]:
     """Per partition of ``topic``, the offset ``group`` committed (partitions it never committed are absent)."""
     return admin(settings).committed_offsets(settings, group, topic, ADMIN_TIMEOUT_S)
+
+
+def check_record_limits(settings: KafkaSettings, topics: list[str]) -> KafkaSettings:
+    """Refuse to start, in one line (:class:`ClientConfigError`), where a topic admits records larger than
+    ``kafka.max_message_bytes``: no fetch of ours could hold one. A topic that states no ``max.message.bytes``
+    (Tansu's, unless made with one) or does not exist yet is taken as it comes. Returns the settings for a consumer
+    of ``topics``: its fetch sized to the largest limit they state where every one states one (a client fetches,
+    and prefetches, that much)."""
+    limits = admin(settings).record_limits(settings, topics, ADMIN_TIMEOUT_S)
+    for topic, limit in sorted(limits.items()):
+        if limit > settings.max_message_bytes:
+            raise ClientConfigError(
+                f"topic {topic} admits records of up to {limit} bytes (its max.message.bytes), over "
+                f"kafka.max_message_bytes ({settings.max_message_bytes}): raise kafka.max_message_bytes to {limit}, "
+                "or lower the topic's max.message.bytes"
+            )
+    if limits and len(limits) == len(set(topics)):
+        return settings.model_copy(update={"max_message_bytes": max(1024, *limits.values())})
+    return settings

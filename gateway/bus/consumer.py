@@ -1,32 +1,33 @@
-"""The consumer behind the project's types, on either engine: records, partitions and offsets in, :class:`BusError`
-out.
+"""The consumer behind the project's types, on either engine: records, partitions and offsets in,
+:class:`~gateway.bus.errors.BusError` out.
 
-:class:`Consumer` says what every engine's consumer does (:mod:`gateway.bus.librdkafka.consumer`, the default,
-and :mod:`gateway.bus.kafka_python.consumer`) and does, once for both, what is built on it: the lag, a group's
-backlog, and the stall watch (:mod:`gateway.bus.stalls`) that passes an oversize batch. A group member
-(:func:`gateway.bus.consumer`) subscribes and commits; a reader (:func:`gateway.bus.reader`) assigns partitions
-and seeks, and commits nothing."""
+:class:`Consumer` says what every engine's consumer does (:mod:`gateway.bus.librdkafka.consumer`, the default, and
+:mod:`gateway.bus.kafka_python.consumer`) and does, once for both, what is built on it: the lag, a group's backlog,
+and the stall watch (:mod:`gateway.bus.stalls`). A group member (:func:`gateway.bus.consumer`) subscribes and
+commits; a reader (:func:`gateway.bus.reader`) assigns partitions and seeks, and commits nothing."""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 
-from gateway.bus.apart import DirectReader
 from gateway.bus.membership import Backlog
 from gateway.bus.rebalance import Rebalance
-from gateway.bus.records import Fetched, Partition, Polled, Record, RecordRow
+from gateway.bus.records import Fetched, Partition, Polled, Record, RecordView
 from gateway.bus.stalls import Stall, Watch
 from gateway.core.kafka_settings import KafkaSettings
 
 
 class Consumer(ABC):
-    engine: str  # the client it runs on: "librdkafka" or "kafka-python"
+    """Each engine also has ``assignment()``, ``paused()``, ``pause(*partitions)``, ``resume(*partitions)``,
+    ``seek(partition, offset)`` and ``close(autocommit=False)``, each in its client's meaning; ``engine``: which
+    client it runs on ("librdkafka" or "kafka-python")."""
+
+    engine: str
 
     def __init__(self, settings: KafkaSettings, group: bool) -> None:
         self.settings, self.group = settings, group
-        self.direct = DirectReader(settings, self.leader)
-        self._watch = Watch(settings, self.direct)
+        self._watch = Watch(settings)
 
     # -- what is read (the engine's) ---------------------------------------------------------------------------
     @abstractmethod
@@ -36,9 +37,6 @@ class Consumer(ABC):
     @abstractmethod
     def assign(self, partitions: Iterable[Partition]) -> None:
         """Read exactly these partitions (a reader), each from its committed offset or the earliest one."""
-
-    @abstractmethod
-    def assignment(self) -> set[Partition]: ...
 
     @abstractmethod
     def partitions(self, topic: str, timeout_ms: int | None = None) -> set[int]:
@@ -53,53 +51,49 @@ class Consumer(ABC):
     # -- flow -------------------------------------------------------------------------------------------------
     def poll(self, timeout_ms: int, max_records: int | None = None) -> list[Fetched]:
         """The next records (at most ``max_records``), in offset order per partition; a record the client cannot
-        decode comes as an :class:`UnreadableRecord`, and a record of a batch too large to fetch as an
-        :class:`OversizeRecord`, the position already past it (a reader too: the monitor must not stop on one)."""
-        return self._fetch(timeout_ms, max_records or self.settings.max_poll_records) + self._watch.observe(self)
+        decode comes as an :class:`~gateway.bus.records.UnreadableRecord`, the position already past it."""
+        fetched = self._fetch(timeout_ms, max_records or self.settings.max_poll_records)
+        self._watch.observe(self)
+        return fetched
 
-    def poll_rows(self, timeout_ms: int, max_records: int | None = None) -> Polled:
-        """As :meth:`poll`, each readable record a :class:`~gateway.bus.records.Row` (topic, partition, offset,
-        timestamp, value; no key, no headers) and the unreadable and oversize ones apart: for a reader that goes
-        through hundreds of thousands of records a second and needs no more of them (the monitor). An engine may
-        hand out its client's messages as rows (librdkafka's are: no object made per record, ``lastmile bench
-        bus``)."""
-        polled = self._fetch_rows(timeout_ms, max_records or self.settings.max_poll_records)
-        watched = as_rows(self._watch.observe(self))  # a stalled partition's records read apart, or passed ones
-        polled.rows.extend(watched.rows)
-        polled.skipped.extend(watched.skipped)
+    def poll_views(self, timeout_ms: int, max_records: int | None = None) -> Polled:
+        """As :meth:`poll`, as message views (:class:`~gateway.bus.records.MessageView`) and the unreadable records
+        passed on: for a reader of hundreds of thousands of records a second (the monitor; librdkafka's messages are
+        their own views, ``lastmile bench bus``)."""
+        polled = self._fetch_views(timeout_ms, max_records or self.settings.max_poll_records)
+        self._watch.observe(self)
         return polled
 
     @abstractmethod
     def _fetch(self, timeout_ms: int, max_records: int) -> list[Fetched]: ...
 
-    def _fetch_rows(self, timeout_ms: int, max_records: int) -> Polled:
-        return as_rows(self._fetch(timeout_ms, max_records))
-
-    @abstractmethod
-    def paused(self) -> set[Partition]: ...
-
-    @abstractmethod
-    def pause(self, *partitions: Partition) -> None: ...
-
-    @abstractmethod
-    def resume(self, *partitions: Partition) -> None: ...
+    def _fetch_views(self, timeout_ms: int, max_records: int) -> Polled:
+        polled = Polled([], [])
+        for r in self._fetch(timeout_ms, max_records):
+            if isinstance(r, Record):
+                polled.views.append(RecordView(r))
+            else:
+                polled.passed_on.append(r)
+        return polled
 
     def stalls(self, after_s: float) -> list[Stall]:
         """Assigned, unpaused partitions with records to read whose position has not moved for ``after_s``
         seconds."""
-        return self._watch.stalls(after_s)
+        return self._watch.stalls(after_s, self.stall_cause)
 
-    def last_oversize(self) -> float:
-        """``time.monotonic()`` when the client last refused a reply over its receive limit (-inf: never)."""
-        return float("-inf")
+    def stall_cause(self, since: float) -> str:
+        """Why a partition unmoved since ``since`` (``time.monotonic()``) stands, as far as the client tells."""
+        return ""
+
+    def known_end(self, partition: Partition, since: float) -> int | None:
+        """The partition's end as the client knows it without asking the broker, if it can be trusted for a
+        partition unmoved since ``since``; None: ask the broker."""
+        return None
 
     # -- positions and offsets ----------------------------------------------------------------------------------
     @abstractmethod
     def position(self, partition: Partition) -> int:
         """The offset of the next record it hands out from ``partition``."""
-
-    @abstractmethod
-    def seek(self, partition: Partition, offset: int) -> None: ...
 
     @abstractmethod
     def seek_to_beginning(self, *partitions: Partition) -> None:
@@ -123,13 +117,6 @@ class Consumer(ABC):
     def group_offsets(self, partitions: list[Partition], timeout_ms: int | None = None) -> dict[Partition, int | None]:
         """What this member's group has committed per partition (None: nothing)."""
 
-    @abstractmethod
-    def leader(self, partition: Partition) -> tuple[str, int]:
-        """The address of the partition's leader (raises :class:`BusError` if none is known)."""
-
-    @abstractmethod
-    def close(self, autocommit: bool = False) -> None: ...
-
     # -- built on the above, for both engines -------------------------------------------------------------------
     def end_offsets(self, partitions: Iterable[Partition], timeout_ms: int | None = None) -> dict[Partition, int]:
         """The offset after the last readable record of each partition; raises unless the broker answers in time."""
@@ -151,20 +138,8 @@ class Consumer(ABC):
             raise ValueError("backlog needs a group member")
         parts = [Partition(topic, p) for p in sorted(self.partitions(topic, timeout_ms))]
         marks = self.watermarks(parts, timeout_ms)
-        done = self.group_offsets(parts, timeout_ms)
-        committed = tuple(done.get(p) for p in parts)
+        committed = tuple(self.group_offsets(parts, timeout_ms).get(p) for p in parts)
         behind = sum(
             max(0, marks[p][1] - (marks[p][0] if c is None else c)) for p, c in zip(parts, committed, strict=True)
         )
         return Backlog(behind, committed)
-
-
-def as_rows(fetched: list[Fetched]) -> Polled:
-    """Each record as its row; the unreadable and oversize ones apart."""
-    polled = Polled([], [])
-    for r in fetched:
-        if isinstance(r, Record):
-            polled.rows.append(RecordRow(r))
-        else:
-            polled.skipped.append(r)
-    return polled

@@ -9,43 +9,34 @@ from gateway.bus.producer import Producer
 from gateway.core.kafka_settings import KafkaSettings
 
 
-def consumer(settings: KafkaSettings) -> Consumer:
+def consumer(settings: KafkaSettings, group: bool = True) -> Consumer:
     """A member of ``settings.group_id``: offsets committed once their records' outcomes are acknowledged, from
-    the earliest offset of a new group, committed records only."""
+    the earliest offset of a new group, committed records only. Without ``group``: :func:`reader`."""
     if settings.client == "kafka-python":
-        from gateway.bus.kafka_python.consumer import KpConsumer
-
-        return KpConsumer(settings, group=True)
-    from gateway.bus.librdkafka.consumer import RdConsumer
-
-    return RdConsumer(settings, group=True)
+        from gateway.bus.kafka_python.consumer import KpConsumer as Engine
+    else:
+        from gateway.bus.librdkafka.consumer import RdConsumer as Engine
+    return Engine(settings, group=group)
 
 
 def reader(settings: KafkaSettings) -> Consumer:
     """No group and no commits: it assigns partitions and seeks (the monitor, ``lastmile scores``)."""
-    if settings.client == "kafka-python":
-        from gateway.bus.kafka_python.consumer import KpConsumer
-
-        return KpConsumer(settings, group=False)
-    from gateway.bus.librdkafka.consumer import RdConsumer
-
-    return RdConsumer(settings, group=False)
+    return consumer(settings, group=False)
 
 
 def producer(settings: KafkaSettings) -> Producer:
     """Every send acknowledged by all in-sync replicas; a broker that does not answer fails a wait for its
     acknowledgement within ``ack_timeout_s``."""
     if settings.client == "kafka-python":
-        from gateway.bus.kafka_python.producer import KpProducer
-
-        return KpProducer(settings)
-    from gateway.bus.librdkafka.producer import RdProducer
-
-    return RdProducer(settings)
+        from gateway.bus.kafka_python.producer import KpProducer as Engine
+    else:
+        from gateway.bus.librdkafka.producer import RdProducer as Engine
+    return Engine(settings)
 
 
 def admin(settings: KafkaSettings):
-    """The engine's admin module (``ping``, ``topics``, ``create_topics``, ``committed_offsets``)."""
+    """The engine's admin module (``ping``, ``topics``, ``create_topics``, ``committed_offsets``,
+    ``record_limits``)."""
     if settings.client == "kafka-python":
         from gateway.bus.kafka_python import admin as module
     else:

@@ -1,11 +1,10 @@
 """The project's errors for whatever a Kafka client raises: the clients' own exceptions never leave the bus.
 
-As httpx maps httpcore's, every call into a client runs inside its engine's ``mapped()`` (a :func:`translating`
-context), which raises the client's exception again as one of these, chained (``raise ... from``), so the client's
-words stay in the traceback and the message. Callers catch :class:`BusError` (or a subclass), never ``Exception``
-and never a client's class. librdkafka's error codes are mapped one by one
-(:mod:`gateway.bus.librdkafka.codes`); kafka-python's classes in :mod:`gateway.bus.kafka_python.errors`.
-"""
+Every call into a client runs inside its engine's ``mapped()`` (a :func:`translating` context), which raises the
+client's exception again as one of these, chained, so the client's words stay in the traceback and the message.
+Callers catch :class:`BusError` (or a subclass), never a client's class. Each engine names the errors the project
+acts on and leaves the rest to the client's own judgement (:mod:`gateway.bus.librdkafka.errors`,
+:mod:`gateway.bus.kafka_python.errors`)."""
 
 from __future__ import annotations
 

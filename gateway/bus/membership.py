@@ -1,17 +1,11 @@
 """A member of a group that holds no partition of its topic while the group's records there wait: found and named.
 
 The stall watch (:mod:`gateway.bus.stalls`) sees only the partitions a member holds. A member that holds none is
-idle, which is normal when a group has more members than partitions; it is stuck when the group has records on
-the topic that no member commits past. A replay's only gateway once held no partition for the 300 s of a test
-while its videos waited, and said it was ready. :class:`IdleWatch` reports such a member (for readiness: which
-topic, how many records, for how long) once the group's committed offsets there have not moved for ``after_s``.
-
-It does not rejoin the group: on Tansu, a group whose leader left kept answering its one remaining member's
-SyncGroup with "rebalance in progress", and a leave-and-join every few seconds kept it there (the member held
-nothing until the rejoins stopped); what a rejoin would mend on another broker could not be shown here.
-The replay, whose gateway is its group's only member, has a remedy of its own: it starts that gateway again in a
-fresh group (:class:`gateway.batch.kafka_replay.ReplayGateway`).
-"""
+idle, which is normal when a group has more members than partitions, and stuck when the group has records on the
+topic that no member commits past: :class:`IdleWatch` reports it (for readiness: which topic, how many records,
+for how long) once the group's committed offsets there have not moved for ``after_s``. It does not rejoin the
+group (on Tansu, rejoining kept a group in its rebalance: CHANGELOG.md); the replay has a remedy of its own
+(:class:`gateway.batch.kafka_replay.ReplayGateway`)."""
 
 from __future__ import annotations
 
@@ -24,10 +18,11 @@ from gateway.core.wording import counted
 @dataclass(frozen=True)
 class Backlog:
     """A group's records on a topic that no member has committed past: per partition, its end less the group's
-    committed offset (its first offset where the group committed none)."""
+    committed offset (its first offset where the group committed none); ``committed``: per partition, in partition
+    order, None where the group committed none."""
 
     records: int
-    committed: tuple[int | None, ...]  # per partition, in partition order; None: the group committed none
+    committed: tuple[int | None, ...]
 
 
 @dataclass(frozen=True)
@@ -51,13 +46,14 @@ class Unassigned:
 
 class IdleWatch:
     """``after_s``: how long a member of a generation may hold nothing while the backlog waits; ``joining_after_s``:
-    how long one still joining may (a join takes a rebalance timeout or more on a loaded machine; a join that
-    never ends, seen on Tansu, is stuck too)."""
+    how long one still joining may (a join takes a rebalance timeout or more on a loaded machine; one that never
+    ends is stuck too)."""
 
     def __init__(self, topic: str, group: str, after_s: float, joining_after_s: float | None = None) -> None:
         self.topic, self.group, self.after_s = topic, group, after_s
         self.joining_after_s = after_s if joining_after_s is None else joining_after_s
-        self._since: float | None = None  # since when this member has been idle with the same unmoved backlog
+        # since when this member has been idle with the same unmoved backlog, and that backlog's commits
+        self._since: float | None = None
         self._committed: tuple[int | None, ...] | None = None
 
     def observe(self, backlog: Backlog | None, joined: bool = True, now: float | None = None) -> Unassigned | None:

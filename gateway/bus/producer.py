@@ -26,22 +26,12 @@ class Producer(ABC):
 
     @abstractmethod
     def send(
-        self,
-        topic: str,
-        value: bytes | None,
-        key: bytes | None = None,
-        headers: Iterable[Header] = (),
-        partition: int | None = None,
+        self, topic: str, value: bytes | None, key: bytes | None = None, headers: Iterable[Header] = (), partition=None
     ) -> Delivery:
-        """Queue one record."""
+        """Queue one record (on ``partition``: an int, or None for the client's choice)."""
 
     def send_and_wait(
-        self,
-        topic: str,
-        value: bytes | None,
-        key: bytes | None = None,
-        headers: Iterable[Header] = (),
-        partition: int | None = None,
+        self, topic: str, value: bytes | None, key: bytes | None = None, headers: Iterable[Header] = (), partition=None
     ) -> int:
         """Send one record and wait at most ``ack_timeout_s`` for its acknowledgement; its offset."""
         return self.send(topic, value, key, headers, partition).wait(self.ack_timeout_s)

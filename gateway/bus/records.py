@@ -1,7 +1,6 @@
-"""The bus's plain types: a partition, a record as fetched (or a row of it), and a record the client could not
-decode or fetch.
-Nothing of a client's leaks through them: a fetched record's key, value and header values are ``bytes`` or None,
-its header names ``str``, its timestamp milliseconds or None."""
+"""The bus's plain types: a partition, a record as fetched, a view of a readable record (its fields by method call),
+and a record the client could not decode. Nothing of a client's leaks through them: a record's key, value and
+header values are ``bytes`` or None, its header names ``str``, its timestamp milliseconds or None."""
 
 from __future__ import annotations
 
@@ -9,6 +8,7 @@ from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
 Header = tuple[str, bytes | None]
+FIELDS = ("topic", "partition", "offset", "timestamp_ms", "key", "value", "headers")
 
 
 class Partition(NamedTuple):
@@ -19,29 +19,22 @@ class Partition(NamedTuple):
 
 
 class Record:
-    """One record as fetched. Its fields compare, hash and print as a tuple of them; an engine may hand out a
-    subclass that reads them from its client's message only when asked (a reader makes one per record, hundreds of
-    thousands a second)."""
+    """One record as fetched. It compares, hashes and prints as the tuple of its fields; an engine may hand out a
+    subclass that reads them from its client's message only when asked (a reader makes hundreds of thousands a
+    second)."""
 
-    __slots__ = ("headers", "key", "offset", "partition", "timestamp_ms", "topic", "value")
+    __slots__ = FIELDS
     topic: str
     partition: int
     offset: int
-    timestamp_ms: int | None  # None: the record has none
+    # None: the record has none
+    timestamp_ms: int | None
     key: bytes | None
-    value: bytes | None  # None: a tombstone
+    # None: a tombstone
+    value: bytes | None
     headers: tuple[Header, ...]
 
-    def __init__(
-        self,
-        topic: str,
-        partition: int,
-        offset: int,
-        timestamp_ms: int | None,
-        key: bytes | None,
-        value: bytes | None,
-        headers: tuple[Header, ...] = (),
-    ) -> None:
+    def __init__(self, topic, partition, offset, timestamp_ms, key, value, headers: tuple[Header, ...] = ()) -> None:
         self.topic, self.partition, self.offset, self.timestamp_ms = topic, partition, offset, timestamp_ms
         self.key, self.value, self.headers = key, value, headers
 
@@ -50,7 +43,7 @@ class Record:
         return Partition(self.topic, self.partition)
 
     def fields(self) -> tuple:
-        return (self.topic, self.partition, self.offset, self.timestamp_ms, self.key, self.value, self.headers)
+        return tuple(getattr(self, name) for name in FIELDS)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Record) and self.fields() == other.fields()
@@ -59,14 +52,13 @@ class Record:
         return hash(self.fields())
 
     def __repr__(self) -> str:
-        names = ("topic", "partition", "offset", "timestamp_ms", "key", "value", "headers")
-        return "Record(" + ", ".join(f"{n}={v!r}" for n, v in zip(names, self.fields(), strict=True)) + ")"
+        return "Record(" + ", ".join(f"{n}={v!r}" for n, v in zip(FIELDS, self.fields(), strict=True)) + ")"
 
 
 @dataclass(frozen=True)
 class UnreadableRecord:
     """In place of a record the client cannot decode (e.g. a header name that is not UTF-8): where it was and why.
-    Its bytes are not kept (nobody could read them); the consumer's position is already past it."""
+    Its bytes are not kept; the consumer's position is already past it."""
 
     topic: str
     partition: int
@@ -78,37 +70,14 @@ class UnreadableRecord:
         return Partition(self.topic, self.partition)
 
 
-@dataclass(frozen=True)
-class OversizeRecord:
-    """In place of a record in a batch too large to fetch (over ``max_message_bytes``): where it was and the
-    batch's size. Its bytes were never read; the consumer's position is already past its batch."""
-
-    topic: str
-    partition: int
-    offset: int
-    size: int  # of its record batch, in bytes
-    limit: int
-
-    @property
-    def topic_partition(self) -> Partition:
-        return Partition(self.topic, self.partition)
-
-    @property
-    def reason(self) -> str:
-        return (
-            f"record at offset {self.offset} of {self.topic}/{self.partition} is in a batch of {self.size} bytes; "
-            f"the largest accepted is {self.limit} (kafka.max_message_bytes)"
-        )
+Fetched = Record | UnreadableRecord
 
 
-Fetched = Record | UnreadableRecord | OversizeRecord
-
-
-class Row(Protocol):
-    """A readable record as :meth:`~gateway.bus.Consumer.poll_rows` hands it out: its topic, partition, offset,
-    timestamp and value, each read by a method call when asked (no key, no headers). The methods are those of
-    librdkafka's messages, so the default engine hands its messages out as they come, with no object made per record
-    (a reader goes through hundreds of thousands a second); another engine wraps its records (:class:`RecordRow`)."""
+class MessageView(Protocol):
+    """A readable record as :meth:`~gateway.bus.Consumer.poll_views` hands it out: topic, partition, offset,
+    timestamp and value, each read by a method call (no key, no headers). The methods are librdkafka's messages',
+    so that engine hands its messages out as they come, with no object made per record; the other wraps its
+    records (:class:`RecordView`)."""
 
     def topic(self) -> str: ...
 
@@ -123,8 +92,8 @@ class Row(Protocol):
     def value(self) -> bytes | None: ...
 
 
-class RecordRow:
-    """A :class:`Record` as a :class:`Row`."""
+class RecordView:
+    """A :class:`Record` as a :class:`MessageView`."""
 
     __slots__ = ("_r",)
 
@@ -149,21 +118,19 @@ class RecordRow:
 
 
 def timestamp_ms(timestamp: tuple[int, int]) -> int | None:
-    """A ``(kind, milliseconds)`` timestamp (librdkafka's, a :class:`Row`'s) as milliseconds; None where the record
-    has none (kind 0, or a negative stamp)."""
+    """A ``(kind, milliseconds)`` timestamp as milliseconds; None where the record has none (kind 0, or < 0)."""
     kind, stamp = timestamp
     return stamp if kind and stamp >= 0 else None
 
 
-def row_fields(row: Row) -> tuple[str, int, int, int | None, bytes | None]:
-    """A row's fields as a tuple ``(topic, partition, offset, timestamp_ms or None, value)``: to compare or print."""
-    return (row.topic(), row.partition(), row.offset(), timestamp_ms(row.timestamp()), row.value())
+def view_fields(view: MessageView) -> tuple[str, int, int, int | None, bytes | None]:
+    """A view's ``(topic, partition, offset, timestamp_ms or None, value)``: to compare or print."""
+    return (view.topic(), view.partition(), view.offset(), timestamp_ms(view.timestamp()), view.value())
 
 
 class Polled(NamedTuple):
-    """What :meth:`~gateway.bus.Consumer.poll_rows` hands out: the readable records as rows, in offset order per
-    partition, and apart from them the records that could not be read (undecodable, or in a batch too large to
-    fetch: each passed, as :meth:`~gateway.bus.Consumer.poll` passes them)."""
+    """What :meth:`~gateway.bus.Consumer.poll_views` hands out: the readable records as views, in offset order per
+    partition, and the records passed on unread (undecodable: the position is already past each)."""
 
-    rows: list[Row]
-    skipped: list[UnreadableRecord | OversizeRecord]
+    views: list[MessageView]
+    passed_on: list[UnreadableRecord]

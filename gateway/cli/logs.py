@@ -55,8 +55,7 @@ def _kind(record: logging.LogRecord) -> tuple:
 
 def configure_logging(level: str) -> None:
     """``level`` for our lines; the Kafka clients' at WARNING or above (and not below ``level``; all of them at
-    DEBUG), repeats quieted. Their errors are still made at any level: the kafka-python engine's stall watch reads
-    the fetcher's."""
+    DEBUG), repeats quieted."""
     logging.basicConfig(level=level, format=LOG_FORMAT)
     root = logging.getLogger().getEffectiveLevel()
     if root > logging.DEBUG:

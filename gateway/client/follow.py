@@ -130,13 +130,13 @@ def follow(
 
 
 def _record(
-    msg: bus.Record | bus.UnreadableRecord | bus.OversizeRecord,
+    msg: bus.Record | bus.UnreadableRecord,
     kafka: KafkaSettings,
     table: Table,
     seen: set,
     video_ids: set[str] | None,
 ) -> dict | None:
-    if not isinstance(msg, bus.Record):  # unreadable, or in a batch too large to read: not the gateway's
+    if not isinstance(msg, bus.Record):  # unreadable: not the gateway's
         return None
     vid = (msg.key or b"").decode(errors="replace")
     if msg.topic == kafka.dlq:

@@ -66,11 +66,6 @@ class KafkaSettings(BaseModel):
     probe_interval_s: float = Field(5.0, gt=0, description="how often the gateway checks that the broker answers")
     probe_timeout_ms: int = Field(5000, ge=100, description="how long that check waits for an answer")
     ack_timeout_s: float = Field(30.0, gt=0, description="longest wait for the broker to acknowledge a video's events")
-    oversize_records: Literal["dead_letter", "stop"] = Field(
-        "dead_letter",
-        description="a record batch over max_message_bytes, which no client can fetch: dead-lettered by reference "
-        "(topic, partition, offset, size) and passed, or left to stop its partition (readiness then fails)",
-    )
     stall_check_s: float = Field(5.0, gt=0, description="a position unmoved this long is checked for lag")
     stall_after_s: float = Field(
         60.0, gt=0, description="not ready once a partition with lag has not moved this long (paused ones aside)"

@@ -136,14 +136,14 @@ class Monitor:
         last_probe = 0.0
         while not self.stop_event.is_set():
             self.heartbeat = time.monotonic()
-            polled = self.consumer.poll_rows(timeout_ms=POLL_MS, max_records=self.cfg.poll_max_records)
-            self.take(polled.rows, polled.skipped)
+            polled = self.consumer.poll_views(timeout_ms=POLL_MS, max_records=self.cfg.poll_max_records)
+            self.take(polled.views, polled.passed_on)
             # it never goes back
             self._watermark = max(self._watermark, self.watermark())
             if self.store.held > self.cfg.windows.max_videos * (1 + EVICTION_SLACK):
                 # each eviction is a pass over every video held: one per slack's worth
                 self.store.expire()
-            if not polled.rows and not polled.skipped and not self.caught_up.is_set() and self._at_end():
+            if not polled.views and not polled.passed_on and not self.caught_up.is_set() and self._at_end():
                 self.caught_up.set()
                 self.metrics.caught_up.set(1)
                 # ready once this first computation is served
@@ -157,15 +157,15 @@ class Monitor:
                 last_probe = time.monotonic()
 
     # -- messages --------------------------------------------------------------------------------------------
-    def take(self, rows: list[bus.Row], skipped: Iterable[bus.UnreadableRecord | bus.OversizeRecord] = ()) -> None:
-        """A poll's rows (:attr:`bus.Polled.rows`), in order: each run of score events kept together
+    def take(self, views: list[bus.MessageView], passed_on: Iterable[bus.UnreadableRecord] = ()) -> None:
+        """A poll's records (:attr:`bus.Polled.views`), in order: each run of score events kept together
         (:meth:`Store.add_scores`), each label on its own; one with no score or label in it is counted and
-        skipped, as is each record the bus could not read (:attr:`bus.Polled.skipped`: unreadable or oversize)."""
-        for record in skipped:
+        skipped, as is each record the bus could not read (:attr:`bus.Polled.passed_on`)."""
+        for record in passed_on:
             self.metrics.invalid.labels(record.topic).inc()
-        scores: list[bus.Row] = []
+        scores: list[bus.MessageView] = []
         output = self.cfg.kafka.output_topic
-        for msg in rows:
+        for msg in views:
             if msg.topic() == output:
                 scores.append(msg)
             else:
@@ -174,7 +174,7 @@ class Monitor:
                 self.handle(msg.topic(), msg.value(), bus.timestamp_ms(msg.timestamp()))
         self._scores(scores)
 
-    def _scores(self, records: list[bus.Row]) -> None:
+    def _scores(self, records: list[bus.MessageView]) -> None:
         """Score events: the latest Kafka timestamp of each partition noted, the readable ones kept (by their
         fields: :mod:`gateway.monitor.decode`), the others counted. One loop, no call per event it can spare."""
         latest: dict[int, int] = {}

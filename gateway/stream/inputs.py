@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import json
 
-from gateway.bus.schemas import Decode, UndecodableValue, decoder
 from gateway.core.config import MessageSettings
 from gateway.core.inputs import InputSettings, map_message
 from gateway.core.messages import InvalidMessage, VideoEvent, check_fields, parse_video_message
+from gateway.stream.schemas import Decode, UndecodableValue, decoder
 
 Headers = list[tuple[str, bytes | None]]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from gateway.bus import OversizeRecord, Record, UnreadableRecord
+from gateway.bus import Record, UnreadableRecord
 from gateway.core.config import MessageSettings
 from gateway.core.messages import InvalidMessage, VideoEvent, clean_headers
 from gateway.stream.inputs import EventReader
@@ -48,7 +48,7 @@ class Skip:
     reason: str
 
 
-Fetched = Record | UnreadableRecord | OversizeRecord
+Fetched = Record | UnreadableRecord
 
 
 def read(
@@ -58,8 +58,6 @@ def read(
     them: a key, value or header of another type is refused (or dropped), never raised on. A record over
     ``max_message_bytes`` is refused by reference: its dead letter carries none of its bytes. ``reader``: how
     the value is read (:mod:`gateway.stream.inputs`; None: the project's own video event)."""
-    if isinstance(msg, OversizeRecord):  # a batch no client could fetch: never read, passed by the bus
-        return Refusal("MessageTooLarge", msg.reason[:MAX_REASON_CHARS], b"", [], None)
     if isinstance(msg, UnreadableRecord):  # the client could not decode it: refused without its bytes
         return Refusal("InvalidMessage", msg.reason[:MAX_REASON_CHARS], b"", [], None)
     key = msg.key

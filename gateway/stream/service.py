@@ -87,8 +87,10 @@ class Gateway:
         k, limits = self.cfg.kafka, self.cfg.limits
         self.metrics.observe_detectors(self.pipeline.detectors)
         bus.ping(k)  # no broker at the bootstrap: one line naming it, within seconds (not a silent retry loop)
+        # a topic admitting records over ours is refused in one line; the fetch is sized to the topic's limit
+        consumed = bus.check_record_limits(k, [k.input_topic])
         self.publisher = Publisher(bus.producer(k), k)
-        self.consumer = bus.consumer(k)
+        self.consumer = bus.consumer(consumed)
         topics = [k.input_topic]  # labels are the monitor's (lastmile monitor run), not the gateway's
         self.consumer.subscribe(topics, listener=rebalance_listener(self.tracker))
         rules = FetchRules(sources=self.cfg.sources, max_bytes=limits.max_bytes)

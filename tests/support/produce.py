@@ -20,13 +20,20 @@ def produce_raw(
 ) -> int:
     """One record on ``partition`` of ``topic``, exactly as given (a None header value written as null); raises
     unless the broker took it. Returns its offset."""
+    return produce_batch(bootstrap, topic, [(key, value, headers)], partition)
+
+
+def produce_batch(bootstrap: str, topic: str, records: list[tuple], partition: int = 0) -> int:
+    """``(key, value, headers)`` records in one record batch, as :func:`produce_raw` writes one; the first's
+    offset."""
     from kafka.errors import for_code
     from kafka.net.compat import KafkaNetClient
     from kafka.protocol.producer import ProduceRequest
     from kafka.record.default_records import DefaultRecordBatchBuilder
 
     batch = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 1 << 30)
-    batch.append(0, int(time.time() * 1000), key, value, headers)
+    for i, (key, value, headers) in enumerate(records):
+        batch.append(i, int(time.time() * 1000), key, value, headers)
     topic_data = ProduceRequest.TopicProduceData
     request = ProduceRequest(
         acks=-1,

@@ -6,7 +6,8 @@ from gateway.bus.errors import ClientConfigError
 from gateway.bus.kafka_python.join import keep_finished_joins
 from gateway.core.kafka_settings import KafkaSettings
 
-HEADROOM_BYTES = 1024 * 1024  # a fetch or request holds a record of max_message_bytes plus its framing
+# a fetch or request holds a record of max_message_bytes plus its framing
+HEADROOM_BYTES = 1024 * 1024
 ADMIN_TIMEOUT_MS = 5000
 
 
@@ -57,31 +58,41 @@ def producer_client(settings: KafkaSettings):
     )
 
 
-def consumer_client(settings: KafkaSettings):
-    """A member of ``settings.group_id``: manual commits, from the earliest offset of a new group, committed
-    records only."""
+def consumer_client(settings: KafkaSettings, group: bool = True):
+    """A member of ``settings.group_id`` (manual commits, eager assignors) or, without ``group``, a reader that
+    assigns partitions and seeks itself; from the earliest offset, committed records only. The largest response
+    it reads holds two fetches (as librdkafka's: :func:`gateway.bus.librdkafka.config.consumer`)."""
     from kafka import KafkaConsumer
 
+    fetch = settings.max_message_bytes + HEADROOM_BYTES
+    members = {
+        "group_id": settings.group_id,
+        "group_instance_id": settings.group_instance_id,
+        "max_poll_interval_ms": settings.max_poll_interval_ms,
+        "session_timeout_ms": settings.session_timeout_ms,
+        "heartbeat_interval_ms": settings.heartbeat_interval_ms,
+        "partition_assignment_strategy": eager_assignors(settings.assignment_strategy),
+        "request_timeout_ms": max(settings.request_timeout_ms, settings.session_timeout_ms + 1000),
+    }
     consumer = KafkaConsumer(
         **options(settings),
-        group_id=settings.group_id,
-        group_instance_id=settings.group_instance_id,
+        **(members if group else {"group_id": None, "request_timeout_ms": settings.request_timeout_ms}),
         enable_auto_commit=False,
         auto_offset_reset="earliest",
         isolation_level="read_committed",
-        max_poll_interval_ms=settings.max_poll_interval_ms,
-        session_timeout_ms=settings.session_timeout_ms,
-        heartbeat_interval_ms=settings.heartbeat_interval_ms,
         max_poll_records=settings.max_poll_records,
-        partition_assignment_strategy=eager_assignors(settings.assignment_strategy),
-        request_timeout_ms=max(settings.request_timeout_ms, settings.session_timeout_ms + 1000),
-        fetch_max_bytes=settings.max_message_bytes + HEADROOM_BYTES,
-        max_partition_fetch_bytes=settings.max_message_bytes + HEADROOM_BYTES,
-        # the largest response it reads: a bigger batch (broker-side, KIP-74) is passed by gateway.bus.stalls
-        receive_message_max_bytes=settings.max_message_bytes + 2 * HEADROOM_BYTES,
+        fetch_max_bytes=fetch,
+        max_partition_fetch_bytes=fetch,
+        receive_message_max_bytes=2 * fetch,
     )
-    keep_finished_joins(consumer)  # a join finished between two polls is completed, not thrown away
+    # a join finished between two polls is completed, not thrown away
+    if group:
+        keep_finished_joins(consumer)
     return consumer
+
+
+def reader_client(settings: KafkaSettings):
+    return consumer_client(settings, group=False)
 
 
 def eager_assignors(strategy: str | None = None) -> tuple:
@@ -93,21 +104,3 @@ def eager_assignors(strategy: str | None = None) -> tuple:
     if strategy == "roundrobin":
         return (RoundRobinPartitionAssignor, RangePartitionAssignor)
     return (RangePartitionAssignor, RoundRobinPartitionAssignor)
-
-
-def reader_client(settings: KafkaSettings):
-    """No group and no commits: for a reader that assigns partitions and seeks itself."""
-    from kafka import KafkaConsumer
-
-    return KafkaConsumer(
-        **options(settings),
-        group_id=None,
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-        isolation_level="read_committed",
-        request_timeout_ms=settings.request_timeout_ms,
-        max_poll_records=settings.max_poll_records,
-        fetch_max_bytes=settings.max_message_bytes + HEADROOM_BYTES,
-        max_partition_fetch_bytes=settings.max_message_bytes + HEADROOM_BYTES,
-        receive_message_max_bytes=settings.max_message_bytes + 2 * HEADROOM_BYTES,
-    )

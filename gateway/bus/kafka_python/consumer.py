@@ -1,20 +1,15 @@
-"""The consumer on kafka-python, the pure-Python engine (``kafka.client: kafka-python``).
-
-Its public API, and in :mod:`gateway.bus.kafka_python.fetch` the two workarounds that read kafka-python's private
-fetcher fields. kafka-python tells of a fetch that failed on a reply over its limit only in its log, so this
-engine reads the ``kafka.consumer.fetcher`` logger's records (:class:`_FetchFailures`, which must stay enabled at
-ERROR) for the stall watch; and since it can move a position past records it never hands out (before one it
-cannot decode), every partition's offsets are checked to follow on, a gap read apart
-(:meth:`gateway.bus.apart.DirectReader.between`)."""
+"""The consumer on kafka-python, the pure-Python engine (``kafka.client: kafka-python``), through its public API;
+:mod:`gateway.bus.kafka_python.fetch` and :mod:`gateway.bus.kafka_python.join` hold the two workarounds that reach
+into its private fields. kafka-python's API does not say why a fetch fails (only its log does, which the bus does
+not read), so its stalls are named without their cause."""
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterable, Mapping
 
 from gateway.bus.consumer import Consumer
-from gateway.bus.errors import BusError, CorruptBatch
+from gateway.bus.errors import CorruptBatch
 from gateway.bus.kafka_python import config
 from gateway.bus.kafka_python.errors import mapped
 from gateway.bus.kafka_python.fetch import poll_client
@@ -23,53 +18,18 @@ from gateway.bus.records import Fetched, Partition
 from gateway.core.kafka_settings import KafkaSettings
 
 log = logging.getLogger("lastmile.bus")
-FETCHER_LOG = "kafka.consumer.fetcher"
-
-
-class _FetchFailures(logging.Filter):
-    """kafka-python tells of a failed fetch only in its log (``Fetch to node %s failed: %s``): note when one failed
-    on a reply over the client's ``receive_message_max_bytes`` (an oversize batch in it). Passes every record."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.last_oversize = float("-inf")  # time.monotonic() of the latest
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        from kafka.errors import InvalidReceiveError
-
-        args = record.args if isinstance(record.args, tuple) else ()
-        if len(args) == 2 and isinstance(args[1], InvalidReceiveError):
-            self.last_oversize = time.monotonic()
-        return True
-
-
-FETCH_FAILURES = _FetchFailures()
 
 
 class Listener:
     """The hooks in kafka-python's listener shape: it calls these three by name, with its own partition type, on
-    its IO thread (where a blocking call such as a commit raises). A missing ``on_partitions_lost`` made its
-    ``poll`` raise, which ended the gateway that had merely been late."""
+    its IO thread (where a blocking call such as a commit raises). Without ``on_partitions_lost`` its ``poll``
+    raised, ending a gateway that had merely been late. Registered as a virtual subclass of kafka-python's
+    ``ConsumerRebalanceListener`` (its ``subscribe`` takes no other), with no kafka type in its bases."""
 
     def __init__(self, revoked: Hook, assigned: Hook, lost: Hook) -> None:
-        self.revoked, self.assigned, self.lost = revoked, assigned, lost
-
-    def on_partitions_revoked(self, revoked: object) -> None:
-        self.revoked(_ours(revoked))
-
-    def on_partitions_assigned(self, assigned: object) -> None:
-        self.assigned(_ours(assigned))
-
-    def on_partitions_lost(self, lost: object) -> None:
-        self.lost(_ours(lost))
-
-
-def _register_listener() -> None:
-    """kafka-python's ``subscribe`` takes only its ``ConsumerRebalanceListener``: :class:`Listener` is registered
-    as one (an ABC's virtual subclass; no kafka type in its bases)."""
-    from kafka import ConsumerRebalanceListener
-
-    ConsumerRebalanceListener.register(Listener)
+        self.on_partitions_revoked = lambda tps: revoked(_ours(tps))
+        self.on_partitions_assigned = lambda tps: assigned(_ours(tps))
+        self.on_partitions_lost = lambda tps: lost(_ours(tps))
 
 
 class KpConsumer(Consumer):
@@ -77,33 +37,34 @@ class KpConsumer(Consumer):
 
     def __init__(self, settings: KafkaSettings, group: bool) -> None:
         super().__init__(settings, group)
-        if FETCH_FAILURES not in logging.getLogger(FETCHER_LOG).filters:
-            logging.getLogger(FETCHER_LOG).addFilter(FETCH_FAILURES)
         with mapped():
-            self._client = config.consumer_client(settings) if group else config.reader_client(settings)
-        self._admin = None  # for the group's committed offsets (:meth:`group_offsets`), once asked
-        self._next: dict[Partition, int] = {}  # per partition, the offset after the last record handed out
+            self._client = config.consumer_client(settings, group)
+        # for the group's committed offsets (:meth:`group_offsets`), once asked
+        self._admin = None
         self._joined = False
 
     # -- what is read ----------------------------------------------------------------------------------------
     def subscribe(self, topics: list[str], listener: Rebalance | None = None) -> None:
+        from kafka import ConsumerRebalanceListener
+
         hooks = listener or Rebalance()
 
-        def revoked(partitions: list[Partition]) -> None:  # kafka-python revokes before every join, the first too
-            self._joined = False
-            hooks.on_revoked(partitions)
+        # kafka-python revokes before every join, the first too: not joined until assigned
+        def joined(hook: Hook, now: bool) -> Hook:
+            def call(partitions: list[Partition]) -> None:
+                self._joined = now
+                hook(partitions)
 
-        def assigned(partitions: list[Partition]) -> None:
-            self._joined = True
-            hooks.on_assigned(partitions)
+            return call
 
-        def lost(partitions: list[Partition]) -> None:
-            self._joined = False
-            hooks.lost_hook(partitions)
-
-        _register_listener()
+        ConsumerRebalanceListener.register(Listener)
         with mapped():
-            self._client.subscribe(topics, listener=Listener(revoked, assigned, lost))
+            self._client.subscribe(
+                topics,
+                listener=Listener(
+                    joined(hooks.on_revoked, False), joined(hooks.on_assigned, True), joined(hooks.lost_hook, False)
+                ),
+            )
 
     def assign(self, partitions: Iterable[Partition]) -> None:
         with mapped():
@@ -114,7 +75,8 @@ class KpConsumer(Consumer):
             return set(_ours(self._client.assignment()))
 
     def partitions(self, topic: str, timeout_ms: int | None = None) -> set[int]:
-        with mapped():  # (from kafka-python's metadata; it asks the broker on its own schedule, without a timeout)
+        # from kafka-python's metadata: it asks the broker on its own schedule, without a timeout
+        with mapped():
             return set(self._client.partitions_for_topic(topic) or ())
 
     @property
@@ -125,28 +87,11 @@ class KpConsumer(Consumer):
     def _fetch(self, timeout_ms: int, max_records: int) -> list[Fetched]:
         try:
             got = poll_client(self._client, timeout_ms, max_records)
-        except CorruptBatch as exc:  # no position moves: the watch fetches that batch itself once it stalls
-            log.warning("%s; the batch is read apart once its partition stalls", exc)
-            got = {}
-        fetched: list[Fetched] = [r for records in got.values() for r in records]
-        return self._follow_on(fetched) if self.group else fetched
-
-    def _follow_on(self, fetched: list[Fetched]) -> list[Fetched]:
-        """Every partition's records in offset order with none skipped: a record after a gap is preceded by the
-        gap's records, read apart. A gap with nothing stored in it (compaction, transaction markers) stays one."""
-        assigned = self.assignment()
-        self._next = {p: o for p, o in self._next.items() if p in assigned}  # revoked: forgotten
-        out: list[Fetched] = []
-        for r in fetched:
-            p, expected = r.topic_partition, self._next.get(r.topic_partition)
-            if expected is not None and r.offset > expected:
-                missed = self.direct.between(p, expected, r.offset)
-                if missed:
-                    log.warning("%s/%s: %d records skipped by the client read apart", *p, len(missed))
-                out += missed or []
-            out.append(r)
-            self._next[p] = r.offset + 1
-        return out
+        except CorruptBatch as exc:
+            # no position moves: the partition stalls there, and readiness says so
+            log.warning("%s", exc)
+            return []
+        return [r for records in got.values() for r in records]
 
     def paused(self) -> set[Partition]:
         with mapped():
@@ -160,8 +105,11 @@ class KpConsumer(Consumer):
         with mapped():
             self._client.resume(*map(_theirs, partitions))
 
-    def last_oversize(self) -> float:
-        return FETCH_FAILURES.last_oversize
+    def stall_cause(self, since: float) -> str:
+        return (
+            "kafka-python does not say why (a batch over kafka.max_message_bytes is one cause; client: librdkafka "
+            "names it)"
+        )
 
     # -- positions and offsets -----------------------------------------------------------------------------------
     def position(self, partition: Partition) -> int:
@@ -169,13 +117,10 @@ class KpConsumer(Consumer):
             return self._client.position(_theirs(partition), timeout_ms=self.settings.probe_timeout_ms)
 
     def seek(self, partition: Partition, offset: int) -> None:
-        self._next.pop(partition, None)
         with mapped():
             self._client.seek(_theirs(partition), offset)
 
     def seek_to_beginning(self, *partitions: Partition) -> None:
-        for p in partitions:
-            self._next.pop(p, None)
         with mapped():
             self._client.seek_to_beginning(*map(_theirs, partitions))
 
@@ -202,31 +147,20 @@ class KpConsumer(Consumer):
 
     def group_offsets(self, partitions: list[Partition], timeout_ms: int | None = None) -> dict[Partition, int | None]:
         """Through an admin client of its own: kafka-python's consumer, asked for them while it joins its group,
-        starts the join again, and again (seen on Tansu: it never got its partitions)."""
+        starts the join again, and again."""
         group = self.settings.group_id
         with mapped():
             self._admin = self._admin or config.admin_client(self.settings)
             done = self._admin.list_group_offsets(group).get(group, {})
-        out: dict[Partition, int | None] = {}
-        for p in partitions:
-            o = done.get(_theirs(p))
-            out[p] = o.offset if o is not None and o.offset >= 0 else None
-        return out
-
-    def leader(self, partition: Partition) -> tuple[str, int]:
-        cluster = self._client._client.cluster  # kafka-python keeps its metadata there; no public accessor
-        node = cluster.leader_for_partition(_theirs(partition))
-        broker = cluster.broker_metadata(node) if node is not None and node >= 0 else None
-        if broker is None:
-            raise BusError(f"no known leader for {partition.topic}/{partition.partition}")
-        return broker.host, broker.port
+        return {p: o.offset if (o := done.get(_theirs(p))) is not None and o.offset >= 0 else None for p in partitions}
 
     def close(self, autocommit: bool = False) -> None:
-        self._joined = False  # (a closed member has left its group)
+        """Leave the group; an admin client that fails to close leaves the consumer closed all the same."""
+        self._joined = False
         with mapped():
             try:
                 self._client.close(autocommit=autocommit)
-            finally:  # (an admin client that fails to close leaves the consumer closed all the same)
+            finally:
                 if self._admin is not None:
                     self._admin.close()
 

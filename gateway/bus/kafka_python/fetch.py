@@ -1,15 +1,18 @@
 """``poll`` on kafka-python's consumer (the kafka-python engine only), with the two workarounds that reach into
-its fetcher's private fields. Both are pinned by tests (tests/test_bus_kafka_python.py: the fields still exist and
-the behaviour they restore holds; tests/test_bus_contract.py: an undecodable record), so a client upgrade that
-moves them fails a test, not a partition.
+its fetcher's private fields, pinned by tests/test_bus_kafka_python.py (the fields still exist; the bare client still
+loses a resumed partition's records, else that workaround can go; the records around an undecodable one come
+each once) and tests/test_bus_contract.py (the behaviour, on both engines).
 
-- **Resumed partitions lost** (kafka-python 3.0): records fetched for a partition that is then paused are parked,
-  and the partition is not fetched again until they are restored; kafka-python restores them only while its
-  "next records" slot is ``None``, but a fully drained records object stays in that slot, so a partition paused
-  mid-batch and resumed was never read again (seen: 2 of 4 messages of a partition never delivered). Clearing a
-  drained slot lets the parked records come back, in order, at their offsets.
-- **An undecodable record** (e.g. a header name that is not UTF-8) raises the same error on every poll, which
-  stopped the gateway: seek past it and hand back an :class:`UnreadableRecord` in its place.
+- **A resumed partition's records lost** (kafka-python 3.0): ``Fetcher.fetched_records`` in
+  ``kafka/consumer/fetcher.py`` moves a resumed partition's parked records back into its in-line slot only
+  ``if self._next_partition_records is None``, but ``PartitionRecords.drain`` leaves a drained object in that
+  slot, so a partition paused mid-batch and resumed was never read again. Clearing a drained slot lets the parked
+  records come back, in order, at their offsets.
+- **An undecodable record** (a header name that is not UTF-8): ``DefaultRecordBatch.__next__`` in
+  ``kafka/record/default_records.py`` raises ``CorruptRecordError`` for it (through
+  ``PartitionRecords._unpack_records``) out of every ``poll`` at the same position, since nothing moves past it,
+  and cannot go on to the records after it in its batch. The bus seeks one past it and hands back an
+  :class:`UnreadableRecord` in its place (the records after it in the batch come the same way).
 """
 
 from __future__ import annotations
@@ -18,8 +21,10 @@ from gateway.bus.kafka_python.errors import mapped
 from gateway.bus.records import Record, UnreadableRecord
 
 FETCHER = "_fetcher"
-NEXT_RECORDS = "_next_partition_records"  # the in-line slot: records of one partition being handed out
-PARKED_RECORDS = "_paused_partition_records"  # partition -> records fetched before it was paused
+# the in-line slot: records of one partition being handed out
+NEXT_RECORDS = "_next_partition_records"
+# partition -> records fetched before it was paused
+PARKED_RECORDS = "_paused_partition_records"
 
 
 def poll_client(consumer, timeout_ms: int, max_records: int | None = None) -> dict:

@@ -3,10 +3,9 @@
 kafka-python 3.0 runs JoinGroup and SyncGroup as a task on its IO thread and lets ``poll(timeout_ms)`` give up
 while the task is still in flight; the next ``poll`` is meant to await the same task. But when the task has
 *finished* by then, the next ``poll`` sees it done and sends a fresh JoinGroup, throwing away the assignment the
-finished one brought (``BaseCoordinator.join_group_async``: ``if self._join_task is None or
-self._join_task.is_done``). A broker that holds JoinGroup for its rebalance delay (Tansu: 2 s) and a caller
-whose polls are short or far apart (a loaded machine, a gateway scoring between polls) then join again and again
-and never read a record: seen in CI, 30 joins in 60 s, every one successful and none completed.
+finished one brought (``BaseCoordinator.join_group_async`` in ``kafka/coordinator/base.py``: ``if self._join_task
+is None or self._join_task.is_done``). A broker that holds JoinGroup for its rebalance delay and a caller whose
+polls are short or far apart then join again and again and never read a record.
 
 Java's consumer (``AbstractCoordinator.joinGroupIfNeeded``) completes a join future that is already done. This
 does the same: a finished, successful join task is handed back to the loop as a task not yet done that yields the
@@ -18,8 +17,10 @@ bare client still loses such a join (else this module can go) and that a member 
 from __future__ import annotations
 
 COORDINATOR = "_coordinator"
-JOIN_TASK = "_join_task"  # the coordinator's in-flight (or finished, not yet completed) JoinGroup+SyncGroup
-MANAGER = "_manager"  # schedules work on the client's IO loop
+# the coordinator's in-flight (or finished, not yet completed) JoinGroup+SyncGroup
+JOIN_TASK = "_join_task"
+# schedules work on the client's IO loop
+MANAGER = "_manager"
 
 
 def keep_finished_joins(consumer) -> None:

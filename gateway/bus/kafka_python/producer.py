@@ -1,8 +1,6 @@
-"""The producer on kafka-python: a send's future is waited on through :class:`KpDelivery`.
-
-As on librdkafka, an idempotent producer's state can fail for good (a broker that restarted without its log: "unknown
-producer id", then every InitProducerId refused): a send or wait that fails other than by a slow broker or a
-record too large marks the client broken, and the next send starts a new one."""
+"""The producer on kafka-python: a send's future is waited on through :class:`KpDelivery`. A send or wait that
+fails other than by a slow broker or a record too large marks the client broken (its producer state can fail for
+good, as on librdkafka), and the next send starts a new one."""
 
 from __future__ import annotations
 
@@ -17,7 +15,8 @@ from gateway.bus.records import Header
 from gateway.core.kafka_settings import KafkaSettings
 
 log = logging.getLogger("lastmile.bus")
-EXPECTED = (BrokerUnavailable, RecordTooLarge)  # failures that leave the client as it was
+# failures that leave the client as it was
+EXPECTED = (BrokerUnavailable, RecordTooLarge)
 
 
 class KpDelivery(Delivery):
@@ -46,14 +45,7 @@ class KpProducer(Producer):
         if not isinstance(exc, EXPECTED):
             self._broken = str(exc)
 
-    def send(
-        self,
-        topic: str,
-        value: bytes | None,
-        key: bytes | None = None,
-        headers: Iterable[Header] = (),
-        partition: int | None = None,
-    ) -> KpDelivery:
+    def send(self, topic, value, key=None, headers: Iterable[Header] = (), partition=None) -> KpDelivery:
         if self._broken is not None:
             log.warning("the producer's client failed (%s): starting a new one", self._broken)
             self._broken = None

@@ -11,78 +11,80 @@ from typing import Any
 from gateway.bus.errors import ClientConfigError
 from gateway.core.kafka_settings import KafkaSettings
 
-HEADROOM_BYTES = 1024 * 1024  # a fetch or request holds a record of max_message_bytes plus its framing
-RESPONSE_OVERHEAD_BYTES = 512  # librdkafka wants receive.message.max.bytes >= fetch.max.bytes + 512
-AUTO_COMMIT_MS = 1000  # a group member commits its stored offsets this often (and when partitions go)
-LOGGER = "librdkafka"  # its log lines, served by each client's poll
-FETCH_WAIT_MS = 100  # a broker holds a fetch with nothing new this long; a request behind it on the same connection
-# (a partition's end, a commit) waits as long: a broker serves one connection's requests in order
+# a fetch or request holds a record of max_message_bytes plus its framing
+HEADROOM_BYTES = 1024 * 1024
+# librdkafka wants receive.message.max.bytes >= fetch.max.bytes + 512
+RESPONSE_OVERHEAD_BYTES = 512
+# a group member commits its stored offsets this often (and when partitions go)
+AUTO_COMMIT_MS = 1000
+# the logger of its lines, served by each client's poll
+LOGGER = "librdkafka"
+# a broker holds a fetch with nothing new this long, and a request behind it on the same connection as long
+FETCH_WAIT_MS = 100
 
-# the bus's own: what the bus's guarantees rest on, or what a typed setting says
+# the bus's own properties (what its guarantees rest on) or a typed setting's: the setting to use instead
 OWNED = {
-    "bootstrap.servers": "kafka.bootstrap",
-    "client.id": "kafka.client_id",
-    "group.id": "kafka.group_id",
-    "group.instance.id": "kafka.group_instance_id",
-    "security.protocol": "kafka.security_protocol",
-    "sasl.mechanism": "kafka.sasl_mechanism",
-    "sasl.mechanisms": "kafka.sasl_mechanism",
-    "sasl.username": "kafka.sasl_username",
-    "sasl.password": "kafka.sasl_password or kafka.sasl_password_file",
-    "ssl.ca.location": "kafka.ssl_cafile",
-    "ssl.certificate.location": "kafka.ssl_certfile",
-    "ssl.key.location": "kafka.ssl_keyfile",
-    "ssl.key.password": "kafka.ssl_key_password or kafka.ssl_key_password_file",
-    "partition.assignment.strategy": "kafka.assignment_strategy",
-    "session.timeout.ms": "kafka.session_timeout_ms",
-    "heartbeat.interval.ms": "kafka.heartbeat_interval_ms",
-    "max.poll.interval.ms": "kafka.max_poll_interval_ms",
-    "statistics.interval.ms": "kafka.statistics_interval_ms",
-    "message.max.bytes": "kafka.max_message_bytes",
-    "fetch.max.bytes": "kafka.max_message_bytes",
-    "max.partition.fetch.bytes": "kafka.max_message_bytes",
-    "receive.message.max.bytes": "kafka.max_message_bytes",
-    "enable.auto.commit": "nothing: the bus commits what has an acknowledged outcome",
-    "enable.auto.offset.store": "nothing: the bus stores an offset once its record's outcome is acknowledged",
-    "isolation.level": "nothing: the bus reads committed records only",
-    "enable.idempotence": "nothing: the bus's producer is idempotent",
-    "acks": "nothing: the bus waits for every in-sync replica",
-    "enable.partition.eof": "nothing",
+    name: setting
+    for setting, names in (
+        ("kafka.bootstrap", "bootstrap.servers"),
+        ("kafka.client_id", "client.id"),
+        ("kafka.group_id", "group.id"),
+        ("kafka.group_instance_id", "group.instance.id"),
+        ("kafka.security_protocol", "security.protocol"),
+        ("kafka.sasl_mechanism", "sasl.mechanism sasl.mechanisms"),
+        ("kafka.sasl_username", "sasl.username"),
+        ("kafka.sasl_password or kafka.sasl_password_file", "sasl.password"),
+        ("kafka.ssl_cafile", "ssl.ca.location"),
+        ("kafka.ssl_certfile", "ssl.certificate.location"),
+        ("kafka.ssl_keyfile", "ssl.key.location"),
+        ("kafka.ssl_key_password or kafka.ssl_key_password_file", "ssl.key.password"),
+        ("kafka.assignment_strategy", "partition.assignment.strategy"),
+        ("kafka.session_timeout_ms", "session.timeout.ms"),
+        ("kafka.heartbeat_interval_ms", "heartbeat.interval.ms"),
+        ("kafka.max_poll_interval_ms", "max.poll.interval.ms"),
+        ("kafka.statistics_interval_ms", "statistics.interval.ms"),
+        ("kafka.max_message_bytes", "message.max.bytes fetch.max.bytes max.partition.fetch.bytes"),
+        ("kafka.max_message_bytes", "receive.message.max.bytes"),
+        ("nothing: the bus commits what has an acknowledged outcome", "enable.auto.commit"),
+        ("nothing: the bus stores an offset once its record's outcome is acknowledged", "enable.auto.offset.store"),
+        ("nothing: the bus reads committed records only", "isolation.level"),
+        ("nothing: the bus's producer is idempotent", "enable.idempotence"),
+        ("nothing: the bus waits for every in-sync replica", "acks"),
+        ("nothing", "enable.partition.eof"),
+    )
+    for name in names.split()
 }
 
 
 def common(settings: KafkaSettings) -> dict[str, Any]:
-    """What every client of the settings takes: the broker, security and logging."""
+    """What every client of the settings takes: the broker, security and logging (an idle connection closed by the
+    broker is no news)."""
     conf: dict[str, Any] = {
         "bootstrap.servers": settings.bootstrap,
         "client.id": settings.client_id,
         "security.protocol": settings.security_protocol.lower(),
         "socket.timeout.ms": settings.request_timeout_ms,
         "logger": logging.getLogger(LOGGER),
-        "log.connection.close": False,  # an idle connection closed by the broker is no news
+        "log.connection.close": False,
     }
-    if settings.sasl_mechanism:
-        conf.update({"sasl.mechanism": settings.sasl_mechanism, "sasl.username": settings.sasl_username or ""})
-        conf["sasl.password"] = _secret(settings, "sasl_password") or ""
+    try:
+        if settings.sasl_mechanism:
+            conf.update({"sasl.mechanism": settings.sasl_mechanism, "sasl.username": settings.sasl_username or ""})
+            conf["sasl.password"] = settings.secret("sasl_password") or ""
+        key_password = settings.secret("ssl_key_password")
+    except ValueError as exc:
+        raise ClientConfigError(str(exc)) from None
     tls = {
         "ssl.ca.location": settings.ssl_cafile,
         "ssl.certificate.location": settings.ssl_certfile,
         "ssl.key.location": settings.ssl_keyfile,
-        "ssl.key.password": _secret(settings, "ssl_key_password"),
+        "ssl.key.password": key_password,
     }
     conf.update({k: v for k, v in tls.items() if v is not None})
     for name in settings.properties:
         if name in OWNED:
             raise ClientConfigError(f"kafka.properties: {name!r} is not passed through; set {OWNED[name]}")
-    conf.update(settings.properties)
-    return conf
-
-
-def _secret(settings: KafkaSettings, name: str) -> str | None:
-    try:
-        return settings.secret(name)
-    except ValueError as exc:
-        raise ClientConfigError(str(exc)) from None
+    return {**conf, **settings.properties}
 
 
 def fetch_limit(settings: KafkaSettings) -> int:
@@ -92,57 +94,50 @@ def fetch_limit(settings: KafkaSettings) -> int:
 
 def consumer(settings: KafkaSettings, group: bool) -> dict[str, Any]:
     """A group member (``group``: manual offset store, committed every second, when partitions go and at close;
-    from the earliest offset of a new group) or a reader (it assigns and seeks, and commits nothing)."""
+    from the earliest offset of a new group) or a reader (it assigns and seeks, and commits nothing). The largest
+    reply read holds two fetches: Tansu adds the next batch to a reply whatever its size, and a reply over the
+    limit fails, again on every retry (a batch over twice the limit does: the stall says so). Records fetched
+    ahead: one record's worth at most."""
     limit = fetch_limit(settings)
-    conf = common(settings)
-    conf.update(
-        {
-            "group.id": settings.group_id if group else f"{settings.client_id}-reader",
-            "enable.auto.commit": group,
-            "auto.commit.interval.ms": AUTO_COMMIT_MS,
-            "enable.auto.offset.store": False,
-            "auto.offset.reset": "earliest",
-            "isolation.level": "read_committed",
-            "enable.partition.eof": False,
-            "partition.assignment.strategy": settings.assignment_strategy or "cooperative-sticky",
-            "session.timeout.ms": settings.session_timeout_ms,
-            "heartbeat.interval.ms": settings.heartbeat_interval_ms,
-            "max.poll.interval.ms": settings.max_poll_interval_ms,
-            "fetch.wait.max.ms": FETCH_WAIT_MS,
-            "fetch.max.bytes": limit,
-            "max.partition.fetch.bytes": limit,
-            # the largest reply read: a bigger one (an oversize batch, returned whole) is passed by gateway.bus.stalls
-            "receive.message.max.bytes": limit + HEADROOM_BYTES + RESPONSE_OVERHEAD_BYTES,
-            "queued.max.messages.kbytes": max(1, limit // 1024),  # records fetched ahead: one record's worth at most
-            "statistics.interval.ms": settings.statistics_interval_ms,
-        }
-    )
+    conf = {
+        **common(settings),
+        "group.id": settings.group_id if group else f"{settings.client_id}-reader",
+        "enable.auto.commit": group,
+        "auto.commit.interval.ms": AUTO_COMMIT_MS,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "earliest",
+        "isolation.level": "read_committed",
+        "enable.partition.eof": False,
+        "partition.assignment.strategy": settings.assignment_strategy or "cooperative-sticky",
+        "session.timeout.ms": settings.session_timeout_ms,
+        "heartbeat.interval.ms": settings.heartbeat_interval_ms,
+        "max.poll.interval.ms": settings.max_poll_interval_ms,
+        "fetch.wait.max.ms": FETCH_WAIT_MS,
+        "fetch.max.bytes": limit,
+        "max.partition.fetch.bytes": limit,
+        "receive.message.max.bytes": 2 * limit + RESPONSE_OVERHEAD_BYTES,
+        "queued.max.messages.kbytes": max(1, limit // 1024),
+        "statistics.interval.ms": settings.statistics_interval_ms,
+    }
     if group and settings.group_instance_id:
         conf["group.instance.id"] = settings.group_instance_id
-    return _with_properties(conf, settings)
+    return {**conf, **settings.properties}
 
 
 def producer(settings: KafkaSettings) -> dict[str, Any]:
     """Idempotent, every send acknowledged by all in-sync replicas; a record not acknowledged within
     ``ack_timeout_s`` fails (it is never delivered later behind the caller's back)."""
-    conf = common(settings)
-    conf.update(
-        {
-            "acks": "all",
-            "enable.idempotence": True,
-            "linger.ms": 5,
-            "message.max.bytes": fetch_limit(settings),
-            "message.timeout.ms": int(settings.ack_timeout_s * 1000),
-            "request.timeout.ms": min(settings.request_timeout_ms, int(settings.ack_timeout_s * 1000)),
-        }
-    )
-    return _with_properties(conf, settings)
+    conf = {
+        **common(settings),
+        "acks": "all",
+        "enable.idempotence": True,
+        "linger.ms": 5,
+        "message.max.bytes": fetch_limit(settings),
+        "message.timeout.ms": int(settings.ack_timeout_s * 1000),
+        "request.timeout.ms": min(settings.request_timeout_ms, int(settings.ack_timeout_s * 1000)),
+    }
+    return {**conf, **settings.properties}
 
 
 def admin(settings: KafkaSettings) -> dict[str, Any]:
-    return _with_properties(common(settings), settings)
-
-
-def _with_properties(conf: dict[str, Any], settings: KafkaSettings) -> dict[str, Any]:
-    conf.update(settings.properties)  # (again: they win over the defaults above, never over OWNED ones)
-    return conf
+    return common(settings)

@@ -1,16 +1,53 @@
-"""librdkafka's exceptions as the project's: :func:`mapped` around every call into confluent-kafka."""
+"""librdkafka's errors as the project's: :func:`mapped` around every call into confluent-kafka, :func:`from_error`
+for a ``KafkaError`` handed back rather than raised.
+
+Only the codes the project acts on are named (a caller retries, drops a commit, shrinks a dead letter, says which
+setting to fix); every other code is what ``KafkaError`` says of itself: :class:`BrokerUnavailable` when
+``retriable()``, else a plain :class:`BusError` (``fatal()`` ones included: the producer starts a new client)."""
 
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
 
-from gateway.bus.errors import BrokerUnavailable, BusError, named, translating
-from gateway.bus.librdkafka.codes import kind_of
+from gateway.bus.errors import (
+    AccessDenied,
+    BrokerUnavailable,
+    BusError,
+    ClientConfigError,
+    CommitFailed,
+    CorruptBatch,
+    NoAnswer,
+    RecordTooLarge,
+    UnknownTopic,
+    named,
+    translating,
+)
+
+ACTED_ON: dict[str, type[BusError]] = {
+    name: kind
+    for kind, names in (
+        (NoAnswer, "_TIMED_OUT _TIMED_OUT_QUEUE _MSG_TIMED_OUT REQUEST_TIMED_OUT"),
+        (BrokerUnavailable, "_TRANSPORT _ALL_BROKERS_DOWN _RESOLVE _QUEUE_FULL _WAIT_COORD COORDINATOR_NOT_AVAILABLE"),
+        (CommitFailed, "REBALANCE_IN_PROGRESS ILLEGAL_GENERATION UNKNOWN_MEMBER_ID FENCED_INSTANCE_ID"),
+        (CommitFailed, "_ASSIGNMENT_LOST _MAX_POLL_EXCEEDED _NO_OFFSET _STATE STALE_MEMBER_EPOCH FENCED_MEMBER_EPOCH"),
+        (RecordTooLarge, "MSG_SIZE_TOO_LARGE RECORD_LIST_TOO_LARGE INVALID_MSG_SIZE"),
+        (UnknownTopic, "UNKNOWN_TOPIC_OR_PART _UNKNOWN_TOPIC _UNKNOWN_PARTITION"),
+        (CorruptBatch, "_BAD_COMPRESSION _BAD_MSG INVALID_MSG INVALID_RECORD UNSUPPORTED_COMPRESSION_TYPE"),
+        (AccessDenied, "_SSL _AUTHENTICATION SASL_AUTHENTICATION_FAILED UNSUPPORTED_SASL_MECHANISM ILLEGAL_SASL_STATE"),
+        (AccessDenied, "TOPIC_AUTHORIZATION_FAILED GROUP_AUTHORIZATION_FAILED CLUSTER_AUTHORIZATION_FAILED"),
+        (ClientConfigError, "_INVALID_ARG _INVALID_TYPE _NOT_CONFIGURED _UNKNOWN_PROTOCOL _UNSUPPORTED_FEATURE _FS"),
+    )
+    for name in names.split()
+}
+
+
+def kind_of(error: object) -> type[BusError]:
+    """The project's class for a ``confluent_kafka.KafkaError``."""
+    return ACTED_ON.get(error.name()) or (BrokerUnavailable if error.retriable() else BusError)
 
 
 def from_error(error: object) -> BusError:
-    """The project's error for a ``confluent_kafka.KafkaError``."""
-    return named(kind_of(error.name(), error.retriable()), error.name(), error.str())
+    return named(kind_of(error), error.name(), error.str())
 
 
 def to_bus_error(exc: BaseException) -> BusError | None:

@@ -1,9 +1,8 @@
 r"""What librdkafka's messages become: :class:`MessageRecord`\ s (a :class:`~gateway.bus.records.Record` whose
 fields are read from confluent-kafka's message when asked: building each record's seven fields up front cost more
-CPU than librdkafka's own fetch) or rows (the messages themselves: they have a :class:`~gateway.bus.records.Row`'s
-methods; the monitor's read); an error among them
-goes to the consumer, a record whose header name is not UTF-8 becomes an
-:class:`~gateway.bus.records.UnreadableRecord`."""
+CPU than librdkafka's own fetch) or views (the messages themselves: they have a
+:class:`~gateway.bus.records.MessageView`'s methods; the monitor's read). An error among them goes to the consumer;
+a record whose header name is not UTF-8 becomes an :class:`~gateway.bus.records.UnreadableRecord`."""
 
 from __future__ import annotations
 
@@ -12,9 +11,10 @@ import operator
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from gateway.bus.records import Fetched, Header, Polled, Record, UnreadableRecord, timestamp_ms
+from gateway.bus.records import Fetched, Polled, Record, UnreadableRecord, timestamp_ms
 
-OnError = Callable[[object], None]  # the consumer's, for a message that carries an error (confluent's KafkaError)
+# the consumer's, for a message that carries an error (confluent's KafkaError)
+OnError = Callable[[object], None]
 # confluent-kafka's Message.headers() returns a list holding a NULL name, with an exception set, for a header name
 # that is not UTF-8; called from Python code, the interpreter's specialised call (3.11+) does not check for that,
 # and the error surfaced at some later call (or a NULL reached a Record). Called from C, the result is checked
@@ -24,45 +24,27 @@ MESSAGE_ERROR = operator.methodcaller("error")
 
 
 class MessageRecord(Record):
+    """A record whose fields are its message's, read when asked; its headers read already, to check them."""
+
     __slots__ = ("_headers", "_m")
 
-    def __init__(self, message: object, headers: list | None) -> None:  # (headers: read already, to check them)
+    def __init__(self, message: object, headers: list | None) -> None:
         self._m, self._headers = message, headers
 
-    @property
-    def topic(self) -> str:
-        return self._m.topic()
-
-    @property
-    def partition(self) -> int:
-        return self._m.partition()
-
-    @property
-    def offset(self) -> int:
-        return self._m.offset()
-
-    @property
-    def timestamp_ms(self) -> int | None:
-        return timestamp_ms(self._m.timestamp())
-
-    @property
-    def key(self) -> bytes | None:
-        return self._m.key()
-
-    @property
-    def value(self) -> bytes | None:
-        return self._m.value()
-
-    @property
-    def headers(self) -> tuple[Header, ...]:
-        return tuple(self._headers) if self._headers else ()
+    topic = property(lambda self: self._m.topic())
+    partition = property(lambda self: self._m.partition())
+    offset = property(lambda self: self._m.offset())
+    timestamp_ms = property(lambda self: timestamp_ms(self._m.timestamp()))
+    key = property(lambda self: self._m.key())
+    value = property(lambda self: self._m.value())
+    headers = property(lambda self: tuple(self._headers) if self._headers else ())
 
 
 @contextmanager
 def collector_paused() -> Iterator[None]:
     """The garbage collector paused while a poll's batch is built. It made a pass every 700 new objects over
     everything it tracked: half the CPU of building 10,000 records (550 ns a record with it, 280 without). A record
-    or row refers to its message's fields only, never back, so none is garbage a pass could find. Process-wide,
+    or view refers to its message's fields only, never back, so none is garbage a pass could find. Process-wide,
     for the milliseconds a batch takes."""
     collecting = gc.isenabled()
     gc.disable()
@@ -82,12 +64,14 @@ def records(messages: list, on_error: OnError) -> list[Fetched]:
             if m.error() is not None:
                 on_error(m.error())
                 continue
-            if m.headers() is None:  # (most records have none: asked the fast way first, then checked below)
+            # most records have none: asked the fast way first, then checked below
+            if m.headers() is None:
                 add(MessageRecord(m, None))
                 continue
+            # a header name that is not UTF-8: confluent-kafka cannot make it a str
             try:
                 headers = HEADERS(m)
-            except Exception as exc:  # a header name that is not UTF-8: confluent-kafka cannot make it a str
+            except Exception as exc:
                 reason = f"unreadable record at offset {m.offset()} of {m.topic()}/{m.partition()}: {_why(exc)}"
                 add(UnreadableRecord(m.topic(), m.partition(), m.offset(), reason))
                 continue
@@ -95,11 +79,11 @@ def records(messages: list, on_error: OnError) -> list[Fetched]:
     return out
 
 
-def rows(messages: list, on_error: OnError) -> Polled:
-    """The messages themselves as rows (a librdkafka message has a :class:`~gateway.bus.records.Row`'s methods:
-    nothing is made per record), an error among them passed to ``on_error`` and left out. Headers are not read, so
-    a header name that is not UTF-8 does not matter here."""
-    if any(map(MESSAGE_ERROR, messages)):  # (rare: checked in one pass in C, then filtered)
+def views(messages: list, on_error: OnError) -> Polled:
+    """The messages themselves as views (nothing is made per record), an error among them passed to ``on_error``
+    and left out. Headers are not read, so a header name that is not UTF-8 does not matter here."""
+    # errors are rare: looked for in one pass in C, then filtered
+    if any(map(MESSAGE_ERROR, messages)):
         kept = []
         for m in messages:
             if m.error() is None:

@@ -1,11 +1,7 @@
 """The producer on librdkafka (confluent-kafka): idempotent, every record acknowledged by all in-sync replicas.
-Delivery reports come through the client's poll; :meth:`RdDelivery.wait` serves it until its own has come.
-
-An idempotent producer's id can be lost for good: a broker that restarted without its log (Tansu keeps it in
-memory) answers the producer's next sequence with "unknown producer id", and librdkafka then refuses every send; a
-broker that fences the id when librdkafka asks for a new epoch after a record timed out (seen on Tansu after a
-30 s freeze) answers every later send with PRODUCER_FENCED. The producer starts a new client then (a new producer
-id); records of the old one not acknowledged failed, so their callers send them again (at-least-once)."""
+Delivery reports come through the client's poll; :meth:`RdDelivery.wait` serves it until its own has come. A
+client whose producer id is lost for good (:data:`ID_LOST`, or a fatal error) is replaced by a new one at the next
+send; records of the old one not acknowledged failed, so their callers send them again (at-least-once)."""
 
 from __future__ import annotations
 
@@ -22,20 +18,12 @@ from gateway.bus.records import Header
 from gateway.core.kafka_settings import KafkaSettings
 
 log = logging.getLogger("lastmile.bus")
-QUEUE_WAIT_S = 0.05  # a full queue: serve delivery reports this long, then try the send again
+# a full queue: serve delivery reports this long, then try the send again
+QUEUE_WAIT_S = 0.05
 # errors that leave the client's producer id unusable: a broker that lost it (restarted without its log), or
-# fenced it when librdkafka asked for a new epoch after a record timed out (seen on Tansu after a freeze)
-ID_LOST = frozenset(
-    {
-        "PRODUCER_FENCED",
-        "INVALID_PRODUCER_EPOCH",
-        "UNKNOWN_PRODUCER_ID",
-        "INVALID_PRODUCER_ID_MAPPING",
-        "OUT_OF_ORDER_SEQUENCE_NUMBER",
-        "_FATAL",
-        "_FENCED",
-    }
-)
+# fenced it when librdkafka asked for a new epoch after a record timed out
+LOST = "PRODUCER_FENCED INVALID_PRODUCER_EPOCH UNKNOWN_PRODUCER_ID INVALID_PRODUCER_ID_MAPPING _FATAL _FENCED"
+ID_LOST = frozenset([*LOST.split(), "OUT_OF_ORDER_SEQUENCE_NUMBER"])
 
 
 class RdDelivery(Delivery):
@@ -44,11 +32,12 @@ class RdDelivery(Delivery):
     def __init__(self, client: object, health: ClientHealth) -> None:
         self._client, self._health, self.offset, self.error = client, health, None, None
 
-    def __call__(self, error: object, message: object) -> None:  # librdkafka's delivery report
+    def __call__(self, error: object, message: object) -> None:
+        """librdkafka's delivery report; a lost producer id makes the next send start a new client."""
         if error is not None:
             self.error = from_error(error)
             if (error.fatal() or error.name() in ID_LOST) and self._health.fatal is None:
-                self._health.fatal = str(self.error)  # the producer's next send starts a new client
+                self._health.fatal = str(self.error)
         else:
             self.offset = message.offset()
 
@@ -88,18 +77,12 @@ class RdProducer(Producer):
         if fatal is None:
             return
         log.warning("the producer's client failed for good (%s): starting a new one", fatal)
-        self._c.purge()  # what the old one still held fails now, so its waits end at once
+        # what the old one still held fails now, so its waits end at once
+        self._c.purge()
         self._c.poll(0)
         self._start()
 
-    def send(
-        self,
-        topic: str,
-        value: bytes | None,
-        key: bytes | None = None,
-        headers: Iterable[Header] = (),
-        partition: int | None = None,
-    ) -> RdDelivery:
+    def send(self, topic, value, key=None, headers: Iterable[Header] = (), partition=None) -> RdDelivery:
         self._recover()
         deadline, recovered = time.monotonic() + self._block_s, False
         while True:
@@ -112,12 +95,14 @@ class RdProducer(Producer):
                     self._c.produce(topic, **args)
                 return delivery
             except BusError as exc:
-                if "_FATAL" in str(exc) and not recovered:  # the client failed for good: a new one, once
+                # the client failed for good: a new one, once
+                if "_FATAL" in str(exc) and not recovered:
                     self.health.fatal, recovered = self.health.fatal or str(exc), True
                     self._recover()
                     continue
-                if "queue is full" not in str(exc) or time.monotonic() > deadline:  # a slow or absent broker:
-                    raise  # wait for room, at most max_block_ms
+                # a slow or absent broker: wait for room, at most max_block_ms
+                if "queue is full" not in str(exc) or time.monotonic() > deadline:
+                    raise
                 self._c.poll(QUEUE_WAIT_S)
 
     def flush(self, timeout_s: float | None = None) -> None:

@@ -2,7 +2,7 @@
 
 Each engine writes the same records (score events as the gateways write them, keyed, spread over the partitions)
 to a topic of its own, and each reads the records librdkafka wrote, through the bus's reader as the monitor does
-(``poll_rows`` of up to 10,000 records, every value read and its length summed, in C so that the measuring loop
+(``poll_views`` of up to 10,000 records, every value read and its length summed, in C so that the measuring loop
 adds as little as it can to the reader's CPU; what the process held before left out of the garbage collector's passes
 as the monitor does). Every job runs in a freshly spawned process
 (:func:`gateway.ops.bench.measure.isolated`): its wall seconds, CPU seconds (all its threads: the client's own included)
@@ -81,9 +81,9 @@ def write_job(bootstrap: str, engine: str, topic: str, count: int, partitions: i
 
 
 def read_job(
-    bootstrap: str, engine: str, topic: str, count: int, partitions: int, api: str = "rows", values: bool = True
+    bootstrap: str, engine: str, topic: str, count: int, partitions: int, api: str = "views", values: bool = True
 ) -> dict[str, Any]:
-    """One engine reads ``count`` records of ``topic`` from its start: as rows (``poll_rows``, as the monitor reads)
+    """One engine reads ``count`` records of ``topic`` from its start: as views (``poll_views``, as the monitor reads)
     or as records (``poll``, as the gateway and ``lastmile scores`` read); ``values``: each record's value read and
     its length summed (else only the records handed out are counted: what the bus costs, with nothing of the
     reader's own)."""
@@ -101,8 +101,8 @@ def read_job(
         while got["records"] < count:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{engine} read {got['records']} of {count} records in {TIMEOUT_S:.0f} s")
-            if api == "rows":
-                read, value = reader.poll_rows(500, READ_BATCH).rows, VALUE
+            if api == "views":
+                read, value = reader.poll_views(500, READ_BATCH).views, VALUE
             else:
                 read, value = reader.poll(500, READ_BATCH), VALUE_ATTRIBUTE
             got["records"] += len(read)
@@ -130,7 +130,7 @@ def bench_bus(records: int = 200_000, partitions: int = 4) -> dict[str, Any]:
             e: isolated(read_job, broker.bootstrap, e, source, records, partitions, "records") for e in ENGINES
         }
         handed_out = {
-            e: isolated(read_job, broker.bootstrap, e, source, records, partitions, "rows", False) for e in ENGINES
+            e: isolated(read_job, broker.bootstrap, e, source, records, partitions, "views", False) for e in ENGINES
         }
     for engine in ENGINES:
         for read in (reads[engine], as_records[engine], handed_out[engine]):
@@ -148,9 +148,9 @@ def bench_bus(records: int = 200_000, partitions: int = 4) -> dict[str, Any]:
         "read_handed_out": handed_out,
         "read_handed_out_ratio_librdkafka_over_kafka_python": _ratio(handed_out),
         "note": "each job in a fresh process; CPU seconds are that process's (the client's threads included), "
-        "not the broker's; both engines read the records librdkafka wrote; 'read' as the monitor reads (poll_rows), "
+        "not the broker's; both engines read the records librdkafka wrote; 'read' as the monitor reads (poll_views), "
         "'read_as_records' as the gateway and lastmile scores read (poll: a Record each), each with every value read; "
-        "'read_handed_out': poll_rows with no value read, the bus's own cost (librdkafka's messages are its rows)",
+        "'read_handed_out': poll_views with no value read, the bus's own cost (librdkafka's messages are its views)",
     }
 
 
