@@ -143,11 +143,11 @@ def test_a_file_outside_the_roots_or_a_url_stops_the_run_before_any_work(tmp_pat
 
 def test_bench_augment_measures_a_worker_against_its_floor(tmp_path):
     out = tmp_path / "augment.json"
-    result = run_cli("bench", "augment", "--quick", "--draws", "3", "--json", str(out))
+    result = run_cli("bench", "augment", "--quick", "--draws", "2", "--json", str(out))
     assert result.returncode == 0, result.stderr
     report = json.loads(out.read_text())
     (row,) = report["results"]
-    assert sum(row["drawn"].values()) == 3
+    assert sum(row["drawn"].values()) == 2
     assert set(row["floor"]["per_condition"]) == set(row["drawn"])
     assert row["worker"]["cpu_s"] > 0 and row["floor"]["cpu_s"] > 0 and row["peak_rss_mb"] > 0
     ratio = row["worker"]["cpu_s"] / row["floor"]["cpu_s"]

@@ -158,7 +158,7 @@ def check_flips(run_dir):
 def test_demo_versions_adds_the_further_versions_and_prints_each_comparison(tmp_path):
     """Only with --versions: the augmented npr and spectral join, each compared with its default version."""
     out = tmp_path / "demo"
-    cmd = [sys.executable, "-m", "gateway.cli", "demo", "--anchors", "2", "--profile", "throughput", "--flips", "0"]
+    cmd = [sys.executable, "-m", "gateway.cli", "demo", "--anchors", "1", "--profile", "throughput", "--flips", "0"]
     res = subprocess.run([*cmd, "--versions", "--out", str(out)], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr[-2000:]
     assert "x 6 detectors" in res.stdout
