@@ -17,6 +17,7 @@ from pathlib import Path
 
 from detectors.card import ModelCard, Threshold, check_card_against_model, dump_card, load_card
 from detectors.errors import CardError, UnknownDetector
+from detectors.names import split_key
 
 
 def _shipped_repo() -> Path:
@@ -46,15 +47,6 @@ SHIPPED_REPO = _shipped_repo()
 CARD_FILE = "card.yaml"
 MODEL_FILE = "model.onnx"
 VERSIONS_DIR = "versions"
-
-
-def split_key(text: str) -> tuple[str, str | None]:
-    """``NAME`` or ``NAME@VERSION`` as its two parts (surrounding spaces dropped): the one place a detector's name and
-    version are split. :class:`CardError` for an empty name, or an ``@`` with no version after it."""
-    name, at, version = text.strip().partition("@")
-    if not name or (at and not version):
-        raise CardError(f"a detector is NAME or NAME@VERSION, got {text!r}")
-    return name, version or None
 
 
 @dataclass(frozen=True)

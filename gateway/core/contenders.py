@@ -1,4 +1,5 @@
-"""A contender, ``DETECTOR`` or ``DETECTOR@VERSION`` (:class:`Contender`, the one place it is split), and how a
+"""A contender, ``DETECTOR`` or ``DETECTOR@VERSION`` (:class:`Contender`, split by the repository's
+:func:`~detectors.names.split_key`, the one place it is split), and how a
 champion-vs-challenger pair is written, ``CHAMPION:CHALLENGER``: one reading for the report's ``--compare``, the
 monitor's comparisons, the flips, and ``lastmile up``."""
 
@@ -7,6 +8,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
+
+from detectors.errors import CardError
+from detectors.names import split_key
 
 
 class PairError(ValueError):
@@ -30,10 +34,11 @@ class Contender:
     def parse(cls, text: str) -> Contender:
         """``DETECTOR`` or ``DETECTOR@VERSION`` (surrounding spaces dropped); :class:`PairError` for an empty name or
         an ``@`` with no version after it."""
-        name, at, version = text.strip().partition("@")
-        if not name or (at and not version):
-            raise PairError(f"a contender is DETECTOR or DETECTOR@VERSION, got {text!r}")
-        return cls(name, version or None)
+        try:
+            name, version = split_key(text)
+        except CardError:
+            raise PairError(f"a contender is DETECTOR or DETECTOR@VERSION, got {text!r}") from None
+        return cls(name, version)
 
     def matches(self, row: Scored) -> bool:
         """Whether ``row`` is this contender's: its detector, and its version where one is pinned."""
