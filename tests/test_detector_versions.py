@@ -114,3 +114,29 @@ def test_the_augmented_reference_versions_ship_beside_their_defaults_and_the_dem
         ("npr@1.0.0-proxy1000", "npr@1.1.0-proxy1000-aug"),
         ("spectral@1.0.0-proxy1000", "spectral@1.1.0-proxy1000-aug"),
     ]
+
+
+def test_detectors_calibrate_writes_the_version_the_run_scored_and_leaves_the_default_alone(repo, tmp_path):
+    """A run of the further version: its card gets the threshold, the default version's card keeps its own."""
+    from gateway.batch.results import merge, write_part
+    from gateway.core.messages import ScoreRow
+
+    have = list_versions(repo)
+    new, default = have[f"spectral@{NEW}"], have["spectral"]
+    rows = [
+        ScoreRow(video_id=f"v{i}", condition="original", detector="spectral", detector_version=NEW,
+                 runtime="embedded", label="real" if i % 2 else "generated", source="real" if i % 2 else "gen",
+                 anchor_id="v1", score=float(i), decision=False, threshold=99.0, model_sha256=new.model_sha256)
+        for i in range(40)
+    ]  # fmt: skip
+    (tmp_path / "run" / "parts").mkdir(parents=True)
+    write_part(tmp_path / "run" / "parts", 0, 0, [row.model_dump() for row in rows])
+    merge(tmp_path / "run")
+    done = CliRunner().invoke(
+        cli, ["detectors", "calibrate", str(tmp_path / "run"), "--real-recall", "0.9", "--repo", str(repo), "--force"]
+    )
+    assert done.exit_code == 0, done.output
+    after = list_versions(repo)
+    assert after[f"spectral@{NEW}"].card.threshold.recalibrated is not None
+    assert after["spectral"].card.threshold == default.card.threshold
+    assert f"written to {repo / 'spectral' / VERSIONS_DIR / NEW / 'card.yaml'}" in done.output

@@ -208,25 +208,25 @@ def detectors_calibrate(run, target, names, force, repo) -> None:
     import hashlib
 
     from detectors.card import Recalibration, Threshold
-    from detectors.repository import list_detectors, list_versions, set_threshold
+    from detectors.repository import list_versions, set_threshold
     from detectors.serving.config import write_configs
     from gateway.batch.results import ResultsError, read_results
     from gateway.evaluation.calibration import calibrate_run
     from gateway.evaluation.errors import EvaluationError
 
     results = run / "results.parquet"
-    installed = list_detectors(repo)
+    installed = list_versions(repo)
     try:
         digest = hashlib.sha256(results.read_bytes()).hexdigest() if results.is_file() else ""
         rows = read_results(results)  # (the file hashed is the file read: a run's results are written once)
         done = calibrate_run(rows, target, [n.strip() for n in names.split(",")] if names else None)
     except (EvaluationError, ResultsError) as exc:
         raise click.ClickException(str(exc)) from exc
-    versions = list_versions(repo).values()
+    chosen = []
     for c in done:  # every one checked before any card is written
-        # the version the run scored where it is installed beside the default one, else the default
-        same = [i for i in versions if i.card.name == c.detector and i.card.version == c.version]
-        inst = same[0] if same else installed.get(c.detector)
+        # the version the run scored where it is installed beside the default one, else the default (by its name)
+        same = (i for i in installed.values() if (i.card.name, i.card.version) == (c.detector, c.version))
+        inst = next(same, installed.get(c.detector))
         if inst is None:
             raise click.ClickException(f"{c.detector}: not installed here (lastmile detectors list)")
         if inst.card.version != c.version or (c.model_sha256 and inst.model_sha256 not in (None, c.model_sha256)):
@@ -234,12 +234,12 @@ def detectors_calibrate(run, target, names, force, repo) -> None:
                 f"{c.detector}: the run scored version {c.version} (model sha256 {c.model_sha256}), the installed one "
                 f"is {inst.card.version} (model sha256 {inst.model_sha256}): calibrate on a run of the installed one"
             )
+        chosen.append(inst)
     too_few = [why for c in done if (why := c.too_few)]
     if too_few and not force:  # (nothing written: every one checked first)
         raise click.ClickException("; ".join(too_few))
     at = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-    for c in done:
-        inst = installed[c.detector]
+    for c, inst in zip(done, chosen, strict=True):
         how = (
             f"lastmile detectors calibrate: RealR {target:g} on the {c.reals} real videos of run {run} under "
             f"original (reached {c.real_recall:.3f}, Wilson 95% [{c.interval[0]:.3f}, {c.interval[1]:.3f}])"
@@ -258,7 +258,8 @@ def detectors_calibrate(run, target, names, force, repo) -> None:
             written = set_threshold(inst, threshold, repo)
         except CardError as exc:  # (a card that cannot be written, a graph that no longer loads)
             raise click.ClickException(f"{c.detector}: {exc}") from exc
-        if not written.card.served_elsewhere:
+        # Triton's configs beside a default version's model (a further version is not Triton's)
+        if not written.card.served_elsewhere and written.default:
             write_configs(written)
         click.echo(
             f"{c.detector} {c.version}: threshold {inst.card.threshold.value:+.4f} -> {c.threshold:+.4f}; RealR "
