@@ -128,6 +128,19 @@ def test_a_bad_video_is_named_and_the_others_are_written(tmp_path, clips):
     assert [r.video_id for r in read_manifest(out / "manifest.jsonl")] == ["r0.e0", "g0.e0"]
 
 
+def test_a_video_whose_bytes_are_not_its_rows_sha256_is_named_before_any_decode(tmp_path, clips):
+    manifest = _manifest(tmp_path, clips)
+    rows = [json.loads(line) for line in manifest.read_text().splitlines()]
+    rows[1]["sha256"] = "0" * 64
+    manifest.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "out"
+    result = run_cli("augment", str(manifest), "--out", str(out), "--file-root", str(clips[0].parent))
+    assert result.returncode == 1
+    (failure,) = [json.loads(line) for line in (out / "failures.jsonl").read_text().splitlines()]
+    assert failure["video_id"] == "g0" and failure["error"] == "ContentMismatch"
+    assert hashlib.sha256(clips[1].read_bytes()).hexdigest() in failure["reason"]
+
+
 def test_a_file_outside_the_roots_or_a_url_stops_the_run_before_any_work(tmp_path, clips):
     manifest = _manifest(tmp_path, clips)
     with manifest.open("a") as f:

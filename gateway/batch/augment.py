@@ -10,7 +10,6 @@ others.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -18,7 +17,9 @@ from pathlib import Path
 
 from detectors.manifest import ManifestRow, read_manifest
 from gateway.batch.manifest_files import MissingFiles, unreadable
-from gateway.core.sources.files import local_path
+from gateway.core.sources import check_digest
+from gateway.core.sources.errors import SourceError
+from gateway.core.sources.files import local_path, read_file
 from gateway.core.sources.stores import is_object_uri
 from gateway.core.sources.urls import is_web_url
 from transforms.augment import AugmentConfig, Augmenter
@@ -58,7 +59,7 @@ def augment_manifest(
     with (out / MANIFEST).open("w") as listing, (out / FAILURES).open("w") as failures:
         for epoch in range(epochs):
             for index, row in enumerate(rows):
-                entry = _one(augmenter, manifest, row, index, epoch, out)
+                entry = _one(augmenter, manifest, roots, row, index, epoch, out)
                 if "error" in entry:
                     run.failed.append(entry)
                     failures.write(json.dumps(entry) + "\n")
@@ -78,20 +79,16 @@ def _unreadable(manifest: Path, row: ManifestRow, roots: Sequence[Path]) -> str 
     return unreadable(manifest, row, roots)
 
 
-def _one(augmenter: Augmenter, manifest: Path, row: ManifestRow, index: int, epoch: int, out: Path) -> dict:
+def _one(
+    augmenter: Augmenter, manifest: Path, roots: Sequence[Path], row: ManifestRow, index: int, epoch: int, out: Path
+) -> dict:
     """One video's variant for one epoch, written with its sidecar; its manifest row, or its failure."""
-    path = local_path(row.uri, manifest.resolve().parent)
-    size, cap = path.stat().st_size, augmenter.limits.max_bytes
-    if size > cap:
-        return _failure(row, epoch, "LimitExceeded", f"{size} bytes, over the limit of {cap} (nothing decoded)")
-    data = path.read_bytes()
-    digest = hashlib.sha256(data).hexdigest()
-    if row.sha256 is not None and row.sha256 != digest:
-        said = f"the file's sha256 is {digest}, the manifest says {row.sha256}"
-        return _failure(row, epoch, "ChecksumMismatch", said)
     try:
+        # the sources' own bounded read under the roots, and their sha256 check, before any decode
+        data = read_file(local_path(row.uri, manifest.resolve().parent), roots, augmenter.limits.max_bytes)
+        check_digest(data, row.sha256)
         variant, drawn = augmenter.variant(data, index, epoch)
-    except VideoError as exc:
+    except (SourceError, VideoError) as exc:
         return _failure(row, epoch, type(exc).__name__, str(exc))
     stem = f"{index:06d}.e{epoch}"
     (out / f"{stem}.mp4").write_bytes(variant.data)
@@ -106,7 +103,7 @@ def _one(augmenter: Augmenter, manifest: Path, row: ManifestRow, index: int, epo
     }
     sidecar = {
         **entry,
-        "from": {"video_id": row.video_id, "uri": row.uri, "sha256": digest},
+        "from": {"video_id": row.video_id, "uri": row.uri, "sha256": variant.meta.input_sha256},
         "draw": {"seed": drawn.seed, "index": drawn.index, "epoch": drawn.epoch},
         "variant": variant.meta.model_dump(mode="json"),
     }
