@@ -100,3 +100,15 @@ def test_a_bad_augmentation_file_is_refused_naming_what_is_wrong(tmp_path, raw, 
 def test_a_negative_key_is_refused():
     with pytest.raises(SpecError, match="index is a non-negative integer"):
         Augmenter().draw(-1, 0)
+
+
+def test_a_clip_file_over_the_byte_limit_is_refused_by_its_size_before_it_is_read(tmp_path, clip):
+    from transforms.errors import LimitExceeded
+    from transforms.limits import Limits
+
+    path = tmp_path / "clip.mp4"
+    path.write_bytes(clip)
+    augmenter = Augmenter(seed=0, limits=Limits(max_bytes=len(clip) - 1))
+    # the file's size names it (the engine's own check, on bytes already read, says "input is")
+    with pytest.raises(LimitExceeded, match=rf"clip\.mp4 is {len(clip)} bytes; the limit is {len(clip) - 1}"):
+        augmenter.frames(path, 0)

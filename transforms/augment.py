@@ -11,21 +11,19 @@ processes.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from transforms.catalog import load_spec_file
 from transforms.engine import Engine, Variant
-from transforms.errors import SpecError
+from transforms.errors import LimitExceeded, SpecError
 from transforms.limits import Limits
 from transforms.profile import PROFILES, Profile
 from transforms.sampling import SamplingPolicy, every_frame, sample_frames
 from transforms.spec import LASTMILE, Condition
-from transforms.support.config_errors import describe, one_line
 from transforms.sweeps import Repost, Sweep, expand_repost, expand_sweep
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
@@ -93,17 +91,9 @@ class AugmentConfig(BaseModel):
 
 
 def load_augment_config(path: str | Path) -> AugmentConfig:
-    """An augmentation file (YAML or JSON); :class:`SpecError` naming the file and the key when it is malformed."""
-    path = Path(path)
-    try:
-        text = path.read_text()
-        raw = yaml.safe_load(text) or {}
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise SpecError(f"cannot read augmentation file {path}: {one_line(exc)}") from exc
-    try:
-        cfg = AugmentConfig.model_validate(raw)
-    except ValidationError as exc:
-        raise SpecError("invalid augmentation file: " + describe(exc, str(path), AugmentConfig, text)) from exc
+    """An augmentation file (YAML or JSON; an empty one is the default); :class:`SpecError` naming the file and the
+    key when it is malformed."""
+    cfg = load_spec_file(path, AugmentConfig, "augmentation file", lambda raw: raw or {})
     cfg.expanded()
     cfg.resolved_profile()
     return cfg
@@ -148,7 +138,7 @@ class Augmenter:
     def variant(self, clip: bytes | str | Path, index: int, epoch: int = 0) -> tuple[Variant, Draw]:
         """The drawn condition's variant of ``clip`` (bytes, or a file's path): an MP4 and its provenance."""
         drawn = self.draw(index, epoch)
-        result = Engine(self.profile, self.limits, concurrent=False).run(_bytes(clip), [drawn.condition])
+        result = Engine(self.profile, self.limits, concurrent=False).run(_bytes(clip, self.limits), [drawn.condition])
         return result.variants[drawn.condition.name], drawn
 
     def frames(
@@ -163,12 +153,11 @@ class Augmenter:
         return sample_frames(variant.data, policy, self.limits), drawn
 
 
-def _bytes(clip: bytes | str | Path) -> bytes:
+def _bytes(clip: bytes | str | Path, limits: Limits) -> bytes:
+    """A clip's bytes; a file over ``limits.max_bytes`` is refused by its size, before it is read."""
     if isinstance(clip, bytes | bytearray | memoryview):
         return bytes(clip)
+    size = Path(clip).stat().st_size
+    if size > limits.max_bytes:
+        raise LimitExceeded(f"{clip} is {size} bytes; the limit is {limits.max_bytes}")
     return Path(clip).read_bytes()
-
-
-def clip_digest(clip: bytes | str | Path) -> str:
-    """The sha256 of a clip's bytes (a sidecar's provenance)."""
-    return hashlib.sha256(_bytes(clip)).hexdigest()

@@ -4,7 +4,9 @@ sweeps and repost chains (:mod:`transforms.sweeps`), resolved by one function ev
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -13,6 +15,8 @@ from transforms.errors import SpecError
 from transforms.spec import LASTMILE, Condition, Profile
 from transforms.support.config_errors import describe, one_line
 from transforms.sweeps import Repost, Sweep, expand_repost, expand_sweep
+
+M = TypeVar("M", bound=BaseModel)
 
 
 class ConditionFile(BaseModel):
@@ -36,20 +40,29 @@ class ConditionFile(BaseModel):
         return out
 
 
-def load_conditions_file(path: str | Path) -> ConditionFile:
-    """Read conditions (and optionally a profile) from YAML or JSON; raise :class:`SpecError` if malformed."""
+def load_spec_file(
+    path: str | Path, model: type[M], what: str, shape: Callable[[object], object] = lambda raw: raw
+) -> M:
+    """``model`` read from a YAML or JSON file (``shape`` applied to what it holds first); :class:`SpecError`
+    naming the file, and the key and line where it does not validate."""
     path = Path(path)
     try:
         text = path.read_text()
         raw = yaml.safe_load(text)
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise SpecError(f"cannot read conditions file {path}: {one_line(exc)}") from exc
-    if isinstance(raw, list):
-        raw = {"conditions": raw}
+        raise SpecError(f"cannot read {what} {path}: {one_line(exc)}") from exc
     try:
-        parsed = ConditionFile.model_validate(raw)
+        return model.model_validate(shape(raw))
     except ValidationError as exc:
-        raise SpecError("invalid conditions file: " + describe(exc, str(path), ConditionFile, text)) from exc
+        raise SpecError(f"invalid {what}: " + describe(exc, str(path), model, text)) from exc
+
+
+def load_conditions_file(path: str | Path) -> ConditionFile:
+    """Read conditions (and optionally a profile) from YAML or JSON; raise :class:`SpecError` if malformed."""
+    # a bare list is the conditions alone
+    parsed = load_spec_file(
+        path, ConditionFile, "conditions file", lambda raw: {"conditions": raw} if isinstance(raw, list) else raw
+    )
     _check_unique([c.name for c in parsed.expanded()])
     return parsed
 
