@@ -102,7 +102,7 @@ def render_rounds(
     and sampled by every policy), and how often each condition was drawn."""
     jobs = [(path, i, r) for r in range(rounds) for i, path in enumerate(paths)]
     with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
-        results = list(pool.map(_render, jobs, [aug] * len(jobs), [seed] * len(jobs), [policies] * len(jobs)))
+        results = list(pool.map(partial(_render, aug=aug, seed=seed, policies=policies), jobs))
     out: dict[str, list[np.ndarray]] = {name: [] for name in policies}
     for r in range(rounds):
         chunk = results[r * len(paths) : (r + 1) * len(paths)]

@@ -46,13 +46,14 @@ def run_demo(
     manifest = synthesize(CorpusConfig(anchors=anchors, seed=DEMO_SEED), corpus_dir)
     t1 = time.perf_counter()
     pairs = version_pairs() if versions else []
-    detectors = ",".join([*(i.key for i in get_detectors("all")), *(challenger for _, challenger in pairs)])
-    cfg = ReplayConfig(manifest=manifest, profile=profile, detectors=detectors if pairs else "all")
+    # every default version, then each further one: "all" alone when there is none
+    keys = [*(i.key for i in get_detectors("all")), *(challenger for _, challenger in pairs)] if pairs else []
+    cfg = ReplayConfig(manifest=manifest, profile=profile, detectors=",".join(keys) or "all")
     if sweeps:
         (out / "sweeps.yaml").write_text(yaml.safe_dump(DEMO_SWEEPS, sort_keys=False))
         cfg = cfg.model_copy(update={"conditions_file": out / "sweeps.yaml"})
     n = len(cfg.resolve_conditions()[0])
-    scorers = len(get_detectors(cfg.detectors)) if pairs else 4
+    scorers = len(keys) or 4
     what = f"{anchors * 6} videos through {n} conditions x {scorers} detectors"
     echo(f"2/3 replaying {what} (profile {profile}, deterministic)")
     results = replay(cfg, run_dir, workers=workers)
