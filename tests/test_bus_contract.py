@@ -19,6 +19,7 @@ import pytest
 
 from gateway import bus
 from gateway.core.kafka_settings import KafkaSettings
+from gateway.stream.stalls import Watch
 from gateway.toolkit import tansu
 from tests.support.produce import NotUtf8, produce_raw
 from tests.support.streaming import FAST_GROUP, require_broker, stop_process, wait_for
@@ -174,11 +175,12 @@ def test_an_oversize_batch_on_a_broker_that_does_not_enforce_its_limit_is_a_stal
         consumer.assign([bus.Partition(k.input_topic, p) for p in (0, 1)])
     else:
         consumer.subscribe([k.input_topic])
-    got, stalls, deadline = [], [], time.monotonic() + 60
+    got, stalls, watch, deadline = [], [], Watch(k), time.monotonic() + 60
     try:
         while time.monotonic() < deadline:
             got += consumer.poll(200)
-            stalls = consumer.stalls(1.0)
+            watch.observe(consumer)
+            stalls = watch.stalls(1.0, consumer.stall_cause)
             if any(s.partition.partition == 0 for s in stalls):
                 break
     finally:

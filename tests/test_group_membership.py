@@ -1,5 +1,5 @@
 """A gateway that holds no input partition while its group's records wait uncommitted is not ready and says why
-(:mod:`gateway.bus.membership`): a replay's only gateway once sat ready with no partition for the whole 300 s of a
+(:mod:`gateway.stream.membership`): a replay's only gateway once sat ready with no partition for the whole 300 s of a
 test. Against a real broker, a member of the group that holds the one partition and never commits plays the
 member that keeps the records from the gateway. (It commits rather than leaves to end the test: on Tansu the
 gateway, left alone in the group by its leader, did not always get the partition within 120 s.)"""
@@ -9,9 +9,10 @@ from __future__ import annotations
 import threading
 
 from gateway import bus
-from gateway.bus.membership import Backlog, IdleWatch
+from gateway.bus import Backlog
 from gateway.core.kafka_settings import KafkaSettings
 from gateway.core.messages import VideoEvent
+from gateway.stream.membership import IdleWatch
 from tests.support.gateway import _config, _readyz, _stop, _with_kafka
 from tests.support.media import make_clip
 from tests.support.streaming import FAST_GROUP, start_gateway, wait_for

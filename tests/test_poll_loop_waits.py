@@ -1,13 +1,13 @@
 """What the poll loop may wait for (unit): the broker questions asked inside it, the stall watch's above all, stay
-within the poll interval that keeps the member in its group (:mod:`gateway.bus.stalls`)."""
+within the poll interval that keeps the member in its group (:mod:`gateway.stream.stalls`)."""
 
 from __future__ import annotations
 
 import pytest
 
 from gateway import bus
-from gateway.bus import stalls
 from gateway.core.kafka_settings import KafkaSettings
+from gateway.stream import stalls
 
 
 def test_the_poll_loops_questions_must_fit_twice_in_its_poll_interval():

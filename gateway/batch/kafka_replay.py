@@ -143,9 +143,9 @@ def replay_via_kafka(
 
 class ReplayGateway:
     """The replay's gateway, in this process, the only member of its group. One that holds no partition while the
-    videos wait (:class:`~gateway.bus.Unassigned`: seen once on Tansu, for the 300 s of a test) is stopped and
-    started again in a fresh group (``<group>-1``, ...), at most ``MAX_GROUPS`` in all. A fresh group reads the
-    topic from its start: the collector keeps one event per key (:func:`keep`).
+    videos wait (:class:`~gateway.stream.membership.Unassigned`: seen once on Tansu, for the 300 s of a test) is
+    stopped and started again in a fresh group (``<group>-1``, ...), at most ``MAX_GROUPS`` in all. A fresh group
+    reads the topic from its start: the collector keeps one event per key (:func:`keep`).
     A gateway whose run ends by itself (an error) ends the replay with that error, not with the timeout."""
 
     def __init__(self, cfg: GatewayConfig, tap: TapFactory) -> None:

@@ -5,7 +5,7 @@ raises the project's errors (:class:`BusError` and its subclasses), never a clie
 (confluent-kafka) by default, kafka-python when ``kafka.client`` says so (:mod:`gateway.bus.engines`)."""
 
 from gateway.bus.admin import check_record_limits, committed_offsets, ensure_topics, ping
-from gateway.bus.consumer import Consumer
+from gateway.bus.consumer import Backlog, Consumer
 from gateway.bus.engines import consumer, producer, reader
 from gateway.bus.errors import (
     AccessDenied,
@@ -18,7 +18,6 @@ from gateway.bus.errors import (
     RecordTooLarge,
     UnknownTopic,
 )
-from gateway.bus.membership import Backlog, IdleWatch, Unassigned
 from gateway.bus.producer import Delivery, Producer
 from gateway.bus.rebalance import Rebalance
 from gateway.bus.records import (
@@ -31,7 +30,6 @@ from gateway.bus.records import (
     timestamp_ms,
     view_fields,
 )
-from gateway.bus.stalls import Stall
 
 __all__ = [
     "AccessDenied",
@@ -43,7 +41,6 @@ __all__ = [
     "Consumer",
     "CorruptBatch",
     "Delivery",
-    "IdleWatch",
     "MessageView",
     "NoAnswer",
     "Partition",
@@ -53,8 +50,6 @@ __all__ = [
     "Record",
     "RecordTooLarge",
     "RecordView",
-    "Stall",
-    "Unassigned",
     "UnknownTopic",
     "UnreadableRecord",
     "check_record_limits",

@@ -2,20 +2,29 @@
 :class:`~gateway.bus.errors.BusError` out.
 
 :class:`Consumer` says what every engine's consumer does (:mod:`gateway.bus.librdkafka.consumer`, the default, and
-:mod:`gateway.bus.kafka_python.consumer`) and does, once for both, what is built on it: the lag, a group's backlog,
-and the stall watch (:mod:`gateway.bus.stalls`). A group member (:func:`gateway.bus.consumer`) subscribes and
-commits; a reader (:func:`gateway.bus.reader`) assigns partitions and seeks, and commits nothing."""
+:mod:`gateway.bus.kafka_python.consumer`) and does, once for both, what is built on it: the lag and a group's
+backlog. A group member (:func:`gateway.bus.consumer`) subscribes and commits; a reader (:func:`gateway.bus.reader`)
+assigns partitions and seeks, and commits nothing."""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
-from gateway.bus.membership import Backlog
 from gateway.bus.rebalance import Rebalance
 from gateway.bus.records import Fetched, Partition, Polled, Record, RecordView
-from gateway.bus.stalls import Stall, Watch
 from gateway.core.kafka_settings import KafkaSettings
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """A group's records on a topic that no member has committed past: per partition, its end less the group's
+    committed offset (its first offset where the group committed none); ``committed``: per partition, in partition
+    order, None where the group committed none."""
+
+    records: int
+    committed: tuple[int | None, ...]
 
 
 class Consumer(ABC):
@@ -27,7 +36,6 @@ class Consumer(ABC):
 
     def __init__(self, settings: KafkaSettings, group: bool) -> None:
         self.settings, self.group = settings, group
-        self._watch = Watch(settings)
 
     # -- what is read (the engine's) ---------------------------------------------------------------------------
     @abstractmethod
@@ -52,17 +60,13 @@ class Consumer(ABC):
     def poll(self, timeout_ms: int, max_records: int | None = None) -> list[Fetched]:
         """The next records (at most ``max_records``), in offset order per partition; a record the client cannot
         decode comes as an :class:`~gateway.bus.records.UnreadableRecord`, the position already past it."""
-        fetched = self._fetch(timeout_ms, max_records or self.settings.max_poll_records)
-        self._watch.observe(self)
-        return fetched
+        return self._fetch(timeout_ms, max_records or self.settings.max_poll_records)
 
     def poll_views(self, timeout_ms: int, max_records: int | None = None) -> Polled:
         """As :meth:`poll`, as message views (:class:`~gateway.bus.records.MessageView`) and the unreadable records
         passed on: for a reader of hundreds of thousands of records a second (the monitor; librdkafka's messages are
         their own views, ``lastmile bench bus``)."""
-        polled = self._fetch_views(timeout_ms, max_records or self.settings.max_poll_records)
-        self._watch.observe(self)
-        return polled
+        return self._fetch_views(timeout_ms, max_records or self.settings.max_poll_records)
 
     @abstractmethod
     def _fetch(self, timeout_ms: int, max_records: int) -> list[Fetched]: ...
@@ -75,11 +79,6 @@ class Consumer(ABC):
             else:
                 polled.passed_on.append(r)
         return polled
-
-    def stalls(self, after_s: float) -> list[Stall]:
-        """Assigned, unpaused partitions with records to read whose position has not moved for ``after_s``
-        seconds."""
-        return self._watch.stalls(after_s, self.stall_cause)
 
     def stall_cause(self, since: float) -> str:
         """Why a partition unmoved since ``since`` (``time.monotonic()``) stands, as far as the client tells."""

@@ -1,6 +1,6 @@
 """Whether the gateway's input moves (readiness is progress): the input partitions it holds that stall
-(:mod:`gateway.bus.stalls`) and, holding none, a group backlog that no member commits past
-(:mod:`gateway.bus.membership`). Either makes the gateway not ready and says why."""
+(:mod:`gateway.stream.stalls`) and, holding none, a group backlog that no member commits past
+(:mod:`gateway.stream.membership`). Either makes the gateway not ready and says why."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import logging
 from gateway import bus
 from gateway.core.kafka_settings import KafkaSettings
 from gateway.stream.live import LiveMetrics
+from gateway.stream.membership import IdleWatch, Unassigned
+from gateway.stream.stalls import Stall, Watch
 
 log = logging.getLogger("lastmile.gateway")
 
@@ -16,17 +18,23 @@ log = logging.getLogger("lastmile.gateway")
 class Progress:
     def __init__(self, settings: KafkaSettings, metrics: LiveMetrics) -> None:
         self.settings, self.metrics = settings, metrics
-        self.stalls: list[bus.Stall] = []  # input partitions with lag that have not moved (kafka.stall_after_s)
-        self.unassigned: bus.Unassigned | None = None  # no input partition while the group's backlog waits
-        self.idle = bus.IdleWatch(
+        self.watch = Watch(settings)
+        self.stalls: list[Stall] = []  # input partitions with lag that have not moved (kafka.stall_after_s)
+        self.unassigned: Unassigned | None = None  # no input partition while the group's backlog waits
+        self.idle = IdleWatch(
             settings.input_topic, settings.group_id, settings.idle_member_after_s, settings.joining_after_s
         )
+
+    def observe(self, consumer: bus.Consumer) -> None:
+        """After each poll: the stall watch notes the positions (:meth:`gateway.stream.stalls.Watch.observe`)."""
+        self.watch.observe(consumer)
 
     def check(self, consumer: bus.Consumer) -> None:
         """Stalls, the consumer lag and (holding no input partition) the group's backlog; raises
         :class:`~gateway.bus.BusError` when the broker does not answer the end offsets request."""
         k = self.settings
-        self.stalls = [s for s in consumer.stalls(k.stall_after_s) if s.partition.topic == k.input_topic]
+        stalls = self.watch.stalls(k.stall_after_s, consumer.stall_cause)
+        self.stalls = [s for s in stalls if s.partition.topic == k.input_topic]
         self.metrics.stalled.set(len(self.stalls))
         for stall in self.stalls:
             log.error("not ready: %s", stall)

@@ -148,7 +148,9 @@ class Gateway:
                 self.consumer.resume(*paused)
         elif inputs - paused:
             self.consumer.pause(*(inputs - paused))
-        return self.consumer.poll(timeout_ms=100, max_records=max(free, 1))
+        fetched = self.consumer.poll(timeout_ms=100, max_records=max(free, 1))
+        self.progress.observe(self.consumer)
+        return fetched
 
     def _accept(self, tp: bus.Partition, msg: records.Fetched) -> None:
         """Every record gets an outcome, and its offset is done once that outcome is acknowledged

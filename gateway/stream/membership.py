@@ -1,6 +1,6 @@
 """A member of a group that holds no partition of its topic while the group's records there wait: found and named.
 
-The stall watch (:mod:`gateway.bus.stalls`) sees only the partitions a member holds. A member that holds none is
+The stall watch (:mod:`gateway.stream.stalls`) sees only the partitions a member holds. A member that holds none is
 idle, which is normal when a group has more members than partitions, and stuck when the group has records on the
 topic that no member commits past: :class:`IdleWatch` reports it (for readiness: which topic, how many records,
 for how long) once the group's committed offsets there have not moved for ``after_s``. It does not rejoin the
@@ -12,17 +12,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from gateway.bus import Backlog
 from gateway.core.wording import counted
-
-
-@dataclass(frozen=True)
-class Backlog:
-    """A group's records on a topic that no member has committed past: per partition, its end less the group's
-    committed offset (its first offset where the group committed none); ``committed``: per partition, in partition
-    order, None where the group committed none."""
-
-    records: int
-    committed: tuple[int | None, ...]
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
-"""Partitions that should move and do not, found and named for readiness.
+"""Partitions that should move and do not, found and named for readiness (:mod:`gateway.stream.progress`).
 
 A partition *stalls* when it is assigned, not paused, has records after its position, and its position has not
-moved for a while. :class:`Watch` keeps each active partition's position and since when it has stood there. Once
+moved for a while. :class:`Watch`, told after each poll, keeps each active partition's position and since when it
+has stood there. Once
 one has stood still for ``kafka.stall_check_s`` it needs the partition's end: the client's own where the client
 knows it (librdkafka's statistics), else asked of the broker, for all such partitions in one request that waits
 ``probe_timeout_ms`` at most, since the watch runs inside the poll loop. A broker that leaves it unanswered is not
@@ -16,8 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
-from gateway.bus.errors import BusError, NoAnswer
-from gateway.bus.records import Partition
+from gateway.bus import BusError, NoAnswer, Partition
 from gateway.core.kafka_settings import KafkaSettings
 
 log = logging.getLogger("lastmile.bus")
@@ -26,7 +26,7 @@ NOTES_PER_CHECK = 10
 
 
 class Consumer(Protocol):
-    """What the watch asks of a consumer (:class:`gateway.bus.consumer.Consumer`, either engine)."""
+    """What the watch asks of a consumer (:class:`gateway.bus.Consumer`, either engine)."""
 
     def assignment(self) -> set[Partition]: ...
 
