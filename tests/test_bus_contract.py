@@ -22,7 +22,7 @@ from gateway.core.kafka_settings import KafkaSettings
 from gateway.stream.stalls import Watch
 from gateway.toolkit import tansu
 from tests.support.produce import NotUtf8, produce_raw
-from tests.support.streaming import FAST_GROUP, require_broker, stop_process, wait_for
+from tests.support.streaming import FAST_GROUP, committed_offsets, require_broker, stop_process, wait_for
 
 ENGINES = ["librdkafka", "kafka-python"]
 OVER = 3 * 1024 * 1024  # over any client's receive limit at max_message_bytes 64 KiB (2 x (64 KiB + 1 MiB))
@@ -267,12 +267,12 @@ def test_a_member_commits_what_is_done_reports_lag_and_hears_of_rebalances(broke
         assert consumer.lag(k.input_topic, timeout_ms=5000) == 0
         done = [r for r in got if r.offset == 0]  # the first of each partition done; the second not
         consumer.commit({r.topic_partition: r.offset + 1 for r in done})
-        assert bus.committed_offsets(k, k.group_id, k.input_topic) == {0: 1, 1: 1}
+        assert committed_offsets(k, k.group_id, k.input_topic) == {0: 1, 1: 1}
         assert consumer.backlog(k.input_topic, timeout_ms=5000) == bus.Backlog(2, (1, 1))
     finally:
         consumer.close()
     assert not consumer.joined  # a closed member has left its group
-    assert bus.committed_offsets(k, k.group_id, k.input_topic) == {0: 1, 1: 1}  # closing committed nothing more
+    assert committed_offsets(k, k.group_id, k.input_topic) == {0: 1, 1: 1}  # closing committed nothing more
     again = bus.consumer(k)
     again.subscribe([k.input_topic])
     try:  # the next member starts where the outcomes ended: the records not done come again
@@ -325,7 +325,7 @@ def test_at_least_once_across_a_member_killed_with_sigkill_and_a_rebalance(broke
         second.close()
     handled = done_by_first | {(r.partition, r.offset) for r in got}
     assert handled == wanted  # none lost (duplicates allowed: at-least-once)
-    assert bus.committed_offsets(k, k.group_id, k.input_topic) == {0: 40, 1: 40}
+    assert committed_offsets(k, k.group_id, k.input_topic) == {0: 40, 1: 40}
 
 
 class _Member:

@@ -28,6 +28,7 @@ from gateway.scoring.assembly import build_pipeline
 from gateway.toolkit import tansu
 from tests.support.streaming import (
     FAST_GROUP,
+    committed_offsets,
     gateway_process,
     metric,
     read_topics,
@@ -230,7 +231,7 @@ def test_2_a_video_that_always_kills_its_worker_is_dead_lettered_and_its_partiti
     assert {(r["error_class"], r["input_sha256"]) for r in rows} == {("WorkerCrashed", None)}
     gw.stop_event.set()  # graceful: commit, then exit
     thread.join(90)
-    committed = bus.committed_offsets(cfg.kafka, cfg.kafka.group_id, cfg.kafka.input_topic)
+    committed = committed_offsets(cfg.kafka, cfg.kafka.group_id, cfg.kafka.input_topic)
     assert committed == {0: len(videos)}  # past the dead-lettered video: the rest of its partition is committed
     _assert_clean(outcome)
     _record(
@@ -480,7 +481,7 @@ def test_7_dead_letters_the_broker_did_not_acknowledge_are_published_again(broke
     offsets = sorted(int(dict(m.headers)["lastmile-source-offset"]) for m in letters)
     assert offsets == list(range(6)) and sorted(refused) == list(range(6))  # each refused once, then published
     k = cfg.kafka
-    wait_for(lambda: bus.committed_offsets(k, k.group_id, k.input_topic).get(0) == 7, 60, "committed past them all")
+    wait_for(lambda: committed_offsets(k, k.group_id, k.input_topic).get(0) == 7, 60, "committed past them all")
     assert status(gw.port, "/readyz") == 200 and thread.is_alive()
     gw.stop_event.set()
     thread.join(90)

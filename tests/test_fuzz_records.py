@@ -23,7 +23,7 @@ from gateway.toolkit import tansu
 from tests.support.gateway import _config
 from tests.support.media import make_clip
 from tests.support.produce import NotUtf8, produce_raw
-from tests.support.streaming import require_broker, scrape, start_gateway, status
+from tests.support.streaming import committed_offsets, require_broker, scrape, start_gateway, status
 
 LIMIT = 256 * 1024  # kafka.max_message_bytes here: "huge" values and headers go over it
 HUGE = b"\x00\x1b[2J" * (LIMIT // 4 + 1)
@@ -127,7 +127,7 @@ def test_every_fuzzed_record_gets_exactly_one_outcome_and_the_tap_stays_up(tap, 
     got = _read_until(reader, lambda g: sentinels <= {_video_id(m) for m in g if m.topic == k.output_topic})
     ends = _ends(cfg)
     deadline = time.monotonic() + 60
-    while bus.committed_offsets(k, k.group_id, k.input_topic) != ends:
+    while committed_offsets(k, k.group_id, k.input_topic) != ends:
         assert time.monotonic() < deadline, "the committed offsets did not pass every record"
         time.sleep(0.1)  # the polling interval of a condition, not a synchronisation
     after = _outcomes(gw.port)

@@ -19,6 +19,7 @@ from gateway.core.messages import ScoreEvent, VideoEvent, inline_headers
 from gateway.stream.service import Gateway
 from tests.support.gateway import CONDITIONS, DETECTORS, _config
 from tests.support.streaming import (
+    committed_offsets,
     gateway_process,
     metric,
     read_topics,
@@ -113,7 +114,7 @@ def test_end_to_end_with_bad_inputs(broker, tmp_path, videos, media):
 
     deadline = time.monotonic() + 30  # offsets are committed after the acks: wait for the commit to land
     while True:
-        total = sum(bus.committed_offsets(k, k.group_id, k.input_topic).values())
+        total = sum(committed_offsets(k, k.group_id, k.input_topic).values())
         if total == n_videos or time.monotonic() > deadline:
             break
         time.sleep(0.1)
@@ -151,7 +152,7 @@ def test_a_video_topic_compressed_by_its_producers_is_scored(broker, tmp_path, v
     assert {e.video_id for e in events} == {f"ref-{c}" for c in codecs}
     assert len(keys(got)) == len(codecs) * per_video
     deadline = time.monotonic() + 30  # offsets are committed after the acks: wait for the commit to land
-    while sum(bus.committed_offsets(k, k.group_id, k.input_topic).values()) < len(codecs):
+    while sum(committed_offsets(k, k.group_id, k.input_topic).values()) < len(codecs):
         assert time.monotonic() < deadline, "the three records' offsets were never committed"
         time.sleep(0.1)
     assert metric(scrape(gw.port), "lastmile_videos_total", outcome="scored") == len(codecs)

@@ -17,7 +17,7 @@ from gateway.stream import records
 from tests.support.gateway import _config
 from tests.support.media import make_clip
 from tests.support.produce import NotUtf8, produce_raw
-from tests.support.streaming import metric, read_topics, scrape, start_gateway, status, wait_for
+from tests.support.streaming import committed_offsets, metric, read_topics, scrape, start_gateway, status, wait_for
 from transforms.engine import Engine
 from transforms.errors import UnsupportedVideo
 from transforms.limits import MAX_ENCODED_SIDE, Limits
@@ -176,7 +176,7 @@ def test_poison_records_each_get_an_outcome_and_the_partition_moves_on(broker, t
         [k.output_topic, k.dlq],
         lambda g: len(g[k.dlq]) > len(dead) and {"after-poison", "wide"} <= {m.key.decode() for m in g[k.output_topic]},
     )
-    assert wait_for(lambda: bus.committed_offsets(k, k.group_id, k.input_topic).get(0) == n_records, 60, "commit")
+    assert wait_for(lambda: committed_offsets(k, k.group_id, k.input_topic).get(0) == n_records, 60, "commit")
     letters = {m.key: (m.value, dict(m.headers)) for m in got[k.dlq]}
     assert len(got[k.dlq]) == len(dead) + 1 and set(letters) == {*dead, None}  # each once, keyed as it came
     unreadable = letters[None][1]  # nobody can read its key or value: the letter says where it was

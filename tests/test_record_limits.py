@@ -15,7 +15,7 @@ from gateway.stream.publisher import KEPT_HEADER_BYTES, Publisher, Source
 from tests.support.gateway import _config, _readyz, _stop, _with_kafka
 from tests.support.media import make_clip
 from tests.support.produce import produce_raw
-from tests.support.streaming import metric, read_topics, scrape, start_gateway, wait_for
+from tests.support.streaming import committed_offsets, metric, read_topics, scrape, start_gateway, wait_for
 
 MB = 1024 * 1024
 
@@ -56,7 +56,7 @@ def test_a_200_mb_record_on_a_broker_that_does_not_enforce_its_limit_stops_the_g
     _, body = wait_for(lambda: (r := _readyz(gw.port))[0] == 503 and "huge.videos/0" in r[1] and r, 90, "not ready")
     assert "huge.videos/0 stuck at offset" in body and "kafka.max_message_bytes (67108864)" in body
     assert thread.is_alive() and gw.healthy()
-    assert bus.committed_offsets(k, k.group_id, k.input_topic).get(0, 0) <= 1
+    assert committed_offsets(k, k.group_id, k.input_topic).get(0, 0) <= 1
     _stop(gw, thread)
 
 
@@ -73,11 +73,11 @@ def test_an_oversize_stall_makes_readyz_name_the_partition_and_the_setting_and_r
     assert "kafka.max_message_bytes (262144)" in body
     assert metric(scrape(gw.port), "lastmile_stalled_partitions") == 1
     assert thread.is_alive() and gw.healthy()  # stuck, alive, and saying so
-    assert bus.committed_offsets(k, k.group_id, k.input_topic).get(0, 0) == 0
+    assert committed_offsets(k, k.group_id, k.input_topic).get(0, 0) == 0
     _stop(gw, thread)
     gw, thread = start_gateway(_with_kafka(cfg, max_message_bytes=8 * MB))  # the fix the stall names
     got = read_topics(k.bootstrap, [k.output_topic, k.dlq], lambda g: g[k.output_topic] and g[k.dlq])
-    assert wait_for(lambda: bus.committed_offsets(k, k.group_id, k.input_topic).get(0) == 2, 60, "commit")
+    assert wait_for(lambda: committed_offsets(k, k.group_id, k.input_topic).get(0) == 2, 60, "commit")
     assert [json.loads(m.value)["video_id"] for m in got[k.output_topic]] == ["after"]
     assert wait_for(lambda: _readyz(gw.port)[0] == 200, 30, "ready")
     assert metric(scrape(gw.port), "lastmile_stalled_partitions") == 0
@@ -98,7 +98,7 @@ def test_a_dead_letter_over_the_limit_is_reduced_and_its_partition_moves_on(brok
     produce_raw(k.bootstrap, k.input_topic, b"big-header", b"{", big_header)
     gw, thread = start_gateway(cfg)
     got = read_topics(k.bootstrap, [k.dlq], lambda g: len(g[k.dlq]) >= 2)
-    assert wait_for(lambda: bus.committed_offsets(k, k.group_id, k.input_topic).get(0) == 2, 60, "commit")
+    assert wait_for(lambda: committed_offsets(k, k.group_id, k.input_topic).get(0) == 2, 60, "commit")
     letters = _letters(got, k.dlq)
     value, headers = letters[0]
     assert value == b"" and headers["lastmile-dropped-value-bytes"] == str(len(big_value)).encode()

@@ -4,7 +4,7 @@ It hands out the project's types (:class:`Record`, :class:`Partition`, :class:`C
 raises the project's errors (:class:`BusError` and its subclasses), never a client's. The client is librdkafka
 (confluent-kafka) by default, kafka-python when ``kafka.client`` says so (:mod:`gateway.bus.engines`)."""
 
-from gateway.bus.admin import check_record_limits, committed_offsets, ensure_topics, ping
+from gateway.bus.admin import check_record_limits, ensure_topics, ping
 from gateway.bus.consumer import Backlog, Consumer
 from gateway.bus.engines import consumer, producer, reader
 from gateway.bus.errors import (
@@ -53,7 +53,6 @@ __all__ = [
     "UnknownTopic",
     "UnreadableRecord",
     "check_record_limits",
-    "committed_offsets",
     "consumer",
     "ensure_topics",
     "ping",

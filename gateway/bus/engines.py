@@ -32,13 +32,3 @@ def producer(settings: KafkaSettings) -> Producer:
     else:
         from gateway.bus.librdkafka.producer import RdProducer as Engine
     return Engine(settings)
-
-
-def admin(settings: KafkaSettings):
-    """The engine's admin module (``ping``, ``topics``, ``create_topics``, ``committed_offsets``,
-    ``record_limits``)."""
-    if settings.client == "kafka-python":
-        from gateway.bus.kafka_python import admin as module
-    else:
-        from gateway.bus.librdkafka import admin as module
-    return module

@@ -122,6 +122,23 @@ def start_monitor(cfg):
     return mon, thread
 
 
+def committed_offsets(settings, group: str, topic: str) -> dict[int, int]:
+    """Per partition of ``topic``, the offset ``group`` committed (partitions it never committed are absent), asked
+    with librdkafka's admin client whichever engine the settings name."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+    from gateway.bus.librdkafka.config import admin_client
+
+    client = admin_client(settings)
+    meta = client.list_topics(topic, timeout=10).topics.get(topic)
+    parts = [] if meta is None or meta.error is not None else sorted(meta.partitions)
+    if not parts:
+        return {}
+    asked = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in parts])
+    (future,) = client.list_consumer_group_offsets([asked], request_timeout=10).values()
+    return {tp.partition: tp.offset for tp in future.result(timeout=10).topic_partitions if tp.offset >= 0}
+
+
 def wait_for(check, timeout_s: float = 120, what: str = "condition"):
     """Poll ``check()`` until it returns a truthy value (returned), failing after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s

@@ -9,6 +9,7 @@ import logging
 from typing import Any
 
 from gateway.bus.errors import ClientConfigError
+from gateway.bus.librdkafka.errors import mapped
 from gateway.core.kafka_settings import KafkaSettings
 
 # a fetch or request holds a record of max_message_bytes plus its framing
@@ -87,6 +88,14 @@ def common(settings: KafkaSettings) -> dict[str, Any]:
     return {**conf, **settings.properties}
 
 
+def admin_client(settings: KafkaSettings, **properties: object):
+    """An admin client of the settings, with ``properties`` (librdkafka's) beside them."""
+    from confluent_kafka.admin import AdminClient
+
+    with mapped():
+        return AdminClient({**common(settings), **properties})
+
+
 def fetch_limit(settings: KafkaSettings) -> int:
     """The most a fetch takes: a record of ``max_message_bytes`` and its framing (a larger batch is oversize)."""
     return settings.max_message_bytes + HEADROOM_BYTES
@@ -137,7 +146,3 @@ def producer(settings: KafkaSettings) -> dict[str, Any]:
         "request.timeout.ms": min(settings.request_timeout_ms, int(settings.ack_timeout_s * 1000)),
     }
     return {**conf, **settings.properties}
-
-
-def admin(settings: KafkaSettings) -> dict[str, Any]:
-    return common(settings)

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 
 from gateway.bus.consumer import Consumer
 from gateway.bus.errors import NoAnswer
-from gateway.bus.librdkafka import admin, config
+from gateway.bus.librdkafka import config
 from gateway.bus.librdkafka.errors import from_error, mapped
 from gateway.bus.librdkafka.health import ClientHealth
 from gateway.bus.librdkafka.message import records, views
@@ -292,5 +292,5 @@ class RdConsumer(Consumer):
         """An admin client of the settings for questions about partitions (made when first asked; an AdminClient
         with no request in flight is falsy: ``len()`` counts its queue)."""
         if self._admin is None:
-            self._admin = admin.admin_client(self.settings)
+            self._admin = config.admin_client(self.settings)
         return self._admin
