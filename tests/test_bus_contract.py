@@ -19,6 +19,7 @@ import pytest
 
 from gateway import bus
 from gateway.core.kafka_settings import KafkaSettings
+from gateway.stream.membership import Backlog, backlog
 from gateway.stream.stalls import Watch
 from gateway.toolkit import tansu
 from tests.support.produce import NotUtf8, produce_raw
@@ -125,7 +126,7 @@ def test_a_readers_views_are_its_records_without_key_and_headers(broker, engine)
         reader.close()
     assert passed_on == []  # every record readable: none passed on
     by_partition = lambda got: sorted(got, key=lambda r: (r[1], r[2]))  # noqa: E731 (order holds per partition)
-    fields = [bus.view_fields(r) for r in rows]
+    fields = [(r.topic(), r.partition(), r.offset(), bus.timestamp_ms(r.timestamp()), r.value()) for r in rows]
     rows = [(t, p, o, -1 if s is None else s, v) for t, p, o, s, v in fields]  # (topic, partition, offset, ms, value)
     want = [(r.topic, r.partition, r.offset, r.timestamp_ms, r.value) for r in records]
     assert by_partition(rows) == by_partition(want)
@@ -268,7 +269,7 @@ def test_a_member_commits_what_is_done_reports_lag_and_hears_of_rebalances(broke
         done = [r for r in got if r.offset == 0]  # the first of each partition done; the second not
         consumer.commit({r.topic_partition: r.offset + 1 for r in done})
         assert committed_offsets(k, k.group_id, k.input_topic) == {0: 1, 1: 1}
-        assert consumer.backlog(k.input_topic, timeout_ms=5000) == bus.Backlog(2, (1, 1))
+        assert backlog(consumer, k.input_topic, timeout_ms=5000) == Backlog(2, (1, 1))
     finally:
         consumer.close()
     assert not consumer.joined  # a closed member has left its group

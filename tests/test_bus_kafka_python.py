@@ -72,7 +72,8 @@ def test_a_partition_paused_mid_batch_and_resumed_is_read_to_its_end(broker):
     _produce(k, per_partition=4)
     parts = [bus.Partition(k.input_topic, p) for p in (0, 1)]
 
-    raw = config.reader_client(k)  # the client alone: the bug is still there (else the workaround can go)
+    # the client alone: the bug is still there (else the workaround can go)
+    raw = config.consumer_client(k, group=False)
     raw.assign([TopicPartition(*p) for p in parts])
     raw.seek_to_beginning()
     fetcher = raw._fetcher

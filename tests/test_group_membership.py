@@ -9,10 +9,9 @@ from __future__ import annotations
 import threading
 
 from gateway import bus
-from gateway.bus import Backlog
 from gateway.core.kafka_settings import KafkaSettings
 from gateway.core.messages import VideoEvent
-from gateway.stream.membership import IdleWatch
+from gateway.stream.membership import Backlog, IdleWatch
 from tests.support.gateway import _config, _readyz, _stop, _with_kafka
 from tests.support.media import make_clip
 from tests.support.streaming import FAST_GROUP, start_gateway, wait_for

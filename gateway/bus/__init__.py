@@ -1,11 +1,9 @@
-"""The Kafka boundary: the only package that imports a Kafka client (import-linter forbids it elsewhere).
-
-It hands out the project's types (:class:`Record`, :class:`Partition`, :class:`Consumer`, :class:`Producer`) and
-raises the project's errors (:class:`BusError` and its subclasses), never a client's. The client is librdkafka
-(confluent-kafka) by default, kafka-python when ``kafka.client`` says so (:mod:`gateway.bus.engines`)."""
+"""The Kafka boundary: the only package that imports a Kafka client (import-linter forbids it elsewhere). It hands
+out the project's types and raises the project's errors (:class:`BusError`), never a client's, on librdkafka by
+default or kafka-python when ``kafka.client`` says so (:mod:`gateway.bus.engines`)."""
 
 from gateway.bus.admin import check_record_limits, ensure_topics, ping
-from gateway.bus.consumer import Backlog, Consumer
+from gateway.bus.consumer import Consumer, Rebalance
 from gateway.bus.engines import consumer, producer, reader
 from gateway.bus.errors import (
     AccessDenied,
@@ -19,7 +17,6 @@ from gateway.bus.errors import (
     UnknownTopic,
 )
 from gateway.bus.producer import Delivery, Producer
-from gateway.bus.rebalance import Rebalance
 from gateway.bus.records import (
     MessageView,
     Partition,
@@ -28,12 +25,10 @@ from gateway.bus.records import (
     RecordView,
     UnreadableRecord,
     timestamp_ms,
-    view_fields,
 )
 
 __all__ = [
     "AccessDenied",
-    "Backlog",
     "BrokerUnavailable",
     "BusError",
     "ClientConfigError",
@@ -59,5 +54,4 @@ __all__ = [
     "producer",
     "reader",
     "timestamp_ms",
-    "view_fields",
 ]

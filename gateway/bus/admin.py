@@ -1,6 +1,5 @@
 """Topics, record limits and whether a broker answers, asked with librdkafka's ``AdminClient`` whichever engine
-reads and writes the records (``kafka.client`` picks the data path's client; confluent-kafka is always installed).
-A broker that does not answer is one line naming the bootstrap and what to check, within :data:`PING_TIMEOUT_S`."""
+reads and writes the records. A broker that does not answer is one line naming the bootstrap and what to check."""
 
 from __future__ import annotations
 
@@ -11,8 +10,7 @@ from gateway.bus.librdkafka import config
 from gateway.bus.librdkafka.errors import from_error, kind_of, mapped
 from gateway.core.kafka_settings import KafkaSettings
 
-# a command that talks to Kafka says within this that no broker answers (one line; its start-up, a few seconds on
-# a loaded machine, comes first: the line is due within 10 s of the command)
+# a command says within this that no broker answers (after its start-up: the line is due within 10 s of it)
 PING_TIMEOUT_S = 6.0
 ADMIN_TIMEOUT_S = 10.0
 # a ping asks this long at a time, so that a refusal is said at once, not at the ping's end
@@ -83,10 +81,8 @@ def ensure_topics(settings: KafkaSettings, partitions: int = 4, extra: tuple[str
 
 def check_record_limits(settings: KafkaSettings, topics: list[str]) -> KafkaSettings:
     """Refuse to start, in one line (:class:`ClientConfigError`), where a topic admits records larger than
-    ``kafka.max_message_bytes``: no fetch of ours could hold one. A topic that states no ``max.message.bytes``
-    (Tansu's, unless made with one) or does not exist yet is taken as it comes. Returns the settings for a consumer
-    of ``topics``: its fetch sized to the largest limit they state where every one states one (a client fetches,
-    and prefetches, that much)."""
+    ``kafka.max_message_bytes``; a topic that states no ``max.message.bytes`` (Tansu's) is taken as it comes. The
+    settings for a consumer of ``topics``: its fetch sized to the largest limit, where every one states one."""
     limits = record_limits(settings, topics)
     for topic, limit in sorted(limits.items()):
         if limit > settings.max_message_bytes:

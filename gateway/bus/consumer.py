@@ -1,36 +1,38 @@
-"""The consumer behind the project's types, on either engine: records, partitions and offsets in,
-:class:`~gateway.bus.errors.BusError` out.
-
-:class:`Consumer` says what every engine's consumer does (:mod:`gateway.bus.librdkafka.consumer`, the default, and
-:mod:`gateway.bus.kafka_python.consumer`) and does, once for both, what is built on it: the lag and a group's
-backlog. A group member (:func:`gateway.bus.consumer`) subscribes and commits; a reader (:func:`gateway.bus.reader`)
-assigns partitions and seeks, and commits nothing."""
+"""What every engine's consumer does, in the project's types: records, partitions and offsets in,
+:class:`~gateway.bus.errors.BusError` out, rebalances heard through :class:`Rebalance`. A group member subscribes
+and commits; a reader assigns partitions and seeks, and commits nothing."""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from gateway.bus.rebalance import Rebalance
 from gateway.bus.records import Fetched, Partition, Polled, Record, RecordView
 from gateway.core.kafka_settings import KafkaSettings
 
+Hook = Callable[[list[Partition]], None]
+_nothing: Hook = lambda partitions: None  # noqa: E731
+
 
 @dataclass(frozen=True)
-class Backlog:
-    """A group's records on a topic that no member has committed past: per partition, its end less the group's
-    committed offset (its first offset where the group committed none); ``committed``: per partition, in partition
-    order, None where the group committed none."""
+class Rebalance:
+    """``on_revoked`` runs before the group takes partitions away, ``on_assigned`` after it hands new ones (with a
+    cooperative assignor, only those that move), ``on_lost`` (else ``on_revoked``) when the group has already taken
+    them. kafka-python runs them on its IO thread, where a blocking call such as a commit raises: commit nothing."""
 
-    records: int
-    committed: tuple[int | None, ...]
+    on_revoked: Hook = _nothing
+    on_assigned: Hook = _nothing
+    on_lost: Hook | None = None
+
+    @property
+    def lost_hook(self) -> Hook:
+        return self.on_lost or self.on_revoked
 
 
 class Consumer(ABC):
     """Each engine also has ``assignment()``, ``paused()``, ``pause(*partitions)``, ``resume(*partitions)``,
-    ``seek(partition, offset)`` and ``close(autocommit=False)``, each in its client's meaning; ``engine``: which
-    client it runs on ("librdkafka" or "kafka-python")."""
+    ``seek(partition, offset)`` and ``close(autocommit=False)``, in its client's meaning."""
 
     engine: str
 
@@ -48,8 +50,7 @@ class Consumer(ABC):
 
     @abstractmethod
     def partitions(self, topic: str, timeout_ms: int | None = None) -> set[int]:
-        """The topic's partitions; empty when the broker does not know the topic (yet). Waits ``timeout_ms`` at
-        most (None: the request timeout)."""
+        """The topic's partitions; empty when the broker does not know the topic (yet)."""
 
     @property
     @abstractmethod
@@ -63,30 +64,24 @@ class Consumer(ABC):
         return self._fetch(timeout_ms, max_records or self.settings.max_poll_records)
 
     def poll_views(self, timeout_ms: int, max_records: int | None = None) -> Polled:
-        """As :meth:`poll`, as message views (:class:`~gateway.bus.records.MessageView`) and the unreadable records
-        passed on: for a reader of hundreds of thousands of records a second (the monitor; librdkafka's messages are
-        their own views, ``lastmile bench bus``)."""
+        """As :meth:`poll`, as message views (:class:`~gateway.bus.records.MessageView`): for a reader of hundreds of
+        thousands of records a second (the monitor)."""
         return self._fetch_views(timeout_ms, max_records or self.settings.max_poll_records)
 
     @abstractmethod
     def _fetch(self, timeout_ms: int, max_records: int) -> list[Fetched]: ...
 
     def _fetch_views(self, timeout_ms: int, max_records: int) -> Polled:
-        polled = Polled([], [])
-        for r in self._fetch(timeout_ms, max_records):
-            if isinstance(r, Record):
-                polled.views.append(RecordView(r))
-            else:
-                polled.passed_on.append(r)
-        return polled
+        fetched = self._fetch(timeout_ms, max_records)
+        unread = [r for r in fetched if not isinstance(r, Record)]
+        return Polled([RecordView(r) for r in fetched if isinstance(r, Record)], unread)
 
     def stall_cause(self, since: float) -> str:
         """Why a partition unmoved since ``since`` (``time.monotonic()``) stands, as far as the client tells."""
         return ""
 
     def known_end(self, partition: Partition, since: float) -> int | None:
-        """The partition's end as the client knows it without asking the broker, if it can be trusted for a
-        partition unmoved since ``since``; None: ask the broker."""
+        """The partition's end as the client knows it, trusted for a partition unmoved since ``since``; None: ask."""
         return None
 
     # -- positions and offsets ----------------------------------------------------------------------------------
@@ -100,13 +95,12 @@ class Consumer(ABC):
 
     @abstractmethod
     def commit(self, offsets: Mapping[Partition, int]) -> None:
-        """Commit, per partition, the offset of the next record to read (raises :class:`CommitFailed` when a
-        rebalance took a partition first); a partition this member no longer holds is left to its next owner."""
+        """Commit, per partition, the offset of the next record to read; a partition this member no longer holds is
+        left to its next owner (raises :class:`CommitFailed` when a rebalance took one first)."""
 
     @abstractmethod
     def watermarks(self, partitions: Iterable[Partition], timeout_ms: int | None = None) -> dict[Partition, tuple]:
-        """Per partition, its first offset and the offset after its last readable record; raises unless the
-        broker answers in time."""
+        """Per partition, its first offset and the offset after its last readable record."""
 
     @abstractmethod
     def offsets_for_times(self, times_ms: Mapping[Partition, int]) -> dict[Partition, int | None]:
@@ -118,27 +112,15 @@ class Consumer(ABC):
 
     # -- built on the above, for both engines -------------------------------------------------------------------
     def end_offsets(self, partitions: Iterable[Partition], timeout_ms: int | None = None) -> dict[Partition, int]:
-        """The offset after the last readable record of each partition; raises unless the broker answers in time."""
+        """The offset after the last readable record of each partition."""
         return {p: end for p, (_, end) in self.watermarks(partitions, timeout_ms).items()}
 
     def lag(self, topic: str, timeout_ms: int | None = None) -> int | None:
-        """Records behind the end of ``topic`` over its assigned partitions (None: none assigned). It asks for the
-        end offsets of every partition of the topic, so it also proves that the broker answers."""
+        """Records behind the end of ``topic`` over its assigned partitions (None: none assigned). It asks the ends
+        of every partition of the topic, so it also proves that the broker answers."""
         known = sorted(self.partitions(topic, timeout_ms) or {0})
         ends = self.end_offsets([Partition(topic, p) for p in known], timeout_ms)
         assigned = [p for p in self.assignment() if p.topic == topic]
         if not assigned:
             return None
         return sum(max(0, ends[p] - self.position(p)) for p in assigned if p in ends)
-
-    def backlog(self, topic: str, timeout_ms: int | None = None) -> Backlog:
-        """The group's records on ``topic`` that no member has committed past (a group member)."""
-        if not self.group:
-            raise ValueError("backlog needs a group member")
-        parts = [Partition(topic, p) for p in sorted(self.partitions(topic, timeout_ms))]
-        marks = self.watermarks(parts, timeout_ms)
-        committed = tuple(self.group_offsets(parts, timeout_ms).get(p) for p in parts)
-        behind = sum(
-            max(0, marks[p][1] - (marks[p][0] if c is None else c)) for p, c in zip(parts, committed, strict=True)
-        )
-        return Backlog(behind, committed)

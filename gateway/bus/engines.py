@@ -1,6 +1,5 @@
-"""Which client a service's settings run on (``kafka.client``): librdkafka (confluent-kafka), the default, or
-kafka-python. The one place that picks an engine; everything else gets the bus's :class:`Consumer` and
-:class:`Producer`, whichever it is."""
+"""The one place that picks a client (``kafka.client``): librdkafka (confluent-kafka), the default, or
+kafka-python."""
 
 from __future__ import annotations
 
@@ -10,8 +9,7 @@ from gateway.core.kafka_settings import KafkaSettings
 
 
 def consumer(settings: KafkaSettings, group: bool = True) -> Consumer:
-    """A member of ``settings.group_id``: offsets committed once their records' outcomes are acknowledged, from
-    the earliest offset of a new group, committed records only. Without ``group``: :func:`reader`."""
+    """A member of ``settings.group_id``, from the earliest offset of a new group, committed records only."""
     if settings.client == "kafka-python":
         from gateway.bus.kafka_python.consumer import KpConsumer as Engine
     else:
@@ -25,8 +23,7 @@ def reader(settings: KafkaSettings) -> Consumer:
 
 
 def producer(settings: KafkaSettings) -> Producer:
-    """Every send acknowledged by all in-sync replicas; a broker that does not answer fails a wait for its
-    acknowledgement within ``ack_timeout_s``."""
+    """Every send acknowledged by all in-sync replicas (a wait fails after ``ack_timeout_s``)."""
     if settings.client == "kafka-python":
         from gateway.bus.kafka_python.producer import KpProducer as Engine
     else:

@@ -1,10 +1,6 @@
-"""The project's errors for whatever a Kafka client raises: the clients' own exceptions never leave the bus.
-
-Every call into a client runs inside its engine's ``mapped()`` (a :func:`translating` context), which raises the
-client's exception again as one of these, chained, so the client's words stay in the traceback and the message.
-Callers catch :class:`BusError` (or a subclass), never a client's class. Each engine names the errors the project
-acts on and leaves the rest to the client's own judgement (:mod:`gateway.bus.librdkafka.errors`,
-:mod:`gateway.bus.kafka_python.errors`)."""
+"""The project's errors for whatever a Kafka client raises: every call into a client runs inside its engine's
+``mapped()`` (:func:`translating`), which raises the client's exception again as one of these, chained, its words
+kept. Each engine names the errors the project acts on and leaves the rest to the client's own judgement."""
 
 from __future__ import annotations
 
@@ -17,8 +13,7 @@ class BusError(RuntimeError):
 
 
 class BrokerUnavailable(BusError):
-    """No broker answered in time (not started, frozen, unreachable, a leader or coordinator moving): worth
-    trying again later; never a verdict on a record."""
+    """No broker answered in time (not started, frozen, unreachable, a leader moving): never a verdict on a record."""
 
 
 class NoAnswer(BrokerUnavailable):
@@ -38,27 +33,20 @@ class UnknownTopic(BusError):
 
 
 class CorruptBatch(BusError):
-    """A fetched batch the client cannot decode as a whole (a failed CRC, bytes after its last record): the record
-    at the consumer's position need not be the bad one, so nothing can be skipped past it."""
+    """A fetched batch the client cannot decode as a whole (a failed CRC): nothing can be skipped past it."""
 
 
 class AccessDenied(BusError):
-    """The broker refused this client's credentials, certificate or permissions: retrying will not help until the
-    settings (``kafka.sasl_*``, ``kafka.ssl_*``) or the broker's ACLs change."""
+    """The broker refused this client's credentials, certificate or permissions: retrying will not help."""
 
 
 class ClientConfigError(BusError):
-    """The client refused a setting (a librdkafka property it does not know, a value out of range, a file it
-    cannot read): the configuration must change, so the command line exits 2."""
-
-
-Translate = Callable[[BaseException], "BusError | None"]
+    """The client refused a setting (a property it does not know, a value out of range): the command line exits 2."""
 
 
 @contextmanager
-def translating(translate: Translate) -> Iterator[None]:
-    """Run a call into a client; an exception ``translate`` knows comes out as its :class:`BusError`, chained;
-    anything else (a bug, not the client's) passes unchanged."""
+def translating(translate: Callable[[BaseException], BusError | None]) -> Iterator[None]:
+    """Run a call into a client; an exception ``translate`` knows comes out as its :class:`BusError`, chained."""
     try:
         yield
     except BusError:

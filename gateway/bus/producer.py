@@ -1,6 +1,5 @@
-"""The producer behind the project's types, on either engine: a send hands back a :class:`Delivery` to wait on;
-every error the client raises, at the send or at the wait, comes out as a :class:`~gateway.bus.errors.BusError`.
-A null header value goes as an empty one, on both engines (kafka-python sends only bytes values)."""
+"""What every engine's producer does: a send hands back a :class:`Delivery` to wait on; every error, at the send
+or at the wait, is a :class:`~gateway.bus.errors.BusError`."""
 
 from __future__ import annotations
 
@@ -45,6 +44,7 @@ class Producer(ABC):
 
 
 def plain_headers(headers: Iterable[Header]) -> list[tuple[str, bytes]] | None:
-    """Headers as both engines send them: a null value as an empty one; None for none."""
+    """Headers as both engines send them: a null value as an empty one (kafka-python sends only bytes); None for
+    none."""
     sent = [(k, b"" if v is None else v) for k, v in headers or ()]
     return sent or None

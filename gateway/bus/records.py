@@ -19,9 +19,8 @@ class Partition(NamedTuple):
 
 
 class Record:
-    """One record as fetched. It compares, hashes and prints as the tuple of its fields; an engine may hand out a
-    subclass that reads them from its client's message only when asked (a reader makes hundreds of thousands a
-    second)."""
+    """One record as fetched; it compares, hashes and prints as the tuple of its fields. An engine may hand out a
+    subclass that reads them from its client's message only when asked."""
 
     __slots__ = FIELDS
     topic: str
@@ -57,8 +56,8 @@ class Record:
 
 @dataclass(frozen=True)
 class UnreadableRecord:
-    """In place of a record the client cannot decode (e.g. a header name that is not UTF-8): where it was and why.
-    Its bytes are not kept; the consumer's position is already past it."""
+    """In place of a record the client cannot decode (e.g. a header name that is not UTF-8): where it was and why;
+    the consumer's position is already past it."""
 
     topic: str
     partition: int
@@ -73,11 +72,14 @@ class UnreadableRecord:
 Fetched = Record | UnreadableRecord
 
 
+def partitions_of(tps) -> list[Partition]:
+    """A client's topic-partitions (either client's: ``.topic``, ``.partition``) as ours."""
+    return [Partition(tp.topic, tp.partition) for tp in tps]
+
+
 class MessageView(Protocol):
-    """A readable record as :meth:`~gateway.bus.Consumer.poll_views` hands it out: topic, partition, offset,
-    timestamp and value, each read by a method call (no key, no headers). The methods are librdkafka's messages',
-    so that engine hands its messages out as they come, with no object made per record; the other wraps its
-    records (:class:`RecordView`)."""
+    """A readable record as :meth:`~gateway.bus.Consumer.poll_views` hands it out, read by method calls (no key,
+    no headers): librdkafka's messages have these methods, so they are handed out as they come."""
 
     def topic(self) -> str: ...
 
@@ -123,14 +125,9 @@ def timestamp_ms(timestamp: tuple[int, int]) -> int | None:
     return stamp if kind and stamp >= 0 else None
 
 
-def view_fields(view: MessageView) -> tuple[str, int, int, int | None, bytes | None]:
-    """A view's ``(topic, partition, offset, timestamp_ms or None, value)``: to compare or print."""
-    return (view.topic(), view.partition(), view.offset(), timestamp_ms(view.timestamp()), view.value())
-
-
 class Polled(NamedTuple):
-    """What :meth:`~gateway.bus.Consumer.poll_views` hands out: the readable records as views, in offset order per
-    partition, and the records passed on unread (undecodable: the position is already past each)."""
+    """What :meth:`~gateway.bus.Consumer.poll_views` hands out: the readable records as views, and the ones passed
+    on unread."""
 
     views: list[MessageView]
     passed_on: list[UnreadableRecord]

@@ -12,8 +12,29 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from gateway.bus import Backlog
+from gateway.bus import Consumer, Partition
 from gateway.core.wording import counted
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """A group's records on a topic that no member has committed past: per partition, its end less the group's
+    committed offset (its first offset where the group committed none); ``committed``: per partition, in partition
+    order, None where the group committed none."""
+
+    records: int
+    committed: tuple[int | None, ...]
+
+
+def backlog(consumer: Consumer, topic: str, timeout_ms: int | None = None) -> Backlog:
+    """The records of ``consumer``'s group on ``topic`` that no member has committed past (a group member)."""
+    if not consumer.group:
+        raise ValueError("backlog needs a group member")
+    parts = [Partition(topic, p) for p in sorted(consumer.partitions(topic, timeout_ms))]
+    marks = consumer.watermarks(parts, timeout_ms)
+    committed = tuple(consumer.group_offsets(parts, timeout_ms).get(p) for p in parts)
+    behind = sum(max(0, marks[p][1] - (marks[p][0] if c is None else c)) for p, c in zip(parts, committed, strict=True))
+    return Backlog(behind, committed)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ import logging
 from gateway import bus
 from gateway.core.kafka_settings import KafkaSettings
 from gateway.stream.live import LiveMetrics
-from gateway.stream.membership import IdleWatch, Unassigned
+from gateway.stream.membership import IdleWatch, Unassigned, backlog
 from gateway.stream.stalls import Stall, Watch
 
 log = logging.getLogger("lastmile.gateway")
@@ -42,11 +42,11 @@ class Progress:
         if lag is not None:
             self.metrics.lag.set(lag)
         try:
-            backlog = None if lag is not None else consumer.backlog(k.input_topic, k.probe_timeout_ms)
+            waiting = None if lag is not None else backlog(consumer, k.input_topic, k.probe_timeout_ms)
         except bus.BusError as exc:  # e.g. no group coordinator yet: the lag above says whether the broker answers
             log.warning("the group's backlog on %s unknown this round: %s", k.input_topic, exc)
             return
-        self.unassigned = self.idle.observe(backlog, consumer.joined)
+        self.unassigned = self.idle.observe(waiting, consumer.joined)
         if self.unassigned is not None:
             log.error("not ready: %s", self.unassigned)
 

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 from gateway.bus.errors import ClientConfigError
 from gateway.bus.kafka_python.join import keep_finished_joins
+from gateway.bus.librdkafka.config import fetch_limit
 from gateway.core.kafka_settings import KafkaSettings
-
-# a fetch or request holds a record of max_message_bytes plus its framing
-HEADROOM_BYTES = 1024 * 1024
-ADMIN_TIMEOUT_MS = 5000
 
 
 def options(settings: KafkaSettings) -> dict:
@@ -36,7 +33,7 @@ def options(settings: KafkaSettings) -> dict:
     return opts
 
 
-def admin_client(settings: KafkaSettings, timeout_ms: int = ADMIN_TIMEOUT_MS):
+def admin_client(settings: KafkaSettings, timeout_ms: int = 5000):
     from kafka import KafkaAdminClient
 
     return KafkaAdminClient(**options(settings), request_timeout_ms=timeout_ms)
@@ -44,14 +41,14 @@ def admin_client(settings: KafkaSettings, timeout_ms: int = ADMIN_TIMEOUT_MS):
 
 def producer_client(settings: KafkaSettings):
     """Every send acknowledged by all replicas; a broker that does not answer fails a send within
-    ``request_timeout_ms`` (and blocks a send at most ``max_block_ms``), so the caller stays responsive."""
+    ``request_timeout_ms`` (blocked ``max_block_ms`` at most)."""
     from kafka import KafkaProducer
 
     return KafkaProducer(
         **options(settings),
         acks="all",
         linger_ms=5,
-        max_request_size=settings.max_message_bytes + HEADROOM_BYTES,
+        max_request_size=fetch_limit(settings),
         retries=5,
         request_timeout_ms=settings.request_timeout_ms,
         max_block_ms=settings.max_block_ms,
@@ -59,12 +56,11 @@ def producer_client(settings: KafkaSettings):
 
 
 def consumer_client(settings: KafkaSettings, group: bool = True):
-    """A member of ``settings.group_id`` (manual commits, eager assignors) or, without ``group``, a reader that
-    assigns partitions and seeks itself; from the earliest offset, committed records only. The largest response
-    it reads holds two fetches (as librdkafka's: :func:`gateway.bus.librdkafka.config.consumer`)."""
+    """A member of ``settings.group_id`` (manual commits, eager assignors) or a reader; from the earliest offset,
+    committed records only; a response holds two fetches (as librdkafka's)."""
     from kafka import KafkaConsumer
 
-    fetch = settings.max_message_bytes + HEADROOM_BYTES
+    fetch = fetch_limit(settings)
     members = {
         "group_id": settings.group_id,
         "group_instance_id": settings.group_instance_id,
@@ -91,13 +87,9 @@ def consumer_client(settings: KafkaSettings, group: bool = True):
     return consumer
 
 
-def reader_client(settings: KafkaSettings):
-    return consumer_client(settings, group=False)
-
-
 def eager_assignors(strategy: str | None = None) -> tuple:
-    """kafka-python's eager assignors (``strategy`` first), named so that no new default changes them under the
-    bus. A member revokes every partition before each join, which :attr:`KpConsumer.joined` counts on."""
+    """kafka-python's eager assignors (``strategy`` first), named so that no new default changes them: a member
+    revokes every partition before each join, which :attr:`KpConsumer.joined` counts on."""
     from kafka.coordinator.assignors.range import RangePartitionAssignor
     from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 

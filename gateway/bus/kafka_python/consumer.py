@@ -1,35 +1,35 @@
-"""The consumer on kafka-python, the pure-Python engine (``kafka.client: kafka-python``), through its public API;
-:mod:`gateway.bus.kafka_python.fetch` and :mod:`gateway.bus.kafka_python.join` hold the two workarounds that reach
-into its private fields. kafka-python's API does not say why a fetch fails (only its log does, which the bus does
-not read), so its stalls are named without their cause."""
+"""The consumer on kafka-python (``kafka.client: kafka-python``), through its public API but for the two
+workarounds in :mod:`~gateway.bus.kafka_python.fetch` and :mod:`~gateway.bus.kafka_python.join`. Its API does not
+say why a fetch fails, so its stalls are named without their cause."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
-from gateway.bus.consumer import Consumer
+from gateway.bus.consumer import Consumer, Hook, Rebalance
 from gateway.bus.errors import CorruptBatch
 from gateway.bus.kafka_python import config
 from gateway.bus.kafka_python.errors import mapped
 from gateway.bus.kafka_python.fetch import poll_client
-from gateway.bus.rebalance import Hook, Rebalance
-from gateway.bus.records import Fetched, Partition
+from gateway.bus.records import Fetched, Partition, partitions_of
 from gateway.core.kafka_settings import KafkaSettings
 
 log = logging.getLogger("lastmile.bus")
 
 
 class Listener:
-    """The hooks in kafka-python's listener shape: it calls these three by name, with its own partition type, on
-    its IO thread (where a blocking call such as a commit raises). Without ``on_partitions_lost`` its ``poll``
-    raised, ending a gateway that had merely been late. Registered as a virtual subclass of kafka-python's
-    ``ConsumerRebalanceListener`` (its ``subscribe`` takes no other), with no kafka type in its bases."""
+    """The hooks in kafka-python's listener shape, with its partition type; registered as a virtual subclass of its
+    ``ConsumerRebalanceListener`` (its ``subscribe`` takes no other), so that this module imports no kafka type.
+    ``joined`` hears whether the member is in a generation: kafka-python revokes before every join, the first too."""
 
-    def __init__(self, revoked: Hook, assigned: Hook, lost: Hook) -> None:
-        self.on_partitions_revoked = lambda tps: revoked(_ours(tps))
-        self.on_partitions_assigned = lambda tps: assigned(_ours(tps))
-        self.on_partitions_lost = lambda tps: lost(_ours(tps))
+    def __init__(self, hooks: Rebalance, joined: Callable[[bool], None]) -> None:
+        def heard(hook: Hook, now: bool) -> Callable:
+            return lambda tps: (joined(now), hook(partitions_of(tps)))
+
+        self.on_partitions_revoked = heard(hooks.on_revoked, False)
+        self.on_partitions_assigned = heard(hooks.on_assigned, True)
+        self.on_partitions_lost = heard(hooks.lost_hook, False)
 
 
 class KpConsumer(Consumer):
@@ -39,32 +39,16 @@ class KpConsumer(Consumer):
         super().__init__(settings, group)
         with mapped():
             self._client = config.consumer_client(settings, group)
-        # for the group's committed offsets (:meth:`group_offsets`), once asked
         self._admin = None
         self._joined = False
 
-    # -- what is read ----------------------------------------------------------------------------------------
     def subscribe(self, topics: list[str], listener: Rebalance | None = None) -> None:
         from kafka import ConsumerRebalanceListener
 
-        hooks = listener or Rebalance()
-
-        # kafka-python revokes before every join, the first too: not joined until assigned
-        def joined(hook: Hook, now: bool) -> Hook:
-            def call(partitions: list[Partition]) -> None:
-                self._joined = now
-                hook(partitions)
-
-            return call
-
         ConsumerRebalanceListener.register(Listener)
+        joined = lambda now: setattr(self, "_joined", now)  # noqa: E731
         with mapped():
-            self._client.subscribe(
-                topics,
-                listener=Listener(
-                    joined(hooks.on_revoked, False), joined(hooks.on_assigned, True), joined(hooks.lost_hook, False)
-                ),
-            )
+            self._client.subscribe(topics, listener=Listener(listener or Rebalance(), joined))
 
     def assign(self, partitions: Iterable[Partition]) -> None:
         with mapped():
@@ -72,7 +56,7 @@ class KpConsumer(Consumer):
 
     def assignment(self) -> set[Partition]:
         with mapped():
-            return set(_ours(self._client.assignment()))
+            return set(partitions_of(self._client.assignment()))
 
     def partitions(self, topic: str, timeout_ms: int | None = None) -> set[int]:
         # from kafka-python's metadata: it asks the broker on its own schedule, without a timeout
@@ -83,7 +67,6 @@ class KpConsumer(Consumer):
     def joined(self) -> bool:
         return self._joined
 
-    # -- flow --------------------------------------------------------------------------------------------------
     def _fetch(self, timeout_ms: int, max_records: int) -> list[Fetched]:
         try:
             got = poll_client(self._client, timeout_ms, max_records)
@@ -95,7 +78,7 @@ class KpConsumer(Consumer):
 
     def paused(self) -> set[Partition]:
         with mapped():
-            return set(_ours(self._client.paused()))
+            return set(partitions_of(self._client.paused()))
 
     def pause(self, *partitions: Partition) -> None:
         with mapped():
@@ -111,7 +94,6 @@ class KpConsumer(Consumer):
             "names it)"
         )
 
-    # -- positions and offsets -----------------------------------------------------------------------------------
     def position(self, partition: Partition) -> int:
         with mapped():
             return self._client.position(_theirs(partition), timeout_ms=self.settings.probe_timeout_ms)
@@ -146,8 +128,7 @@ class KpConsumer(Consumer):
         return {Partition(tp.topic, tp.partition): None if hit is None else hit.offset for tp, hit in found.items()}
 
     def group_offsets(self, partitions: list[Partition], timeout_ms: int | None = None) -> dict[Partition, int | None]:
-        """Through an admin client of its own: kafka-python's consumer, asked for them while it joins its group,
-        starts the join again, and again."""
+        """Through an admin client: kafka-python's consumer, asked while it joins its group, starts the join again."""
         group = self.settings.group_id
         with mapped():
             self._admin = self._admin or config.admin_client(self.settings)
@@ -155,7 +136,7 @@ class KpConsumer(Consumer):
         return {p: o.offset if (o := done.get(_theirs(p))) is not None and o.offset >= 0 else None for p in partitions}
 
     def close(self, autocommit: bool = False) -> None:
-        """Leave the group; an admin client that fails to close leaves the consumer closed all the same."""
+        """Leave the group (the consumer closed even where its admin client fails to close)."""
         self._joined = False
         with mapped():
             try:
@@ -170,7 +151,3 @@ def _theirs(partition: Partition):
     from kafka import TopicPartition
 
     return TopicPartition(partition.topic, partition.partition)
-
-
-def _ours(tps) -> list[Partition]:
-    return [Partition(tp.topic, tp.partition) for tp in tps]

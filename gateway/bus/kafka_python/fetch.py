@@ -1,18 +1,14 @@
-"""``poll`` on kafka-python's consumer (the kafka-python engine only), with the two workarounds that reach into
-its fetcher's private fields, pinned by tests/test_bus_kafka_python.py (the fields still exist; the bare client still
-loses a resumed partition's records, else that workaround can go; the records around an undecodable one come
-each once) and tests/test_bus_contract.py (the behaviour, on both engines).
+"""``poll`` on kafka-python's consumer with the two workarounds that reach into its fetcher's private fields,
+pinned by tests/test_bus_kafka_python.py (the fields still exist; the bare client still has the bug) and
+tests/test_bus_contract.py (the behaviour, on both engines).
 
 - **A resumed partition's records lost** (kafka-python 3.0): ``Fetcher.fetched_records`` in
-  ``kafka/consumer/fetcher.py`` moves a resumed partition's parked records back into its in-line slot only
-  ``if self._next_partition_records is None``, but ``PartitionRecords.drain`` leaves a drained object in that
-  slot, so a partition paused mid-batch and resumed was never read again. Clearing a drained slot lets the parked
-  records come back, in order, at their offsets.
+  ``kafka/consumer/fetcher.py`` moves a resumed partition's parked records back only ``if
+  self._next_partition_records is None``, but ``PartitionRecords.drain`` leaves a drained object there, so a
+  partition paused mid-batch and resumed was never read again. Clearing a drained slot brings them back.
 - **An undecodable record** (a header name that is not UTF-8): ``DefaultRecordBatch.__next__`` in
-  ``kafka/record/default_records.py`` raises ``CorruptRecordError`` for it (through
-  ``PartitionRecords._unpack_records``) out of every ``poll`` at the same position, since nothing moves past it,
-  and cannot go on to the records after it in its batch. The bus seeks one past it and hands back an
-  :class:`UnreadableRecord` in its place (the records after it in the batch come the same way).
+  ``kafka/record/default_records.py`` raises ``CorruptRecordError`` for it out of every ``poll`` at the same
+  position. The bus seeks one past it and hands back an :class:`UnreadableRecord` in its place.
 """
 
 from __future__ import annotations

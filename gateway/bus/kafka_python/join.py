@@ -1,17 +1,13 @@
 """A group join that finished while no ``poll`` was waiting, kept (the kafka-python engine only).
 
-kafka-python 3.0 runs JoinGroup and SyncGroup as a task on its IO thread and lets ``poll(timeout_ms)`` give up
-while the task is still in flight; the next ``poll`` is meant to await the same task. But when the task has
-*finished* by then, the next ``poll`` sees it done and sends a fresh JoinGroup, throwing away the assignment the
-finished one brought (``BaseCoordinator.join_group_async`` in ``kafka/coordinator/base.py``: ``if self._join_task
-is None or self._join_task.is_done``). A broker that holds JoinGroup for its rebalance delay and a caller whose
-polls are short or far apart then join again and again and never read a record.
+kafka-python 3.0 runs JoinGroup and SyncGroup as a task on its IO thread, and a ``poll`` that gives up leaves it
+in flight for the next. But a task that has *finished* by then is thrown away for a fresh JoinGroup
+(``BaseCoordinator.join_group_async`` in ``kafka/coordinator/base.py``: ``if self._join_task is None or
+self._join_task.is_done``): a caller whose polls are short or far apart joins again and again and reads nothing.
 
-Java's consumer (``AbstractCoordinator.joinGroupIfNeeded``) completes a join future that is already done. This
-does the same: a finished, successful join task is handed back to the loop as a task not yet done that yields the
-same assignment, so the loop completes it (assignment, listener, heartbeat) instead of joining again. A failed
-task is left alone: the loop's retry is right for it. Pinned by tests/test_bus_kafka_python.py, which shows the
-bare client still loses such a join (else this module can go) and that a member with it keeps it.
+As Java's consumer (``AbstractCoordinator.joinGroupIfNeeded``) does, a finished, successful join task is handed
+back as a task not yet done that yields the same assignment, so the loop completes it; a failed one is left to the
+loop's retry. Pinned by tests/test_bus_kafka_python.py (the bare client still loses such a join).
 """
 
 from __future__ import annotations

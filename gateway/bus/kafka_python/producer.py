@@ -1,6 +1,5 @@
-"""The producer on kafka-python: a send's future is waited on through :class:`KpDelivery`. A send or wait that
-fails other than by a slow broker or a record too large marks the client broken (its producer state can fail for
-good, as on librdkafka), and the next send starts a new one."""
+"""The producer on kafka-python. A send or wait that fails other than by a slow broker or a record too large marks
+the client broken (its producer state can fail for good), and the next send starts a new one."""
 
 from __future__ import annotations
 

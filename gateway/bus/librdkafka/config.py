@@ -1,7 +1,6 @@
-"""librdkafka's configuration, built from the project's settings: the typed settings in librdkafka's vocabulary,
-then ``kafka.properties`` passed through as given. A property the bus owns (at-least-once depends on it) or that a
-typed setting already names is refused with the setting to use instead; one librdkafka does not know, or a value
-it refuses, is refused by librdkafka itself when the client is made (:class:`~gateway.bus.ClientConfigError`)."""
+"""librdkafka's configuration: the typed settings in librdkafka's vocabulary, then ``kafka.properties`` as given.
+A property the bus owns (at-least-once depends on it) or a typed setting names is refused with the setting to use;
+librdkafka refuses what it does not know when the client is made (:class:`~gateway.bus.ClientConfigError`)."""
 
 from __future__ import annotations
 
@@ -58,8 +57,7 @@ OWNED = {
 
 
 def common(settings: KafkaSettings) -> dict[str, Any]:
-    """What every client of the settings takes: the broker, security and logging (an idle connection closed by the
-    broker is no news)."""
+    """What every client of the settings takes: the broker, security and logging."""
     conf: dict[str, Any] = {
         "bootstrap.servers": settings.bootstrap,
         "client.id": settings.client_id,
@@ -97,16 +95,14 @@ def admin_client(settings: KafkaSettings, **properties: object):
 
 
 def fetch_limit(settings: KafkaSettings) -> int:
-    """The most a fetch takes: a record of ``max_message_bytes`` and its framing (a larger batch is oversize)."""
+    """The most a fetch (or a request) takes, on either engine: a record of ``max_message_bytes`` and its framing."""
     return settings.max_message_bytes + HEADROOM_BYTES
 
 
 def consumer(settings: KafkaSettings, group: bool) -> dict[str, Any]:
-    """A group member (``group``: manual offset store, committed every second, when partitions go and at close;
-    from the earliest offset of a new group) or a reader (it assigns and seeks, and commits nothing). The largest
-    reply read holds two fetches: Tansu adds the next batch to a reply whatever its size, and a reply over the
-    limit fails, again on every retry (a batch over twice the limit does: the stall says so). Records fetched
-    ahead: one record's worth at most."""
+    """A group member (manual offset store, committed every second, when partitions go and at close) or a reader.
+    The largest reply read holds two fetches: Tansu adds the next batch to a reply whatever its size. Records
+    fetched ahead: one record's worth at most."""
     limit = fetch_limit(settings)
     conf = {
         **common(settings),
@@ -134,8 +130,8 @@ def consumer(settings: KafkaSettings, group: bool) -> dict[str, Any]:
 
 
 def producer(settings: KafkaSettings) -> dict[str, Any]:
-    """Idempotent, every send acknowledged by all in-sync replicas; a record not acknowledged within
-    ``ack_timeout_s`` fails (it is never delivered later behind the caller's back)."""
+    """Idempotent, every send acknowledged by all in-sync replicas; one not acknowledged within ``ack_timeout_s``
+    fails (never delivered later behind the caller's back)."""
     conf = {
         **common(settings),
         "acks": "all",

@@ -1,13 +1,9 @@
 """The consumer on librdkafka (confluent-kafka), the default engine.
 
-A group member stores an offset only once its record's outcome is acknowledged (``enable.auto.offset.store``
-off): :meth:`RdConsumer.commit` stores and commits it, and librdkafka commits what is stored when partitions go
-and at close, so a rebalance loses no acknowledged outcome. Rebalance callbacks run inside the poll, on the
-caller's thread. Positions: librdkafka's own, or, before a partition's first record is handed out, where it
-starts (the offset sought or assigned, else the group's commit, else the earliest). Questions about partitions
-(ends, first offsets, a topic's partitions) go on an admin client's connection with no fetch on it: a broker
-serves one connection's requests in order, so a question behind a fetch waits out ``fetch.wait.max.ms``, and a
-fetch reply over the receive limit breaks the connection and every question queued on it."""
+A group member stores an offset only once its record's outcome is acknowledged: :meth:`RdConsumer.commit` stores
+and commits it, and librdkafka commits what is stored when partitions go and at close. Questions about partitions
+(ends, first offsets) go on an admin client's connection with no fetch on it: a broker serves one connection's
+requests in order, so a question behind a fetch waits it out, and a reply over the receive limit breaks them all."""
 
 from __future__ import annotations
 
@@ -15,14 +11,13 @@ import logging
 import time
 from collections.abc import Iterable, Mapping
 
-from gateway.bus.consumer import Consumer
+from gateway.bus.consumer import Consumer, Rebalance
 from gateway.bus.errors import NoAnswer
 from gateway.bus.librdkafka import config
 from gateway.bus.librdkafka.errors import from_error, mapped
 from gateway.bus.librdkafka.health import ClientHealth
 from gateway.bus.librdkafka.message import records, views
-from gateway.bus.rebalance import Rebalance
-from gateway.bus.records import Fetched, Partition, Polled
+from gateway.bus.records import Fetched, Partition, Polled, partitions_of
 from gateway.core.kafka_settings import KafkaSettings
 
 # the command line shows each kind once a minute
@@ -38,10 +33,6 @@ def _tps(partitions: Iterable[Partition], offsets: Mapping[Partition, int] | Non
     from confluent_kafka import TopicPartition
 
     return [TopicPartition(*p) if offsets is None else TopicPartition(*p, offsets[p]) for p in partitions]
-
-
-def _ours(tps) -> list[Partition]:
-    return [Partition(tp.topic, tp.partition) for tp in tps]
 
 
 class RdConsumer(Consumer):
@@ -65,7 +56,6 @@ class RdConsumer(Consumer):
         # a member by subscription unsubscribes before it closes
         self._subscribed = False
 
-    # -- what is read ----------------------------------------------------------------------------------------
     def subscribe(self, topics: list[str], listener: Rebalance | None = None) -> None:
         hooks = listener or Rebalance()
         cooperative = (self.settings.assignment_strategy or "cooperative-sticky") == "cooperative-sticky"
@@ -73,16 +63,15 @@ class RdConsumer(Consumer):
         def assigned(client, tps) -> None:
             self._joined, self._joined_at = True, self.health.reports
             client.incremental_assign(tps) if cooperative else client.assign(tps)
-            # librdkafka keeps a pause through losing a partition and getting it back: one handed out starts
-            # unpaused, as the bus's own record of paused ones says
+            # librdkafka keeps a pause through losing a partition and getting it back: unpaused, as the bus's record
             if tps:
                 client.resume(tps)
-            hooks.on_assigned(_ours(tps))
+            hooks.on_assigned(partitions_of(tps))
 
         def gone(hook):
             def callback(_, tps) -> None:
                 self._joined, self._joined_at = False, self.health.reports
-                ours = _ours(tps)
+                ours = partitions_of(tps)
                 self._paused -= set(ours)
                 for p in ours:
                     self._start.pop(p, None)
@@ -104,7 +93,7 @@ class RdConsumer(Consumer):
 
     def assignment(self) -> set[Partition]:
         with mapped():
-            return set(_ours(self._c.assignment()))
+            return set(partitions_of(self._c.assignment()))
 
     def partitions(self, topic: str, timeout_ms: int | None = None) -> set[int]:
         with mapped():
@@ -113,13 +102,11 @@ class RdConsumer(Consumer):
 
     @property
     def joined(self) -> bool:
-        """Handed its partitions (none, too) by the group's last rebalance, and no rebalance under way since, as
-        the statistics reported after that tell (a cooperative rebalance need revoke nothing from this member, so
-        no callback says it started). The first report after a callback may predate it."""
+        """Handed its partitions by the group's last rebalance, and none under way since as the statistics after it
+        tell (a cooperative rebalance need revoke nothing, so no callback says it started)."""
         later = self.health.reports > self._joined_at + 1
         return self._joined and not (later and self.health.steady is False)
 
-    # -- flow --------------------------------------------------------------------------------------------------
     def _fetch(self, timeout_ms: int, max_records: int) -> list[Fetched]:
         return records(self._consume(timeout_ms, max_records), self._event)
 
@@ -131,8 +118,7 @@ class RdConsumer(Consumer):
             return self._c.consume(max_records, timeout_ms / 1000)
 
     def _event(self, error: object) -> None:
-        """An error event among the records: a fatal one raises, the group's own end this member's generation,
-        the rest (a broker down, a topic not made yet) are logged."""
+        """An error among the records: a fatal one raises, the group's end the generation, the rest are logged."""
         if error.fatal():
             raise from_error(error)
         if error.name() in ("_MAX_POLL_EXCEEDED", "UNKNOWN_MEMBER_ID", "ILLEGAL_GENERATION"):
@@ -154,12 +140,9 @@ class RdConsumer(Consumer):
         self._paused -= set(partitions)
 
     def known_end(self, partition: Partition, since: float) -> int | None:
-        """The statistics' last stable offset, unless a reply was refused as oversize since ``since``: the
-        statistics then hold the end as of the last fetch that came through."""
+        """The statistics' last stable offset, unless a reply was refused as oversize since ``since`` (then stale)."""
         state = self.health.partitions.get(partition)
-        if state is None or state.end < 0 or self.health.last_oversize >= since:
-            return None
-        return state.end
+        return None if state is None or state.end < 0 or self.health.last_oversize >= since else state.end
 
     def stall_cause(self, since: float) -> str:
         if self.health.last_oversize < since:
@@ -169,7 +152,6 @@ class RdConsumer(Consumer):
             f"librdkafka refused a fetch reply over its limit: a batch there is over kafka.max_message_bytes ({limit})"
         )
 
-    # -- positions and offsets -----------------------------------------------------------------------------------
     def position(self, partition: Partition) -> int:
         with mapped():
             (got,) = self._c.position(_tps([partition]))
@@ -178,8 +160,7 @@ class RdConsumer(Consumer):
         start = self._start.get(partition)
         if start is not None and start >= 0:
             return start
-        # never handed a record out, nor sought: where librdkafka starts it, from its statistics where they say
-        # (no request: its connection may be failing on an oversize reply)
+        # never handed a record out, nor sought: where its statistics say librdkafka starts it
         state = self.health.partitions.get(partition)
         if state is not None and state.next_offset >= 0:
             return state.next_offset
@@ -227,8 +208,7 @@ class RdConsumer(Consumer):
         return self._list_offsets(list(partitions), False, timeout_ms)
 
     def _list_offsets(self, parts: list[Partition], first: bool, timeout_ms: int | None) -> dict[Partition, int]:
-        """Each partition's first offset, else its end: the last stable offset (committed records only, as the
-        consumers read them)."""
+        """Each partition's first offset, else its end: the last stable offset (as a read-committed consumer)."""
         from confluent_kafka import IsolationLevel
         from confluent_kafka.admin import OffsetSpec
 
@@ -268,11 +248,9 @@ class RdConsumer(Consumer):
         return {Partition(tp.topic, tp.partition): tp.offset if tp.offset >= 0 else None for tp in found}
 
     def close(self, autocommit: bool = False) -> None:
-        """Leave the group (committing only what was stored: acknowledged outcomes) and stop the client.
-
-        A member first unsubscribes and polls until its partitions are revoked (at most ``LEAVE_S``), so that no
-        rebalance callback runs inside librdkafka's close, where one hung ``close`` for good while holding the GIL
-        (librdkafka issue 4527). Records polled meanwhile are dropped: uncommitted, their next owner reads them."""
+        """Leave the group (committing only what was stored) and stop the client. A member first unsubscribes and
+        polls until its partitions are revoked (at most ``LEAVE_S``): a rebalance callback inside librdkafka's close
+        can hang it for good holding the GIL (librdkafka issue 4527). Records polled meanwhile are not committed."""
         self._joined = False
         with mapped():
             # (a join may be under way with nothing assigned yet: it settles here too)
@@ -289,8 +267,7 @@ class RdConsumer(Consumer):
         return self._timeout_s if timeout_ms is None else timeout_ms / 1000
 
     def _admin_client(self):
-        """An admin client of the settings for questions about partitions (made when first asked; an AdminClient
-        with no request in flight is falsy: ``len()`` counts its queue)."""
+        """An admin client for questions about partitions, made when first asked (one with nothing queued is falsy)."""
         if self._admin is None:
             self._admin = config.admin_client(self.settings)
         return self._admin

@@ -1,9 +1,6 @@
 """librdkafka's errors as the project's: :func:`mapped` around every call into confluent-kafka, :func:`from_error`
-for a ``KafkaError`` handed back rather than raised.
-
-Only the codes the project acts on are named (a caller retries, drops a commit, shrinks a dead letter, says which
-setting to fix); every other code is what ``KafkaError`` says of itself: :class:`BrokerUnavailable` when
-``retriable()``, else a plain :class:`BusError` (``fatal()`` ones included: the producer starts a new client)."""
+for a ``KafkaError`` handed back. Only the codes the project acts on are named; the rest are what ``KafkaError``
+says of itself: :class:`BrokerUnavailable` when ``retriable()``, else a plain :class:`BusError`."""
 
 from __future__ import annotations
 
@@ -51,8 +48,7 @@ def from_error(error: object) -> bus.BusError:
 
 
 def to_bus_error(exc: BaseException) -> bus.BusError | None:
-    """The project's error for what confluent-kafka raised (``KafkaException``, or ``BufferError`` for a full
-    producer queue), or None for what is not the client's."""
+    """The project's error for what confluent-kafka raised (``BufferError``: a full queue), or None."""
     from confluent_kafka import KafkaError, KafkaException
 
     if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):

@@ -1,6 +1,5 @@
 """What librdkafka says of itself, for one client: from its statistics (``stats_cb``) the group's join state and
-each partition's next fetch offset and end; from its error callback (``error_cb``) a reply refused as over the
-receive limit and a fatal error. Both callbacks are served by the client's own poll, on the caller's thread."""
+each partition's next fetch offset and end; from its error callback a reply over the receive limit, a fatal error."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-r"""What librdkafka's messages become: :class:`MessageRecord`\ s (a :class:`~gateway.bus.records.Record` whose
-fields are read from confluent-kafka's message when asked: building each record's seven fields up front cost more
-CPU than librdkafka's own fetch) or views (the messages themselves: they have a
-:class:`~gateway.bus.records.MessageView`'s methods; the monitor's read). An error among them goes to the consumer;
-a record whose header name is not UTF-8 becomes an :class:`~gateway.bus.records.UnreadableRecord`."""
+r"""What librdkafka's messages become: :class:`MessageRecord`\ s (records whose fields are read from the message
+when asked) or views (the messages themselves). An error among them goes to the consumer; a record whose header
+name is not UTF-8 becomes an :class:`~gateway.bus.records.UnreadableRecord`."""
 
 from __future__ import annotations
 
@@ -15,10 +13,8 @@ from gateway.bus.records import Fetched, Polled, Record, UnreadableRecord, times
 
 # the consumer's, for a message that carries an error (confluent's KafkaError)
 OnError = Callable[[object], None]
-# confluent-kafka's Message.headers() returns a list holding a NULL name, with an exception set, for a header name
-# that is not UTF-8; called from Python code, the interpreter's specialised call (3.11+) does not check for that,
-# and the error surfaced at some later call (or a NULL reached a Record). Called from C, the result is checked
-# and the call raises SystemError, every time. (A first, unchecked call tells whether there are any: None is safe.)
+# confluent-kafka's Message.headers() returns a NULL name with an exception set for a header name that is not UTF-8,
+# which a specialised Python call (3.11+) does not check; called from C, it raises SystemError, every time
 HEADERS = operator.methodcaller("headers")
 MESSAGE_ERROR = operator.methodcaller("error")
 
@@ -42,10 +38,8 @@ class MessageRecord(Record):
 
 @contextmanager
 def collector_paused() -> Iterator[None]:
-    """The garbage collector paused while a poll's batch is built. It made a pass every 700 new objects over
-    everything it tracked: half the CPU of building 10,000 records (550 ns a record with it, 280 without). A record
-    or view refers to its message's fields only, never back, so none is garbage a pass could find. Process-wide,
-    for the milliseconds a batch takes."""
+    """The garbage collector paused while a poll's batch is built (its passes took half the CPU: CHANGELOG.md). A
+    record refers to its message only, never back, so none is garbage a pass could find."""
     collecting = gc.isenabled()
     gc.disable()
     try:
@@ -72,7 +66,9 @@ def records(messages: list, on_error: OnError) -> list[Fetched]:
             try:
                 headers = HEADERS(m)
             except Exception as exc:
-                reason = f"unreadable record at offset {m.offset()} of {m.topic()}/{m.partition()}: {_why(exc)}"
+                utf8 = isinstance(exc, SystemError | UnicodeDecodeError)
+                why = "a header name is not UTF-8" if utf8 else f"{type(exc).__name__}: {exc}"
+                reason = f"unreadable record at offset {m.offset()} of {m.topic()}/{m.partition()}: {why}"
                 add(UnreadableRecord(m.topic(), m.partition(), m.offset(), reason))
                 continue
             add(MessageRecord(m, headers))
@@ -92,10 +88,3 @@ def views(messages: list, on_error: OnError) -> Polled:
                 on_error(m.error())
         messages = kept
     return Polled(messages, [])
-
-
-def _why(exc: Exception) -> str:
-    cause = exc.__cause__ or exc.__context__
-    if isinstance(cause, UnicodeDecodeError) or "utf-8" in str(exc).lower() or isinstance(exc, SystemError):
-        return "a header name is not UTF-8"
-    return f"{type(exc).__name__}: {exc}"

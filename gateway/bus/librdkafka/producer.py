@@ -1,7 +1,6 @@
-"""The producer on librdkafka (confluent-kafka): idempotent, every record acknowledged by all in-sync replicas.
-Delivery reports come through the client's poll; :meth:`RdDelivery.wait` serves it until its own has come. A
-client whose producer id is lost for good (:data:`ID_LOST`, or a fatal error) is replaced by a new one at the next
-send; records of the old one not acknowledged failed, so their callers send them again (at-least-once)."""
+"""The producer on librdkafka (confluent-kafka); :meth:`RdDelivery.wait` serves the client's poll until its
+delivery report has come. A client whose producer id is lost for good (:data:`ID_LOST`, a fatal error) is replaced
+at the next send; what it had not delivered failed, so its callers send it again."""
 
 from __future__ import annotations
 
@@ -20,8 +19,7 @@ from gateway.core.kafka_settings import KafkaSettings
 log = logging.getLogger("lastmile.bus")
 # a full queue: serve delivery reports this long, then try the send again
 QUEUE_WAIT_S = 0.05
-# errors that leave the client's producer id unusable: a broker that lost it (restarted without its log), or
-# fenced it when librdkafka asked for a new epoch after a record timed out
+# errors that leave the client's producer id unusable (a broker restarted without its log, or that fenced it)
 LOST = "PRODUCER_FENCED INVALID_PRODUCER_EPOCH UNKNOWN_PRODUCER_ID INVALID_PRODUCER_ID_MAPPING _FATAL _FENCED"
 ID_LOST = frozenset([*LOST.split(), "OUT_OF_ORDER_SEQUENCE_NUMBER"])
 
@@ -72,7 +70,6 @@ class RdProducer(Producer):
             self._c = self._new_client({**self._conf, "error_cb": self.health.on_error})
 
     def _recover(self) -> None:
-        """After a fatal error: a new client, if the current one had one."""
         fatal = self.health.fatal
         if fatal is None:
             return
