@@ -130,7 +130,8 @@ def test_the_session_end_check_names_a_process_a_test_left_alive():
 
     sleeper = subprocess.Popen(["sleep", "60"], start_new_session=True)
     try:
-        assert any(pid == sleeper.pid and "sleep 60" in command for pid, command in leftover_children())
+        seen = leftover_children()
+        assert any(pid == sleeper.pid and "sleep 60" in command for pid, command in seen), (sleeper.pid, seen)
     finally:
         sleeper.kill()
         sleeper.wait()

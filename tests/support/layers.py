@@ -109,13 +109,14 @@ def leftover_children() -> list[tuple[int, str]]:
     """This process's children that are alive (not zombies) and not one of multiprocessing's :data:`HELPERS`: their
     pid and command line (read from /proc)."""
     me, out = os.getpid(), []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
+    # os.listdir, not Path.glob: glob ends its walk early and silently on one entry's PermissionError
+    for pid in (int(name) for name in os.listdir("/proc") if name.isdigit()):
         try:
-            text = stat.read_text()
-            command = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+            text = Path(f"/proc/{pid}/stat").read_text()
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
         except OSError:
-            continue  # (gone meanwhile)
+            continue  # (gone meanwhile, or not ours to read)
         state, ppid = text[text.rindex(")") + 2 :].split()[:2]
         if int(ppid) == me and state != "Z" and not any(h in command for h in HELPERS):
-            out.append((int(stat.parent.name), command[:200]))
+            out.append((pid, command[:200]))
     return out
