@@ -5,6 +5,7 @@ moves it on; a dead letter too large for the limit is reduced rather than blocki
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 
@@ -147,3 +148,51 @@ def test_a_record_limit_below_the_largest_score_event_is_refused_at_start_up():
     with pytest.raises(ValueError, match=r"kafka.max_message_bytes \(16384\) is below the largest score event"):
         GatewayConfig(kafka={"max_message_bytes": 16384})
     assert GatewayConfig(kafka={"max_message_bytes": 64 * 1024}).kafka.max_message_bytes == 64 * 1024
+
+
+def _raised(run, outcome: list[BaseException]) -> None:
+    try:
+        run()
+    except BaseException as error:  # what the thread raised, for the test to read
+        outcome.append(error)
+
+
+def test_the_monitor_and_the_scores_reader_refuse_a_topic_over_their_limit_and_size_their_fetch_to_it(broker):
+    """The readers read their topics' ``max.message.bytes`` at start too: over ``kafka.max_message_bytes``, one line
+    naming the topic; within it, the reader's fetch is sized to the topics' limit (not the 64 MiB default)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from gateway.client.follow import follow
+    from gateway.monitor.config import MonitorConfig, MonitorKafka
+    from gateway.monitor.service import Monitor
+
+    k = MonitorKafka(bootstrap=broker.bootstrap, input_topic="rl.videos", output_topic="rl.scores", dlq_topic="rl.dlq",
+                     labels_topic="rl.labels", max_message_bytes=MB)  # fmt: skip
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    made = admin.create_topics(
+        [NewTopic(t, 1, 1, config={"max.message.bytes": str(limit)})
+         for t, limit in ((k.output_topic, 2 * MB), (k.dlq, MB // 2), (k.labels_topic, MB // 2))])  # fmt: skip
+    for future in made.values():
+        future.result(30)
+    refused = Monitor(MonitorConfig(http_port=0, kafka=k))
+    outcome: list[BaseException] = []
+    first = threading.Thread(target=lambda: _raised(refused.run, outcome), daemon=True)
+    first.start()
+    first.join(60)
+    refused.stop_event.set()  # (a monitor that did not refuse is stopped, and the assertion below says so)
+    assert outcome and isinstance(outcome[0], bus.ClientConfigError), f"the monitor started: {outcome}"
+    assert f"topic {k.output_topic} admits records of up to {2 * MB} bytes" in str(outcome[0])
+    with pytest.raises(bus.ClientConfigError, match=f"topic {k.output_topic} admits records of up to {2 * MB} bytes"):
+        follow(k, lambda record, table: None, keep_following=False)
+    roomy = k.model_copy(update={"max_message_bytes": 64 * MB})
+    assert bus.check_record_limits(roomy, [k.output_topic, k.labels_topic]).max_message_bytes == 2 * MB
+    monitor = Monitor(MonitorConfig(http_port=0, kafka=roomy))
+    started = threading.Thread(target=monitor.run, daemon=True)
+    started.start()
+    try:
+        wait_for(lambda: monitor.consumer is not None, 60, "the monitor's reader")
+        assert monitor.consumer.settings.max_message_bytes == 2 * MB  # sized to the topics it reads
+    finally:
+        monitor.stop_event.set()
+        started.join(30)
+    assert not started.is_alive()

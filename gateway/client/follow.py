@@ -105,7 +105,8 @@ def follow(
     or dead letter's JSON) and ``emit(None, table)`` after each batch."""
     stop = stop or threading.Event()
     bus.ping(kafka)  # a broker that does not answer: one line within seconds
-    consumer = bus.reader(kafka)
+    # a topic admitting records over ours is refused in one line; the fetch is sized to the topics' limit
+    consumer = bus.reader(bus.check_record_limits(kafka, [kafka.output_topic, kafka.dlq]))
     table, seen = Table(), set()
     try:
         tps = [bus.Partition(t, p) for t in (kafka.output_topic, kafka.dlq) for p in sorted(consumer.partitions(t))]

@@ -79,7 +79,8 @@ class Monitor:
         try:
             # no broker at the bootstrap: one line naming it, within seconds
             bus.ping(self.cfg.kafka)
-            self.consumer = bus.reader(self.cfg.kafka)
+            # a topic admitting records over ours is refused in one line; the fetch is sized to the topics' limit
+            self.consumer = bus.reader(bus.check_record_limits(self.cfg.kafka, list(self._topics())))
             # what the process holds now (modules, schemas, the client) is left out of every collection until the
             # monitor stops: a full one no longer walks it (it cost the ingest a fifth of its time)
             gc.freeze()
