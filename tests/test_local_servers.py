@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from detectors.serving.processes import free_port
+from detectors.serving.processes import free_port, stop_group
 from tests.support.tools import require_part
 
 
@@ -137,3 +137,31 @@ def test_local_triton_uses_the_interpreter_it_runs_in_whatever_is_on_path():
     env = {**os.environ, "PATH": "/usr/bin:/bin"}
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert res.returncode == 0 and "ready" in res.stdout, res.stderr[-2000:]
+
+
+def test_stopping_a_stopped_group_again_spares_the_process_that_took_its_number():
+    """``stop_group`` called twice (``stop`` then ``close``) sent SIGKILL to the group of a leader reaped long
+    before: with 32,768 pids a new session leader had taken that number, and a CI run lost an unrelated process.
+    The second stop now leaves a live process under the old number alone, and still ends a group that lives on."""
+    first = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    stop_group(first, timeout_s=5)
+    assert first.returncode == -signal.SIGTERM
+    other = subprocess.Popen(["sleep", "60"], start_new_session=True)  # a session leader: its group is its pid
+    try:
+        first.pid = other.pid  # the number reused, as the kernel does once the group is gone
+        stop_group(first, timeout_s=5)
+    finally:
+        other.terminate()
+    # signals arrive in the order sent: a SIGKILL from the second stop would be what ended it
+    assert other.wait(10) == -signal.SIGTERM, "the second stop killed a process that was not the server's"
+    # a leader reaped by someone else's poll() while its children live on: the group still ends
+    leader = subprocess.Popen(["sh", "-c", "sleep 60 & echo $!; exit 0"], start_new_session=True,
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    child = int(leader.stdout.readline())
+    leader.wait(10)
+    assert child in _group_members(leader.pid)
+    stop_group(leader, timeout_s=5)
+    deadline = time.monotonic() + 10
+    while child in _group_members(leader.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)  # polling another process's end: there is nothing of ours to wait on
+    assert child not in _group_members(leader.pid)

@@ -31,9 +31,23 @@ def stop_group(process: subprocess.Popen, timeout_s: float = 30.0) -> None:
             os.killpg(process.pid, signal.SIGTERM)
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout_s)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
+    # a reaped leader's number stays the group's while a member lives; a live process under it now is another's
+    # (the number was reused, the group is gone), and a second stop must not kill it
+    if process.returncode is None or not _alive(process.pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
     process.wait()
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process (a zombie included) holds ``pid`` now."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's
+    return True
 
 
 def die_with_parent() -> Callable[[], None] | None:

@@ -122,7 +122,8 @@ class MonitorProcess:
         return wait_for(lambda: (s := scrape(self.port)) and done(s) and s, timeout_s=90, what="the monitor to settle")
 
     def kill(self) -> None:
-        os.killpg(self.proc.pid, signal.SIGKILL)
+        if self.proc.poll() is None:  # (a reaped leader's number may be another's now)
+            os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait()
 
     def stop(self) -> None:
