@@ -211,8 +211,10 @@ class WorkerPool:
     @staticmethod
     def _kill(worker: _Worker, reason: WorkerFailure) -> None:
         worker.killed_for = reason
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(worker.process.pid, signal.SIGKILL)
+        # an unreaped worker's pid is still its own (a reaped one's may be another process's now)
+        if worker.process.exitcode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(worker.process.pid, signal.SIGKILL)
 
 
 def _rss_mb(pid: int) -> float:
