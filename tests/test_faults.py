@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from detectors.serving.processes import free_port
+from detectors.serving.processes import free_port, kill_group
 from gateway import bus
 from gateway.core.config import GatewayConfig, KafkaSettings
 from gateway.core.messages import VideoEvent, idempotency_key, inline_headers
@@ -309,8 +309,7 @@ def test_4_gateway_sigkill_and_restart(broker, clips, tmp_path):
     first, _ = gateway_process(cfg, tmp_path, "first")
     topic = cfg.kafka.output_topic
     read_topics(cfg.kafka.bootstrap, [topic], lambda g: len(g[topic]) >= 6)  # some, not all, published
-    os.killpg(first.pid, signal.SIGKILL)  # the gateway and its workers, at once
-    first.wait()
+    kill_group(first)  # the gateway and its workers, at once
     killed_at = time.monotonic()
     second, _ = gateway_process(cfg, tmp_path, "second")
     try:

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from detectors.serving.processes import kill_group
 from gateway import bus
 from gateway.core.config import GatewayConfig, KafkaSettings
 from gateway.core.messages import ScoreEvent, VideoEvent, inline_headers
@@ -176,8 +177,7 @@ def test_a_killed_gateway_loses_nothing_and_never_changes_a_score(broker, tmp_pa
     producer.flush()
     first, _ = gateway_process(cfg, tmp_path, "first")
     _read(broker, [k.output_topic], lambda g: len(g[k.output_topic]) >= 8)  # some, not all, work published
-    os.killpg(first.pid, signal.SIGKILL)
-    first.wait()
+    kill_group(first)
     second, _ = gateway_process(cfg, tmp_path, "second")
     try:
         got = _read(

@@ -18,7 +18,7 @@ import pytest
 import yaml
 from sklearn.metrics import recall_score, roc_auc_score
 
-from detectors.serving.processes import free_port
+from detectors.serving.processes import free_port, kill_group
 from gateway.core.config import GatewayConfig, KafkaSettings
 from gateway.core.messages import LabelEvent, VideoEvent
 from gateway.monitor.canary import CanaryFeed
@@ -163,8 +163,7 @@ def test_sigkill_and_restart_export_the_same_values(broker, tmp_path):
         before = settled()
         assert metric(before, "lastmile_monitor_events_total", outcome="duplicate") == n // 10
     finally:
-        os.killpg(first.pid, signal.SIGKILL)
-        first.wait()
+        kill_group(first)
     second = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         after = settled()

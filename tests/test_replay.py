@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from detectors.proxy.corpus import CorpusConfig, synthesize
+from detectors.serving.processes import kill_group
 from gateway.batch.replay import ReplayConfig, replay
 from gateway.batch.results import read_results
 from gateway.core.messages import TIMING_FIELDS
@@ -114,8 +114,7 @@ def test_a_killed_replay_resumes_to_the_same_results(small_corpus, tmp_path):
         assert proc.poll() is None, "the run finished before it could be killed"
         assert time.monotonic() < deadline, "no progress"
         time.sleep(0.02)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    kill_group(proc)
     assert not (killed / "results.parquet").exists()
     parts_before = len(list((killed / "parts").glob("part-*.parquet")))
     assert 2 <= parts_before < 10

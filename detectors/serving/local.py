@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -18,7 +17,7 @@ from pathlib import Path
 from detectors.errors import RuntimeUnavailable, TritonNotInstalled
 from detectors.repository import list_detectors, repository_path
 from detectors.serving.config import config_pbtxt, python_model_source
-from detectors.serving.processes import free_port, stop_group
+from detectors.serving.processes import free_port, kill_group, stop_group
 
 
 def bundled_server() -> tuple[Path, Path, Path]:
@@ -178,9 +177,8 @@ class LocalTriton:
 
     def kill(self) -> None:
         """SIGKILL the server and its stubs (the tests' crash case)."""
-        if self.process and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
+        if self.process:
+            kill_group(self.process)
 
     def stop(self) -> None:
         """SIGTERM the server, wait, and leave none of its processes behind."""

@@ -39,6 +39,14 @@ def stop_group(process: subprocess.Popen, timeout_s: float = 30.0) -> None:
     process.wait()
 
 
+def kill_group(process: subprocess.Popen) -> None:
+    """SIGKILL the process group led by ``process`` at once (the crash case) and reap the leader; a leader reaped
+    before is left alone (its number may be another's now)."""
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
 def _alive(pid: int) -> bool:
     """Whether a process (a zombie included) holds ``pid`` now."""
     try:

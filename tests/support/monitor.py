@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 import signal
 import subprocess
@@ -17,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from detectors.serving.processes import free_port
+from detectors.serving.processes import free_port, kill_group
 from gateway import bus
 from gateway.core.config import KafkaSettings
 from gateway.core.messages import LabelEvent, ScoreEvent, idempotency_key
@@ -122,9 +121,7 @@ class MonitorProcess:
         return wait_for(lambda: (s := scrape(self.port)) and done(s) and s, timeout_s=90, what="the monitor to settle")
 
     def kill(self) -> None:
-        if self.proc.poll() is None:  # (a reaped leader's number may be another's now)
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
+        kill_group(self.proc)
 
     def stop(self) -> None:
         self.proc.send_signal(signal.SIGTERM)
