@@ -5,7 +5,7 @@ moves it on; a dead letter too large for the limit is reduced rather than blocki
 from __future__ import annotations
 
 import json
-import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -16,7 +16,15 @@ from gateway.stream.publisher import KEPT_HEADER_BYTES, Publisher, Source
 from tests.support.gateway import _config, _readyz, _stop, _with_kafka
 from tests.support.media import make_clip
 from tests.support.produce import produce_raw
-from tests.support.streaming import committed_offsets, metric, read_topics, scrape, start_gateway, wait_for
+from tests.support.streaming import (
+    committed_offsets,
+    metric,
+    read_topics,
+    scrape,
+    start_gateway,
+    start_monitor,
+    wait_for,
+)
 
 MB = 1024 * 1024
 
@@ -150,13 +158,6 @@ def test_a_record_limit_below_the_largest_score_event_is_refused_at_start_up():
     assert GatewayConfig(kafka={"max_message_bytes": 64 * 1024}).kafka.max_message_bytes == 64 * 1024
 
 
-def _raised(run, outcome: list[BaseException]) -> None:
-    try:
-        run()
-    except BaseException as error:  # what the thread raised, for the test to read
-        outcome.append(error)
-
-
 def test_the_monitor_and_the_scores_reader_refuse_a_topic_over_their_limit_and_size_their_fetch_to_it(broker):
     """The readers read their topics' ``max.message.bytes`` at start too: over ``kafka.max_message_bytes``, one line
     naming the topic; within it, the reader's fetch is sized to the topics' limit (not the 64 MiB default)."""
@@ -174,23 +175,21 @@ def test_the_monitor_and_the_scores_reader_refuse_a_topic_over_their_limit_and_s
          for t, limit in ((k.output_topic, 2 * MB), (k.dlq, MB // 2), (k.labels_topic, MB // 2))])  # fmt: skip
     for future in made.values():
         future.result(30)
-    refused = Monitor(MonitorConfig(http_port=0, kafka=k))
-    outcome: list[BaseException] = []
-    first = threading.Thread(target=lambda: _raised(refused.run, outcome), daemon=True)
-    first.start()
-    first.join(60)
-    refused.stop_event.set()  # (a monitor that did not refuse is stopped, and the assertion below says so)
-    assert outcome and isinstance(outcome[0], bus.ClientConfigError), f"the monitor started: {outcome}"
-    assert f"topic {k.output_topic} admits records of up to {2 * MB} bytes" in str(outcome[0])
+    refused, pool = Monitor(MonitorConfig(http_port=0, kafka=k)), ThreadPoolExecutor(1)
+    try:
+        # a monitor that started instead of refusing is a TimeoutError here
+        error = pool.submit(refused.run).exception(timeout=60)
+    finally:
+        refused.stop_event.set()
+        pool.shutdown(wait=False)
+    assert isinstance(error, bus.ClientConfigError), f"the monitor started: {error}"
+    assert f"topic {k.output_topic} admits records of up to {2 * MB} bytes" in str(error)
     with pytest.raises(bus.ClientConfigError, match=f"topic {k.output_topic} admits records of up to {2 * MB} bytes"):
         follow(k, lambda record, table: None, keep_following=False)
     roomy = k.model_copy(update={"max_message_bytes": 64 * MB})
     assert bus.check_record_limits(roomy, [k.output_topic, k.labels_topic]).max_message_bytes == 2 * MB
-    monitor = Monitor(MonitorConfig(http_port=0, kafka=roomy))
-    started = threading.Thread(target=monitor.run, daemon=True)
-    started.start()
+    monitor, started = start_monitor(MonitorConfig(http_port=0, kafka=roomy))
     try:
-        wait_for(lambda: monitor.consumer is not None, 60, "the monitor's reader")
         assert monitor.consumer.settings.max_message_bytes == 2 * MB  # sized to the topics it reads
     finally:
         monitor.stop_event.set()
